@@ -1,0 +1,3 @@
+from wikitools.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Subcommands of `wiki`; each module has `add_parser(subparsers)` and a handler."""

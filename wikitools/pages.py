@@ -1,0 +1,611 @@
+"""The page model: one markdown-it-py parse per page, with 1-based line and column (code points)
+for every element the tools report on. Every other module reads `Page`, never raw Markdown."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
+
+from wikitools.diagnostics import Diagnostic
+
+_MD = MarkdownIt("commonmark", {"html": True}).enable("table")
+
+# Material containers whose bodies are indented by four spaces: admonitions, collapsible
+# admonitions and content tabs. Plain CommonMark would read those bodies as indented code.
+_CONTAINER = re.compile(
+    r'^(?:(?P<admonition>!!!|\?\?\?\+?)[ \t]+(?P<kind>[\w-]+)|(?P<tab>===[!+]?)[ \t]+(?=["\'])'
+    r')(?P<rest>.*)$'
+)
+_FENCE_OPEN = re.compile(r"^ {0,3}(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
+_BARE_URL = re.compile(r"\b(?:https?|ftp)://[^\s<>()\[\]`]+|\bwww\.[^\s<>()\[\]`]+")
+_URL_TRAILING = ".,;:!?'\")*_"
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9(\"'`*])")
+
+
+@dataclass(frozen=True, slots=True)
+class FenceAttrs:
+    """Attributes of a fence info string. `{ .bash #id .cls key=val }` is the brace form;
+    `bash` alone sets only `lang`."""
+
+    lang: str | None = None
+    id: str | None = None
+    classes: tuple[str, ...] = ()
+    options: tuple[tuple[str, str, int], ...] = ()  # (key, value, column of key in the line)
+    brace: bool = False
+    error: str | None = None  # a malformed brace form, e.g. an unclosed quote
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        for k, v, _ in self.options:
+            if k == key:
+                return v
+        return default
+
+
+@dataclass(frozen=True, slots=True)
+class CodeBlock:
+    """A fenced or indented code block. `line`/`col` locate the opening fence (or the first
+    code line); `content_line` is the first line of the body."""
+
+    line: int
+    col: int
+    content: str
+    content_line: int
+    end_line: int
+    fenced: bool
+    closed: bool
+    info: str = ""
+    attrs: FenceAttrs = field(default_factory=FenceAttrs)
+
+
+@dataclass(frozen=True, slots=True)
+class Heading:
+    level: int
+    text: str  # plain text (inline markup removed)
+    line: int
+    col: int
+    setext: bool
+
+
+@dataclass(frozen=True, slots=True)
+class TextSpan:
+    """A run of prose text that a reader sees, with its exact source position.
+    `context` is one of: paragraph, heading, table, link_text, image_alt, admonition_title."""
+
+    text: str
+    line: int
+    col: int
+    context: str
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    kind: str  # link | image | autolink | bare
+    target: str
+    line: int
+    col: int
+
+
+@dataclass(frozen=True, slots=True)
+class Comment:
+    """An HTML comment; `text` is the inside of `<!-- … -->`, stripped."""
+
+    text: str
+    line: int
+    col: int
+    end_line: int
+
+
+@dataclass(frozen=True, slots=True)
+class Cell:
+    text: str  # inline source of the cell, trimmed
+    line: int
+    col: int
+
+
+@dataclass(frozen=True, slots=True)
+class Table:
+    line: int
+    end_line: int
+    header: tuple[Cell, ...]
+    rows: tuple[tuple[Cell, ...], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Paragraph:
+    text: str  # plain text
+    line: int
+
+
+@dataclass(slots=True)
+class Page:
+    """Everything the tools know about one Markdown file."""
+
+    path: str  # POSIX, relative to the wiki root
+    text: str  # LF-normalised source
+    front_matter: dict[str, Any] = field(default_factory=dict)
+    front_matter_end: int = 0  # last line of the front matter block, 0 when absent
+    headings: list[Heading] = field(default_factory=list)
+    code_blocks: list[CodeBlock] = field(default_factory=list)
+    spans: list[TextSpan] = field(default_factory=list)
+    links: list[Link] = field(default_factory=list)
+    comments: list[Comment] = field(default_factory=list)
+    tables: list[Table] = field(default_factory=list)
+    paragraphs: list[Paragraph] = field(default_factory=list)
+    html_blocks: list[tuple[int, int]] = field(default_factory=list)  # (line, end_line)
+    problems: list[Diagnostic] = field(default_factory=list)
+
+    @property
+    def lines(self) -> list[str]:
+        return self.text.split("\n")
+
+    @property
+    def first_h1(self) -> Heading | None:
+        return next((h for h in self.headings if h.level == 1), None)
+
+    @property
+    def title(self) -> str | None:
+        """Front matter `title`, else the first H1; None when the page has neither."""
+        fm_title = self.front_matter.get("title")
+        if isinstance(fm_title, str) and fm_title.strip():
+            return fm_title.strip()
+        h1 = self.first_h1
+        return h1.text if h1 and h1.text else None
+
+    @property
+    def description(self) -> str | None:
+        """Front matter `description`, else the first sentence of the first paragraph."""
+        desc = self.front_matter.get("description")
+        if isinstance(desc, str) and desc.strip():
+            return " ".join(desc.split())
+        for para in self.paragraphs:
+            text = " ".join(para.text.split())
+            if text:
+                return _SENTENCE_END.split(text, maxsplit=1)[0]
+        return None
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def read_page(path: Path, root: Path) -> Page:
+    """Read and parse one file. Undecodable bytes become a located PG002 problem."""
+    rel = path.relative_to(root).as_posix() if path.is_absolute() else path.as_posix()
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        page = Page(path=rel, text="")
+        page.problems.append(
+            Diagnostic(rel, line, col, "PG002", f"file is not valid UTF-8 ({exc.reason})")
+        )
+        return page
+    return parse_page(text, rel)
+
+
+def parse_page(text: str, path: str = "<string>") -> Page:
+    """Parse Markdown source into a Page. Never raises on bad Markdown: problems are listed."""
+    text = text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+    page = Page(path=path, text=text)
+    lines = text.split("\n")
+    body_lines = _take_front_matter(page, lines)
+    body_lines, offsets = _flatten_containers(page, body_lines)
+    tokens = _MD.parse("\n".join(body_lines))
+    _Walker(page, lines, offsets).walk(tokens)
+    return page
+
+
+# --------------------------------------------------------------------------- front matter
+
+
+def _take_front_matter(page: Page, lines: list[str]) -> list[str]:
+    """Parse a leading `---` YAML block; return the lines with it blanked (numbers kept)."""
+    if not lines or lines[0].rstrip() != "---":
+        return list(lines)
+    end = next((i for i in range(1, len(lines)) if lines[i].rstrip() in ("---", "...")), None)
+    if end is None:
+        page.problems.append(
+            Diagnostic(page.path, 1, 1, "FM001", "front matter starts with '---' but is never closed")
+        )
+        return list(lines)
+    source = "\n".join(lines[1:end])
+    try:
+        data = yaml.safe_load(source) if source.strip() else {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 2 if mark else 1
+        col = mark.column + 1 if mark else 1
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        page.problems.append(
+            Diagnostic(page.path, line, col, "FM001", f"malformed front matter: {problem}")
+        )
+        data = {}
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        page.problems.append(
+            Diagnostic(page.path, 2, 1, "FM002", "front matter must be a mapping of keys to values")
+        )
+        data = {}
+    page.front_matter = {str(k): v for k, v in data.items()}
+    page.front_matter_end = end + 1
+    return [""] * (end + 1) + lines[end + 1 :]
+
+
+# --------------------------------------------------------------------------- containers
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" "))
+
+
+def _flatten_containers(page: Page, lines: list[str]) -> tuple[list[str], list[int]]:
+    """Dedent the bodies of admonitions and content tabs so that markdown-it parses them as
+    ordinary Markdown; returns the new lines and, per line, the number of columns removed."""
+    out: list[str] = []
+    offsets: list[int] = []
+    depth = 0  # open containers; each one removed four columns from its body
+    fence: tuple[str, int] | None = None  # (char, length) of an open fence in the dedented text
+    for number, original in enumerate(lines, start=1):
+        line, removed = original, 0
+        if depth and line.strip():
+            if fence is None:
+                while depth and _indent(line) < 4 * depth:
+                    depth -= 1
+            cut = min(4 * depth, _indent(line))
+            line, removed = line[cut:], cut
+        elif not line.strip():
+            line, removed = "", 0
+        if fence is not None:
+            stripped = line.strip()
+            char, length = fence
+            if stripped.startswith(char * length) and not stripped.strip(char):
+                fence = None
+        else:
+            opened = _FENCE_OPEN.match(line)
+            match = _CONTAINER.match(line) if _indent(line) == 0 else None
+            if opened:
+                fence = (opened["fence"][0], len(opened["fence"]))
+            elif match:
+                _add_container_title(page, original, removed, number, match["rest"])
+                depth += 1
+                line = ""
+        out.append(line)
+        offsets.append(removed)
+    return out, offsets
+
+
+def _add_container_title(page: Page, original: str, removed: int, number: int, rest: str) -> None:
+    title = re.search(r'"([^"]*)"', rest)
+    if title and title.group(1).strip():
+        col = original.index('"', removed) + 2
+        page.spans.append(TextSpan(title.group(1), number, col, "admonition_title"))
+
+
+# --------------------------------------------------------------------------- attributes
+
+_ATTR_TOKEN = re.compile(
+    r"""\s*(?:(?P<id>\#[^\s}]+)|(?P<cls>\.[^\s}]+)|(?P<key>[A-Za-z_][\w:.-]*)\s*=\s*"""
+    r"""(?:"(?P<dq>[^"]*)"|'(?P<sq>[^']*)'|(?P<bare>[^\s}"']+)))"""
+)
+
+
+def parse_fence_info(info: str, info_col: int = 1) -> FenceAttrs:
+    """Parse a fence info string. `info_col` is the column of `info[0]` in the source line,
+    so that option columns point into the file."""
+    stripped = info.strip()
+    lead = len(info) - len(info.lstrip())
+    if not stripped.startswith("{"):
+        return FenceAttrs(lang=stripped.split()[0] if stripped else None)
+    close = stripped.rfind("}")
+    if close == -1:
+        return FenceAttrs(brace=True, error="attribute list opened with '{' is never closed")
+    inner = stripped[1:close]
+    base = info_col + lead + 1
+    pos = 0
+    classes: list[str] = []
+    options: list[tuple[str, str, int]] = []
+    ident: str | None = None
+    while pos < len(inner):
+        if not inner[pos:].strip():
+            break
+        m = _ATTR_TOKEN.match(inner, pos)
+        if not m:
+            bad = pos + len(inner[pos:]) - len(inner[pos:].lstrip())
+            return FenceAttrs(
+                brace=True, error=f"cannot read attribute at column {base + bad}: {inner[bad:]!r}"
+            )
+        if m["id"]:
+            ident = m["id"][1:]
+        elif m["cls"]:
+            classes.append(m["cls"][1:])
+        else:
+            value = next(v for v in (m["dq"], m["sq"], m["bare"]) if v is not None)
+            options.append((m["key"], value, base + m.start("key")))
+        pos = m.end()
+    lang = classes[0] if classes else None
+    return FenceAttrs(lang=lang, id=ident, classes=tuple(classes), options=tuple(options), brace=True)
+
+
+# --------------------------------------------------------------------------- token walk
+
+
+def _plain(children: list[Token] | None) -> str:
+    parts: list[str] = []
+    for tok in children or []:
+        if tok.type in ("text", "code_inline"):
+            parts.append(tok.content)
+        elif tok.type in ("softbreak", "hardbreak"):
+            parts.append(" ")
+        elif tok.type == "image":
+            parts.append(_plain(tok.children))
+    return "".join(parts).strip()
+
+
+class _Walker:
+    """Turns the token stream into Page elements, mapping positions back to the source."""
+
+    def __init__(self, page: Page, lines: list[str], offsets: list[int]) -> None:
+        self.page = page
+        self.lines = lines
+        self.offsets = offsets
+
+    # positions -------------------------------------------------------------
+
+    def _col_in_line(self, line_idx: int, needle: str, start_col0: int = 0) -> int:
+        """0-based column of `needle` in source line `line_idx` at or after `start_col0`."""
+        src = self.lines[line_idx] if line_idx < len(self.lines) else ""
+        found = src.find(needle, start_col0) if needle else -1
+        return found if found >= 0 else start_col0
+
+    def walk(self, tokens: list[Token]) -> None:
+        table: dict[str, Any] | None = None
+        pending: dict[str, Any] = {}
+        for i, tok in enumerate(tokens):
+            if tok.type == "fence":
+                self._fence(tok)
+            elif tok.type == "code_block":
+                self._indented(tok)
+            elif tok.type == "html_block":
+                self._html_block(tok)
+            elif tok.type == "heading_open":
+                pending = {"heading": tok}
+            elif tok.type == "paragraph_open":
+                pending = {"paragraph": tok}
+            elif tok.type == "table_open":
+                table = {"line": tok.map[0] + 1, "end": tok.map[1], "header": [], "rows": []}
+            elif tok.type == "tr_open" and table is not None:
+                table["rows"].append([])
+            elif tok.type == "thead_close" and table is not None:
+                table["header"] = table["rows"].pop() if table["rows"] else []
+            elif tok.type == "table_close" and table is not None:
+                self._table(table)
+                table = None
+            elif tok.type == "inline":
+                if table is not None and tokens[i - 1].type in ("th_open", "td_open"):
+                    self._cell(tok, table)
+                elif "heading" in pending:
+                    self._heading(pending.pop("heading"), tok)
+                elif "paragraph" in pending:
+                    pending.pop("paragraph")
+                    self._inline(tok, "paragraph")
+                    self.page.paragraphs.append(Paragraph(_plain(tok.children), tok.map[0] + 1))
+                else:
+                    self._inline(tok, "paragraph")
+
+    # blocks ----------------------------------------------------------------
+
+    def _fence(self, tok: Token) -> None:
+        start, end = tok.map
+        src = self.lines[start]
+        col0 = self._col_in_line(start, tok.markup)
+        last = self.lines[end - 1].strip() if end - 1 < len(self.lines) else ""
+        closed = end - 1 > start and last.startswith(tok.markup) and not last.strip(tok.markup[0])
+        info_col = col0 + len(tok.markup) + 1
+        attrs = parse_fence_info(src[col0 + len(tok.markup) :], info_col)
+        block = CodeBlock(
+            line=start + 1,
+            col=col0 + 1,
+            content=tok.content,
+            content_line=start + 2,
+            end_line=end,
+            fenced=True,
+            closed=closed,
+            info=tok.info,
+            attrs=attrs,
+        )
+        self.page.code_blocks.append(block)
+        if not closed:
+            self.page.problems.append(
+                Diagnostic(
+                    self.page.path,
+                    start + 1,
+                    col0 + 1,
+                    "PG001",
+                    f"code fence {tok.markup!r} is never closed; it runs to the end of the file",
+                )
+            )
+
+    def _indented(self, tok: Token) -> None:
+        start, end = tok.map
+        col0 = _indent(self.lines[start]) if start < len(self.lines) else 0
+        self.page.code_blocks.append(
+            CodeBlock(start + 1, col0 + 1, tok.content, start + 1, end, fenced=False, closed=True)
+        )
+
+    def _html_block(self, tok: Token) -> None:
+        start, end = tok.map
+        self.page.html_blocks.append((start + 1, end))
+        self._comments(tok.content, start, 0)
+
+    def _comments(self, content: str, line_idx: int, col_hint: int) -> None:
+        for m in re.finditer(r"<!--(.*?)-->", content, re.DOTALL):
+            before = content[: m.start()]
+            line = line_idx + before.count("\n")
+            prefix = before.rsplit("\n", 1)[-1]
+            col0 = self._col_in_line(line, "<!--", col_hint if "\n" not in before else 0)
+            if "\n" in before or not prefix:
+                col0 = self._col_in_line(line, "<!--")
+            end_line = line + m.group(0).count("\n") + 1
+            self.page.comments.append(Comment(m.group(1).strip(), line + 1, col0 + 1, end_line))
+
+    def _heading(self, open_tok: Token, inline: Token) -> None:
+        setext = open_tok.markup in ("=", "-")
+        line_idx = inline.map[0]
+        text = _plain(inline.children)
+        col0 = self._col_in_line(line_idx, inline.content.split("\n")[0][:20])
+        self.page.headings.append(
+            Heading(int(open_tok.tag[1]), text, line_idx + 1, col0 + 1, setext)
+        )
+        self._inline(inline, "heading")
+
+    def _cell(self, tok: Token, table: dict[str, Any]) -> None:
+        line_idx = tok.map[0]
+        row: list[Cell] = table["rows"][-1] if table["rows"] else []
+        # Cells are found left to right: search after the previous cell of the row.
+        after = 0
+        if row:
+            prev = row[-1]
+            after = prev.col - 1 + len(prev.text)
+        col0 = self._col_in_line(line_idx, tok.content, after) if tok.content else after
+        row.append(Cell(tok.content, line_idx + 1, col0 + 1))
+        self._inline(tok, "table", anchor=(line_idx, col0))
+
+    def _table(self, table: dict[str, Any]) -> None:
+        self.page.tables.append(
+            Table(
+                line=table["line"],
+                end_line=table["end"],
+                header=tuple(table["header"]),
+                rows=tuple(tuple(r) for r in table["rows"]),
+            )
+        )
+
+    # inline ----------------------------------------------------------------
+
+    def _line_starts(self, tok: Token, anchor: tuple[int, int] | None) -> list[tuple[int, int]]:
+        """For each line of the inline content: (source line index, 0-based column)."""
+        if anchor is not None:
+            return [anchor]
+        starts: list[tuple[int, int]] = []
+        first = tok.map[0]
+        for k, content_line in enumerate(tok.content.split("\n")):
+            idx = first + k
+            src = self.lines[idx] if idx < len(self.lines) else ""
+            body = src.rstrip()
+            piece = content_line.rstrip()
+            if piece and body.endswith(piece):
+                col0 = len(body) - len(piece)
+            else:
+                col0 = self._col_in_line(idx, piece[:12]) if piece else 0
+            starts.append((idx, col0))
+        return starts
+
+    def _inline(self, tok: Token, context: str, anchor: tuple[int, int] | None = None) -> None:
+        content = tok.content
+        starts = self._line_starts(tok, anchor)
+        line_of_offset: list[int] = []  # content offset where each content line starts
+        off = 0
+        for piece in content.split("\n"):
+            line_of_offset.append(off)
+            off += len(piece) + 1
+
+        def locate(offset: int) -> tuple[int, int]:
+            k = 0
+            while k + 1 < len(line_of_offset) and line_of_offset[k + 1] <= offset:
+                k += 1
+            k = min(k, len(starts) - 1)
+            idx, col0 = starts[k]
+            return idx + 1, col0 + (offset - line_of_offset[k]) + 1
+
+        cursor = 0
+        stack: list[str] = []  # enclosing link/image contexts
+        for child in tok.children or []:
+            kind = child.type
+            if kind == "text":
+                found = content.find(child.content, cursor)
+                at = found if found >= 0 else cursor
+                cursor = at + len(child.content) if found >= 0 else cursor
+                ctx = stack[-1] if stack else context
+                if ctx != "autolink":
+                    self._text(child.content, locate(at), ctx)
+            elif kind == "code_inline":
+                at = content.find(child.markup, cursor)
+                cursor = max(cursor, at + 2 * len(child.markup) + len(child.content)) if at >= 0 else cursor
+            elif kind in ("softbreak", "hardbreak"):
+                nl = content.find("\n", cursor)
+                cursor = nl + 1 if nl >= 0 else cursor
+            elif kind == "html_inline":
+                at = content.find(child.content, cursor)
+                if at >= 0:
+                    if child.content.startswith("<!--"):
+                        line, col = locate(at)
+                        self.page.comments.append(
+                            Comment(child.content[4:-3].strip(), line, col, line)
+                        )
+                    cursor = at + len(child.content)
+            elif kind == "link_open":
+                at = content.find("<" if child.markup == "autolink" else "[", cursor)
+                line, col = locate(max(at, cursor))
+                href = str(child.attrs.get("href", ""))
+                autolink = child.markup == "autolink"
+                self.page.links.append(Link("autolink" if autolink else "link", href, line, col))
+                stack.append("autolink" if autolink else "link_text")
+                cursor = (at + 1) if at >= 0 else cursor
+            elif kind == "link_close":
+                ctx = stack.pop() if stack else ""
+                cursor = self._skip_destination(content, cursor, ctx == "autolink")
+            elif kind == "image":
+                at = content.find("![", cursor)
+                line, col = locate(max(at, cursor))
+                self.page.links.append(Link("image", str(child.attrs.get("src", "")), line, col))
+                alt_at = at + 2 if at >= 0 else cursor
+                if child.content:
+                    self._text(child.content, locate(alt_at), "image_alt")
+                cursor = self._skip_destination(content, alt_at + len(child.content), False)
+
+    @staticmethod
+    def _skip_destination(content: str, cursor: int, autolink: bool) -> int:
+        """Move past `](dest "title")`, `][ref]`, `]` or `>` that closes a link."""
+        if autolink:
+            end = content.find(">", cursor)
+            return end + 1 if end >= 0 else cursor
+        close = content.find("]", cursor)
+        if close < 0:
+            return cursor
+        nxt = content[close + 1 : close + 2]
+        if nxt == "(":
+            depth, i = 0, close + 1
+            while i < len(content):
+                if content[i] == "(":
+                    depth += 1
+                elif content[i] == ")":
+                    depth -= 1
+                    if depth == 0:
+                        return i + 1
+                i += 1
+            return close + 1
+        if nxt == "[":
+            end = content.find("]", close + 1)
+            return end + 1 if end >= 0 else close + 1
+        return close + 1
+
+    def _text(self, text: str, where: tuple[int, int], context: str) -> None:
+        """Record prose text, splitting out bare URLs as links."""
+        line, col = where
+        last = 0
+        for m in _BARE_URL.finditer(text):
+            url = m.group(0).rstrip(_URL_TRAILING)
+            if m.start() > last:
+                self.page.spans.append(TextSpan(text[last : m.start()], line, col + last, context))
+            self.page.links.append(Link("bare", url, line, col + m.start()))
+            last = m.start() + len(url)
+        if last < len(text):
+            self.page.spans.append(TextSpan(text[last:], line, col + last, context))
