@@ -1,0 +1,37 @@
+# Two entry points for a fresh machine: `make site` and `make test` (see README.md).
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: site test setup engine check serve clean
+
+site: setup
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
+test: setup engine
+	$(BIN)/ruff check wikitools tests scripts benchmarks
+	$(BIN)/wiki check
+	$(BIN)/pytest -q
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	touch $(STAMP)
+
+# The real vLLM (CPU build) used by the end-to-end runbook tests, in its own environment.
+engine:
+	bash scripts/setup-engine-env.sh .venv-engine
+
+check: setup
+	$(BIN)/wiki check
+
+serve: setup
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve -a 127.0.0.1:8000
+
+clean:
+	rm -rf site .artifacts
