@@ -212,7 +212,9 @@ def _take_front_matter(page: Page, lines: list[str]) -> list[str]:
     end = next((i for i in range(1, len(lines)) if lines[i].rstrip() in ("---", "...")), None)
     if end is None:
         page.problems.append(
-            Diagnostic(page.path, 1, 1, "FM001", "front matter starts with '---' but is never closed")
+            Diagnostic(
+                page.path, 1, 1, "FM001", "front matter starts with '---' but is never closed"
+            )
         )
         return list(lines)
     source = "\n".join(lines[1:end])
@@ -331,22 +333,38 @@ def parse_fence_info(info: str, info_col: int = 1) -> FenceAttrs:
             options.append((m["key"], value, base + m.start("key")))
         pos = m.end()
     lang = classes[0] if classes else None
-    return FenceAttrs(lang=lang, id=ident, classes=tuple(classes), options=tuple(options), brace=True)
+    return FenceAttrs(
+        lang=lang, id=ident, classes=tuple(classes), options=tuple(options), brace=True
+    )
 
 
 # --------------------------------------------------------------------------- token walk
 
 
-def _plain(children: list[Token] | None) -> str:
+def _plain(children: list[Token] | None, *, html: bool = False) -> str:
+    """Inline text without markup. With `html`, inline tags such as `<think>` stay in the text
+    (a heading's words); comments never do."""
     parts: list[str] = []
     for tok in children or []:
-        if tok.type in ("text", "code_inline"):
+        keep_html = html and tok.type == "html_inline" and not tok.content.startswith("<!--")
+        if tok.type in ("text", "code_inline") or keep_html:
             parts.append(tok.content)
         elif tok.type in ("softbreak", "hardbreak"):
             parts.append(" ")
         elif tok.type == "image":
             parts.append(_plain(tok.children))
     return "".join(parts).strip()
+
+
+def _code_span_end(content: str, markup: str, cursor: int) -> int:
+    """Offset just past the code span opened by the first `markup` run at or after `cursor`
+    (the closing run has exactly the same number of backticks)."""
+    opening = re.compile(rf"(?<!`){markup}(?!`)")
+    start = opening.search(content, cursor)
+    if start is None:
+        return cursor
+    end = opening.search(content, start.end())
+    return end.end() if end else start.end()
 
 
 class _Walker:
@@ -459,7 +477,7 @@ class _Walker:
     def _heading(self, open_tok: Token, inline: Token) -> None:
         setext = open_tok.markup in ("=", "-")
         line_idx = inline.map[0]
-        text = _plain(inline.children)
+        text = _plain(inline.children, html=True)
         col0 = self._col_in_line(line_idx, inline.content.split("\n")[0][:20])
         self.page.headings.append(
             Heading(int(open_tok.tag[1]), text, line_idx + 1, col0 + 1, setext)
@@ -537,8 +555,7 @@ class _Walker:
                 if ctx != "autolink":
                     self._text(child.content, locate(at), ctx)
             elif kind == "code_inline":
-                at = content.find(child.markup, cursor)
-                cursor = max(cursor, at + 2 * len(child.markup) + len(child.content)) if at >= 0 else cursor
+                cursor = _code_span_end(content, child.markup, cursor)
             elif kind in ("softbreak", "hardbreak"):
                 nl = content.find("\n", cursor)
                 cursor = nl + 1 if nl >= 0 else cursor

@@ -1,13 +1,63 @@
-"""Placeholder until the command lands."""
+"""`wiki index`: write INDEX.md (or print it, or check that it is fresh)."""
 
 from __future__ import annotations
 
+import argparse
+import sys
+from pathlib import Path
 from typing import Any
+
+from wikitools.config import load_config, load_pages
+from wikitools.diagnostics import Severity, sort_diagnostics, summary
+from wikitools.fsio import unified_diff, write_if_changed
+from wikitools.index import render_index
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--root", type=Path, default=Path(), help="wiki root (default: .)")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--stdout", action="store_true", help="print the index instead of writing it")
+    mode.add_argument(
+        "--check", action="store_true", help="write nothing; exit 1 if the index would change"
+    )
+    parser.add_argument("--diff", action="store_true", help="with --check: show a unified diff")
 
 
 def add_parser(sub: Any) -> None:
-    pass
+    parser = sub.add_parser(
+        "index",
+        help="generate INDEX.md, the catalog of every page",
+        description="Generate INDEX.md from every page's title, status and description.",
+    )
+    add_arguments(parser)
+    parser.set_defaults(handler=run)
 
 
-def add_parsers(sub: Any) -> None:
-    pass
+def run(args: argparse.Namespace) -> int:
+    config = load_config(args.root)
+    pages = load_pages(config)
+    text, diags = render_index(config, pages)
+    diags = sort_diagnostics(diags)
+    target = config.index_path
+    out = sys.stderr if args.stdout else sys.stdout
+    for diag in diags:
+        print(diag.format(), file=out)
+    if args.stdout:
+        sys.stdout.write(text)
+        return 0
+    if args.check or args.diff:
+        current = target.read_text(encoding="utf-8") if target.is_file() else ""
+        if current == text:
+            print(f"{config.index_output} is up to date", file=sys.stderr)
+            return 0
+        print(f"would change: {config.index_output}")
+        if args.diff:
+            sys.stdout.write(unified_diff(config.index_output, current, text))
+        return 1
+    changed = write_if_changed(target, text)
+    state = "wrote" if changed else "unchanged:"
+    print(f"{state} {config.index_output} ({len(pages)} pages)", file=sys.stderr)
+    if any(d.severity is Severity.ERROR for d in diags):
+        print(summary(diags), file=sys.stderr)
+        return 1
+    return 0

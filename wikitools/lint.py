@@ -1,0 +1,132 @@
+"""Page lint: front matter values, parser problems, titles, and links to pages that do not exist.
+
+Codes: FM003 unknown status value, FM004 front matter key of the wrong type, PG003 more than one
+level-1 heading, LNK001 link to a file that does not exist, IDX001 page without a title (shared
+with the index). FM001/FM002/PG001/PG002 come from the parser.
+"""
+
+from __future__ import annotations
+
+import difflib
+import posixpath
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from urllib.parse import unquote
+
+from wikitools.config import WikiConfig
+from wikitools.diagnostics import Diagnostic, Severity
+from wikitools.index import title_of
+from wikitools.pages import Page
+
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+_LIST_KEYS = ("tags",)
+_STRING_KEYS = ("title", "description", "status", "family")
+
+
+def lint_pages(config: WikiConfig, pages: list[Page]) -> list[Diagnostic]:
+    """All lint findings for `pages` (unsorted)."""
+    known = {p.path for p in pages}
+    exists = _Exists(config.root, known)
+    out: list[Diagnostic] = []
+    for page in pages:
+        out.extend(page.problems)
+        out.extend(check_front_matter(config, page))
+        out.extend(check_headings(page))
+        out.extend(check_links(page, known, exists))
+    return out
+
+
+class _Exists:
+    """Cached file-system lookups of paths relative to the root."""
+
+    def __init__(self, root: Path, known: set[str]) -> None:
+        self.root = root
+        self.cache: dict[str, bool] = dict.fromkeys(known, True)
+
+    def __call__(self, rel: str) -> bool:
+        if rel not in self.cache:
+            self.cache[rel] = (self.root / rel).exists()
+        return self.cache[rel]
+
+
+def _fm_position(page: Page, key: str) -> tuple[int, int]:
+    """Line and column of the value of top-level front matter `key` (1, 1 if not found)."""
+    pattern = re.compile(rf"^{re.escape(key)}\s*:\s*")
+    for number, line in enumerate(page.lines[1 : page.front_matter_end], start=2):
+        m = pattern.match(line)
+        if m:
+            return number, m.end() + 1
+    return 1, 1
+
+
+def check_front_matter(config: WikiConfig, page: Page) -> Iterator[Diagnostic]:
+    fm = page.front_matter
+    for key in _STRING_KEYS:
+        if key in fm and not isinstance(fm[key], str):
+            line, col = _fm_position(page, key)
+            yield Diagnostic(page.path, line, col, "FM004", f"front matter '{key}' must be text")
+    for key in _LIST_KEYS:
+        if key in fm and not isinstance(fm[key], list):
+            line, col = _fm_position(page, key)
+            yield Diagnostic(page.path, line, col, "FM004", f"front matter '{key}' must be a list")
+    if "hub" in fm and not isinstance(fm["hub"], bool):
+        line, col = _fm_position(page, "hub")
+        yield Diagnostic(page.path, line, col, "FM004", "front matter 'hub' must be true or false")
+    status = fm.get("status")
+    if isinstance(status, str) and status not in config.statuses:
+        line, col = _fm_position(page, "status")
+        allowed = ", ".join(config.statuses)
+        hint = difflib.get_close_matches(status.strip().lower(), config.statuses, n=1, cutoff=0.6)
+        suffix = f"; did you mean '{hint[0]}'?" if hint else ""
+        yield Diagnostic(
+            page.path, line, col, "FM003", f"unknown status {status!r} (allowed: {allowed}){suffix}"
+        )
+
+
+def check_headings(page: Page) -> Iterator[Diagnostic]:
+    _, missing = title_of(page)
+    if missing:
+        yield missing
+    h1s = [h for h in page.headings if h.level == 1]
+    for extra in h1s[1:]:
+        yield Diagnostic(
+            page.path,
+            extra.line,
+            extra.col,
+            "PG003",
+            f"second level-1 heading {extra.text!r}; the title is the one on line {h1s[0].line}",
+            Severity.WARNING,
+        )
+
+
+def _local_target(target: str) -> str | None:
+    """The file part of a relative link target, or None for external and in-page links."""
+    if not target or target.startswith(("#", "/", "//")) or _SCHEME.match(target):
+        return None
+    path = target.split("#", 1)[0].split("?", 1)[0]
+    return unquote(path) or None
+
+
+def check_links(
+    page: Page, known: set[str], exists: Callable[[str], bool]
+) -> Iterator[Diagnostic]:
+    folder = posixpath.dirname(page.path)
+    for link in page.links:
+        if link.kind not in ("link", "image"):
+            continue
+        target = _local_target(link.target)
+        if target is None:
+            continue
+        resolved = posixpath.normpath(posixpath.join(folder, target))
+        if resolved.startswith("../") or resolved == "..":
+            continue  # outside the tree: not ours to judge
+        if exists(resolved):
+            continue
+        candidates = sorted(posixpath.relpath(k, folder or ".") for k in known)
+        hint = difflib.get_close_matches(target, candidates, n=1, cutoff=0.6)
+        suffix = f"; did you mean '{hint[0]}'?" if hint else ""
+        what = "image" if link.kind == "image" else "page"
+        yield Diagnostic(
+            page.path, link.line, link.col, "LNK001", f"link to missing {what} '{target}'{suffix}"
+        )
