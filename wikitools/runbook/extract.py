@@ -1,0 +1,331 @@
+"""Runbook blocks from parsed pages: `{ .bash #id .runbook-server … }` and
+`{ .bash .runbook-client for=id … }` fences, validated with located RB diagnostics."""
+
+from __future__ import annotations
+
+import difflib
+import re
+import shlex
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from wikitools.diagnostics import Diagnostic
+from wikitools.pages import CodeBlock, Page
+from wikitools.runbook import engines
+from wikitools.runbook.command import parse_client_command, parse_server_command
+from wikitools.runbook.model import ClientBlock, Requirements, Runbook, RunbookSet, ServerBlock
+
+SERVER_CLASS = "runbook-server"
+CLIENT_CLASS = "runbook-client"
+SERVER_ATTRS = ("engine", "gpus", "arch", "min_mem_gib", "port", "ready_timeout", "stop_timeout",
+                "env")
+CLIENT_ATTRS = ("for", "name", "kind", "sweep", "timeout")
+KINDS = ("serving", "quality", "smoke")
+DEFAULT_READY_TIMEOUT = 900.0
+DEFAULT_STOP_TIMEOUT = 20.0
+DEFAULT_CLIENT_TIMEOUT = 1800.0
+
+ID_RE = re.compile(r"[a-z0-9][a-z0-9._-]*")
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+ARCH_RE = re.compile(r"sm\d{2,3}[af]?")
+
+
+@dataclass(slots=True)
+class _Ctx:
+    page: Page
+    block: CodeBlock
+    diags: list[Diagnostic]
+    failed: bool = False
+
+    @property
+    def fence_line(self) -> str:
+        lines = self.page.text.split("\n")
+        return lines[self.block.line - 1] if self.block.line - 1 < len(lines) else ""
+
+    def col_of(self, needle: str) -> int:
+        line = self.fence_line
+        at = line.find(needle, self.block.col - 1)
+        return at + 1 if at >= 0 else self.block.col
+
+    def error(self, code: str, message: str, col: int | None = None, line: int | None = None
+              ) -> None:
+        self.failed = True
+        self.diags.append(Diagnostic(self.page.path, line or self.block.line,
+                                     col or self.block.col, code, message))
+
+
+def is_runbook_block(block: CodeBlock) -> bool:
+    """A fence that carries a runbook role (or tries to: a malformed brace list naming one)."""
+    attrs = block.attrs
+    if not attrs.brace:
+        return False
+    if attrs.error:
+        return "runbook" in block.info
+    return any(c.startswith("runbook") for c in attrs.classes)
+
+
+def _did_you_mean(word: str, choices: Iterable[str]) -> str:
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f"; did you mean '{close[0]}'?" if close else ""
+
+
+def _number(ctx: _Ctx, key: str, value: str, col: int, *, integer: bool = False,
+            minimum: float = 0, allow_zero: bool = True) -> float | None:
+    pattern = r"\d+" if integer else r"\d+(\.\d+)?"
+    if not re.fullmatch(pattern, value) or (not allow_zero and float(value) == 0) or float(
+        value
+    ) < minimum:
+        kind = "a whole number" if integer else "a number"
+        extra = " above 0" if not allow_zero else ""
+        ctx.error("RB004", f"bad value for {key}: '{value}' (expected {kind}{extra})", col)
+        return None
+    return float(value)
+
+
+def _parse_env(ctx: _Ctx, value: str, col: int) -> tuple[tuple[str, str], ...]:
+    try:
+        parts = shlex.split(value)
+    except ValueError as exc:
+        ctx.error("RB004", f"bad value for env: {exc}", col)
+        return ()
+    out: list[tuple[str, str]] = []
+    for part in parts:
+        name, eq, val = part.partition("=")
+        if not eq or not ENV_NAME_RE.fullmatch(name):
+            ctx.error("RB004", f"bad value for env: '{part}' is not NAME=VALUE", col)
+            continue
+        out.append((name, val))
+    return tuple(out)
+
+
+def _options(ctx: _Ctx, allowed: tuple[str, ...], role: str) -> dict[str, tuple[str, int]]:
+    seen: dict[str, tuple[str, int]] = {}
+    for key, value, col in ctx.block.attrs.options:
+        if key not in allowed:
+            ctx.error("RB003", f"unknown attribute '{key}' on a {role} block"
+                      f"{_did_you_mean(key, allowed)}", col)
+            continue
+        if key in seen:
+            ctx.error("RB003", f"attribute '{key}' given twice", col)
+            continue
+        seen[key] = (value, col)
+    return seen
+
+
+def _server(ctx: _Ctx) -> ServerBlock | None:
+    block = ctx.block
+    rid = block.attrs.id
+    opts = _options(ctx, SERVER_ATTRS, "runbook-server")
+    if rid is None:
+        ctx.error("RB005", "runbook-server block without an #id (add `#my-runbook-id` to the "
+                  "attribute list)", ctx.col_of("." + SERVER_CLASS))
+        return None
+    if not ID_RE.fullmatch(rid):
+        ctx.error("RB004", f"bad runbook id '#{rid}' (lower-case letters, digits, '.', '_', '-'; "
+                  "starting with a letter or digit)", ctx.col_of("#" + rid))
+    env: tuple[tuple[str, str], ...] = ()
+    if "env" in opts:
+        env = _parse_env(ctx, *opts["env"])
+    cmd = parse_server_command(block.content, dict(env))
+    engine_attr = None
+    if "engine" in opts:
+        value, col = opts["engine"]
+        if value not in engines.ENGINES:
+            ctx.error("RB004", f"bad value for engine: '{value}' (expected vllm or sglang)"
+                      f"{_did_you_mean(value, engines.ENGINES)}", col)
+        else:
+            engine_attr = value
+            if cmd.engine and cmd.engine != value:
+                ctx.error("RB010", f"engine={value} but the command starts {cmd.engine} "
+                          f"({cmd.launcher})", col)
+    if cmd.engine is None:
+        why = "; ".join(cmd.problems) or "no engine launcher found"
+        ctx.error("RB007", f"server command not understood: {why}", line=block.content_line,
+                  col=1)
+    gpus = None
+    if "gpus" in opts:
+        n = _number(ctx, "gpus", *opts["gpus"], integer=True)
+        gpus = int(n) if n is not None else None
+    arch: tuple[str, ...] = ()
+    if "arch" in opts:
+        value, col = opts["arch"]
+        items = tuple(a.strip().lower() for a in value.split(",") if a.strip())
+        bad = [a for a in items if not ARCH_RE.fullmatch(a)]
+        if bad or not items:
+            ctx.error("RB004", f"bad value for arch: '{value}' (expected smXY[,smXY…], e.g. "
+                      "sm120 for compute capability 12.0)", col)
+        arch = items
+    min_mem = _number(ctx, "min_mem_gib", *opts["min_mem_gib"]) if "min_mem_gib" in opts else None
+    port = None
+    if "port" in opts:
+        value, col = opts["port"]
+        n = _number(ctx, "port", value, col, integer=True)
+        if n is not None and not 1 <= n <= 65535:
+            ctx.error("RB004", f"bad value for port: '{value}' (expected 1-65535)", col)
+        elif n is not None:
+            port = int(n)
+    ready = (_number(ctx, "ready_timeout", *opts["ready_timeout"], allow_zero=False)
+             if "ready_timeout" in opts else None)
+    stop = (_number(ctx, "stop_timeout", *opts["stop_timeout"])
+            if "stop_timeout" in opts else None)
+    engine = engine_attr or cmd.engine
+    return ServerBlock(
+        runbook_id=rid,
+        page=ctx.page.path,
+        line=block.line,
+        col=block.col,
+        content=block.content,
+        info=block.info,
+        attrs=tuple((k, v) for k, v, _ in block.attrs.options),
+        requirements=Requirements(gpus=gpus, arch=arch, min_mem_gib=min_mem),
+        engine=engine,
+        port=port or cmd.port or engines.default_port(engine),
+        ready_timeout=ready if ready is not None else DEFAULT_READY_TIMEOUT,
+        stop_timeout=stop if stop is not None else DEFAULT_STOP_TIMEOUT,
+        extra_env=env,
+        command=cmd,
+    )
+
+
+@dataclass(slots=True)
+class _PendingClient:
+    ctx: _Ctx
+    for_id: str
+    for_col: int
+    name: str | None
+    name_col: int
+    kind: str | None
+    sweep_var: str | None
+    sweep_values: tuple[str, ...]
+    timeout: float
+
+
+def _client(ctx: _Ctx) -> _PendingClient | None:
+    opts = _options(ctx, CLIENT_ATTRS, "runbook-client")
+    if "for" not in opts or not opts["for"][0]:
+        ctx.error("RB002", "runbook-client block without for= (name the runbook it runs "
+                  "against)", ctx.col_of("." + CLIENT_CLASS))
+        return None
+    for_id, for_col = opts["for"]
+    name, name_col = opts.get("name", (None, ctx.block.col))
+    if name is not None and not NAME_RE.fullmatch(name):
+        ctx.error("RB004", f"bad value for name: '{name}' (letters, digits, '.', '_', '-')",
+                  name_col)
+    kind = None
+    if "kind" in opts:
+        value, col = opts["kind"]
+        if value not in KINDS:
+            ctx.error("RB004", f"bad value for kind: '{value}' (expected serving, quality or "
+                      f"smoke){_did_you_mean(value, KINDS)}", col)
+        else:
+            kind = value
+    sweep_var, sweep_values = None, ()
+    if "sweep" in opts:
+        value, col = opts["sweep"]
+        var, eq, rest = value.partition("=")
+        values = tuple(v.strip() for v in rest.split(","))
+        if not eq or not ENV_NAME_RE.fullmatch(var.strip()) or not all(values):
+            ctx.error("RB004", f"bad value for sweep: '{value}' (expected \"VAR=v1,v2,…\", one "
+                      "variable)", col)
+        else:
+            sweep_var, sweep_values = var.strip(), values
+            if len(set(values)) != len(values):
+                ctx.error("RB004", f"bad value for sweep: '{value}' repeats a value", col)
+    timeout = DEFAULT_CLIENT_TIMEOUT
+    if "timeout" in opts:
+        t = _number(ctx, "timeout", *opts["timeout"], allow_zero=False)
+        timeout = t if t is not None else timeout
+    return _PendingClient(ctx, for_id, for_col, name, name_col, kind, sweep_var, sweep_values,
+                          timeout)
+
+
+def extract_runbooks(pages: Iterable[Page]) -> tuple[RunbookSet, list[Diagnostic]]:
+    """Every runbook of the wiki and the RB diagnostics of all runbook blocks."""
+    diags: list[Diagnostic] = []
+    servers: dict[str, ServerBlock] = {}
+    first_at: dict[str, str] = {}
+    broken: set[str] = set()  # ids of servers that exist but have errors
+    pending: list[_PendingClient] = []
+    for page in sorted(pages, key=lambda p: p.path):
+        for block in page.code_blocks:
+            if not is_runbook_block(block):
+                continue
+            ctx = _Ctx(page, block, diags)
+            attrs = block.attrs
+            if attrs.error:
+                ctx.error("RB006", f"malformed attribute list: {attrs.error}",
+                          ctx.col_of("{"))
+                continue
+            roles = [c for c in attrs.classes if c.startswith("runbook")]
+            unknown = [c for c in roles if c not in (SERVER_CLASS, CLIENT_CLASS)]
+            for cls in unknown:
+                ctx.error("RB003", f"unknown runbook class '.{cls}'"
+                          f"{_did_you_mean('.' + cls, ('.' + SERVER_CLASS, '.' + CLIENT_CLASS))}",
+                          ctx.col_of("." + cls))
+            known = [c for c in roles if c in (SERVER_CLASS, CLIENT_CLASS)]
+            if len(set(known)) > 1:
+                ctx.error("RB006", "a block is either .runbook-server or .runbook-client, not "
+                          "both", ctx.col_of("." + CLIENT_CLASS))
+                continue
+            if not known:
+                if attrs.id:
+                    broken.add(attrs.id)
+                continue
+            if known[0] == SERVER_CLASS:
+                rid = attrs.id
+                server = _server(ctx)
+                if rid is None:
+                    continue
+                if rid in first_at:
+                    ctx.error("RB001", f"duplicate runbook id '{rid}' (first defined at "
+                              f"{first_at[rid]})", ctx.col_of("#" + rid))
+                    continue
+                first_at[rid] = f"{page.path}:{block.line}"
+                if server is None or ctx.failed:
+                    broken.add(rid)
+                else:
+                    servers[rid] = server
+            else:
+                client = _client(ctx)
+                if client is not None:
+                    pending.append(client)
+    clients: dict[str, list[ClientBlock]] = {}
+    names: dict[str, dict[str, str]] = {}
+    counters: dict[str, int] = {}
+    for pc in pending:
+        ctx = pc.ctx
+        rid = pc.for_id
+        if rid not in servers:
+            if rid not in broken:
+                ctx.error("RB002", f"for={rid} names no runbook"
+                          f"{_did_you_mean(rid, list(servers) + list(broken))}", pc.for_col)
+            continue
+        counters[rid] = counters.get(rid, 0) + 1
+        name = pc.name or f"client{counters[rid]}"
+        taken = names.setdefault(rid, {})
+        if name in taken:
+            ctx.error("RB008", f"duplicate client name '{name}' in runbook '{rid}' (first at "
+                      f"{taken[name]})", pc.name_col)
+            continue
+        taken[name] = f"{ctx.page.path}:{ctx.block.line}"
+        cmd = parse_client_command(ctx.block.content)
+        kind = pc.kind or cmd.default_kind
+        if kind is None:
+            why = "; ".join(cmd.problems) or "no client command found"
+            ctx.error("RB007", f"client command not understood: {why}; name its kind with "
+                      "kind=serving|quality|smoke", line=ctx.block.content_line, col=1)
+            continue
+        if ctx.failed:
+            continue
+        clients.setdefault(rid, []).append(ClientBlock(
+            runbook_id=rid, name=name, kind=kind, sweep_var=pc.sweep_var,
+            sweep_values=pc.sweep_values, timeout=pc.timeout, page=ctx.page.path,
+            line=ctx.block.line, col=ctx.block.col, content=ctx.block.content,
+            info=ctx.block.info, command=cmd,
+        ))
+    runbooks = tuple(
+        Runbook(id=rid, page=s.page, server=s, clients=tuple(clients.get(rid, ())))
+        for rid, s in sorted(servers.items(), key=lambda kv: (kv[1].page, kv[1].line))
+    )
+    return RunbookSet(runbooks), diags
