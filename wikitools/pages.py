@@ -25,6 +25,8 @@ _CONTAINER = re.compile(
 _FENCE_OPEN = re.compile(r"^ {0,3}(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
 _BARE_URL = re.compile(r"\b(?:https?|ftp)://[^\s<>()\[\]`]+|\bwww\.[^\s<>()\[\]`]+")
 _URL_TRAILING = ".,;:!?'\")*_"
+_QUOTE_PREFIX = re.compile(r"^(?:[ \t]*>)+")
+_BREAK_TAG = re.compile(r"<br\s*/?>", re.IGNORECASE)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9(\"'`*])")
 
 
@@ -349,7 +351,9 @@ def _plain(children: list[Token] | None, *, html: bool = False) -> str:
         keep_html = html and tok.type == "html_inline" and not tok.content.startswith("<!--")
         if tok.type in ("text", "code_inline") or keep_html:
             parts.append(tok.content)
-        elif tok.type in ("softbreak", "hardbreak"):
+        elif tok.type in ("softbreak", "hardbreak") or (
+            tok.type == "html_inline" and _BREAK_TAG.fullmatch(tok.content)
+        ):
             parts.append(" ")
         elif tok.type == "image":
             parts.append(_plain(tok.children))
@@ -424,7 +428,8 @@ class _Walker:
         start, end = tok.map
         src = self.lines[start]
         col0 = self._col_in_line(start, tok.markup)
-        last = self.lines[end - 1].strip() if end - 1 < len(self.lines) else ""
+        last = self.lines[end - 1] if end - 1 < len(self.lines) else ""
+        last = _QUOTE_PREFIX.sub("", last).strip()  # a fence inside `> ` closes inside it too
         closed = end - 1 > start and last.startswith(tok.markup) and not last.strip(tok.markup[0])
         info_col = col0 + len(tok.markup) + 1
         attrs = parse_fence_info(src[col0 + len(tok.markup) :], info_col)
@@ -492,7 +497,10 @@ class _Walker:
         if row:
             prev = row[-1]
             after = prev.col - 1 + len(prev.text)
-        col0 = self._col_in_line(line_idx, tok.content, after) if tok.content else after
+        if tok.content:
+            col0 = self._col_in_line(line_idx, tok.content, after)
+        else:  # an empty cell: point just after its opening pipe
+            col0 = self._col_in_line(line_idx, "|", after) + 1
         row.append(Cell(tok.content, line_idx + 1, col0 + 1))
         self._inline(tok, "table", anchor=(line_idx, col0))
 
