@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from wikitools.pages import Page, parse_page, parse_fence_info, read_page
+from wikitools.pages import Page, parse_fence_info, parse_page, read_page
 
 FIXTURES = Path(__file__).parent / "fixtures" / "pages"
 
@@ -63,9 +63,11 @@ def dump(page: Page) -> str:
     """A line per element, with 1-based positions."""
     out: list[str] = []
     if page.front_matter:
-        out.append(f"front_matter {sorted(page.front_matter.items())!r} end={page.front_matter_end}")
+        items = sorted(page.front_matter.items())
+        out.append(f"front_matter {items!r} end={page.front_matter_end}")
     for h in page.headings:
-        out.append(f"heading h{h.level} {h.line}:{h.col}{' setext' if h.setext else ''} {h.text!r}")
+        setext = " setext" if h.setext else ""
+        out.append(f"heading h{h.level} {h.line}:{h.col}{setext} {h.text!r}")
     for b in page.code_blocks:
         kind = "fence" if b.fenced else "indented"
         state = "" if b.closed else " unclosed"

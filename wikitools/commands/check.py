@@ -76,23 +76,25 @@ def check_index(config: WikiConfig, pages: list[Page]) -> list[Diagnostic]:
 
 
 def _glossary(config: WikiConfig) -> tuple[Any | None, list[Diagnostic], list[str]]:
-    """The loaded glossary (or None), problems, and notes about checks that cannot run."""
+    """The loaded glossary (or None), its problems, and notes about checks that cannot run."""
     module = _optional("wikitools.glossary")
     if module is None or not hasattr(module, "load_glossary"):
         return None, [], ["glossary: wikitools.glossary is not available; skipped"]
     if not config.glossary_path.is_file():
         return None, [], [f"glossary: {config.glossary} not found; acronym checks skipped"]
-    return _call(module.load_glossary, path=config.glossary_path, root=config.root), [], []
+    glossary = module.load_glossary(config.glossary_path, config.root)
+    return glossary, list(getattr(glossary, "problems", [])), []
 
 
 def check_abbreviations(config: WikiConfig, glossary: Any) -> list[Diagnostic]:
+    """ACR100 when the abbreviations include file is not what `wiki glossary` would write."""
     module = _optional("wikitools.glossary")
     render = getattr(module, "render_abbreviations", None)
     if render is None:
         return []
     rel = str(getattr(module, "ABBREVIATIONS_PATH", DEFAULT_ABBREVIATIONS))
     target = config.root / rel
-    text = _call(render, glossary=glossary)
+    text = render(glossary)
     current = target.read_text(encoding="utf-8") if target.is_file() else ""
     if current == text:
         return []
@@ -103,24 +105,18 @@ def check_abbreviations(config: WikiConfig, glossary: Any) -> list[Diagnostic]:
 def check_acronyms(
     config: WikiConfig, pages: list[Page], glossary: Any, baseline: Path | None
 ) -> list[Diagnostic]:
+    """ACR findings, less those recorded in the baseline (an explicit --baseline must exist)."""
     module = _optional("wikitools.acronyms")
-    func = getattr(module, "check_pages", None)
-    if func is None:
+    if module is None or not hasattr(module, "check_pages"):
         return []
-    if baseline is None and (config.root / DEFAULT_BASELINE).is_file():
-        baseline = config.root / DEFAULT_BASELINE
-    skip = {config.glossary, config.index_output}
-    checked = [p for p in pages if p.path not in skip]
-    result = _call(
-        func,
-        pages=checked,
-        glossary=glossary,
-        baseline=baseline,
-        baseline_path=baseline,
-        root=config.root,
-        config=config,
-    )
-    return list(result)
+    default = config.root / str(getattr(module, "DEFAULT_BASELINE", DEFAULT_BASELINE))
+    if baseline is None and default.is_file():
+        baseline = default
+    checked = [p for p in pages if p.path != config.index_output]
+    diags = list(module.check_pages(checked, glossary, glossary_path=config.glossary))
+    if baseline is not None and hasattr(module, "apply_baseline"):
+        diags, _suppressed, _gone = module.apply_baseline(diags, module.load_baseline(baseline))
+    return diags
 
 
 def check_regions(config: WikiConfig, pages: list[Page]) -> list[Diagnostic]:

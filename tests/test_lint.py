@@ -1,0 +1,205 @@
+"""`wiki lint` and `wiki check` through `main(argv)` on small trees."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from wikitools.cli import main
+from wikitools.config import iter_pages, load_config, load_pages
+from wikitools.index import render_index
+
+
+def make_tree(root: Path, files: dict[str, str | bytes]) -> Path:
+    for rel, content in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+    return root
+
+
+def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, list[str], str]:
+    code = main(argv)
+    out, err = capsys.readouterr()
+    return code, out.splitlines(), err
+
+
+def test_lint_clean_page(tmp_path: Path, capsys) -> None:
+    make_tree(tmp_path, {"wiki/a.md": "---\ntitle: A\nstatus: current\n---\nSee [b](b.md).\n",
+                         "wiki/b.md": "# B\n"})
+    code, out, err = run(["lint", "--root", str(tmp_path)], capsys)
+    assert (code, out) == (0, [])
+    assert "no findings (2 pages)" in err
+
+
+def test_lint_status_and_did_you_mean(tmp_path: Path, capsys) -> None:
+    make_tree(tmp_path, {"wiki/a.md": "---\ntitle: A\nstatus: Curent\n---\n",
+                         "wiki/b.md": "---\ntitle: B\nstatus: shipped\n---\n"})
+    code, out, _ = run(["lint", "--root", str(tmp_path)], capsys)
+    assert code == 1
+    assert out == [
+        "wiki/a.md:3:9: FM003 unknown status 'Curent' (allowed: current, experimental, "
+        "historical, unverified); did you mean 'current'?",
+        "wiki/b.md:3:9: FM003 unknown status 'shipped' (allowed: current, experimental, "
+        "historical, unverified)",
+    ]
+
+
+def test_lint_statuses_from_config(tmp_path: Path, capsys) -> None:
+    make_tree(tmp_path, {"wiki.yml": "statuses: [draft, done]\n",
+                         "wiki/a.md": "---\ntitle: A\nstatus: draft\n---\n"})
+    assert run(["lint", "--root", str(tmp_path)], capsys)[0] == 0
+
+
+def test_lint_front_matter_types(tmp_path: Path, capsys) -> None:
+    make_tree(tmp_path, {"wiki/a.md": "---\ntitle: 3\ntags: nvfp4\nhub: yes please\n---\n# A\n"})
+    _, out, _ = run(["lint", "--root", str(tmp_path)], capsys)
+    assert out == [
+        "wiki/a.md:2:8: FM004 front matter 'title' must be text",
+        "wiki/a.md:3:7: FM004 front matter 'tags' must be a list",
+        "wiki/a.md:4:6: FM004 front matter 'hub' must be true or false",
+    ]
+
+
+def test_lint_parser_problems(tmp_path: Path, capsys) -> None:
+    make_tree(tmp_path, {
+        "wiki/fm.md": "---\ntitle: [x\n---\n# T\n",
+        "wiki/list.md": "---\n- a\n---\n# T\n",
+        "wiki/fence.md": "# T\n\n~~~\nopen\n",
+        "wiki/bytes.md": b"# T\n\xff\n",
+    })
+    code, out, _ = run(["lint", "--root", str(tmp_path)], capsys)
+    assert code == 1
+    codes = [line.split(": ", 1)[1].split()[0] for line in out]
+    assert codes == ["IDX001", "PG002", "PG001", "FM001", "FM002"]
+    assert out[2] == (
+        "wiki/fence.md:3:1: PG001 code fence '~~~' is never closed; it runs to the end of the file"
+    )
+
+
+def test_lint_missing_title_and_second_h1(tmp_path: Path, capsys) -> None:
+    make_tree(tmp_path, {"wiki/a.md": "Prose only.\n", "wiki/b.md": "# One\n\n# Two\n"})
+    code, out, _ = run(["lint", "--root", str(tmp_path)], capsys)
+    assert code == 0  # both are warnings
+    assert out == [
+        "wiki/a.md:1:1: IDX001 no title (front matter 'title' or a level-1 heading);"
+        " using file name 'a'",
+        "wiki/b.md:3:3: PG003 second level-1 heading 'Two'; the title is the one on line 1",
+    ]
+
+
+def test_lint_links(tmp_path: Path, capsys) -> None:
+    make_tree(tmp_path, {
+        "wiki/models/qwen.md": (
+            "# Q\n\n[ok](../hardware/pcie.md#lanes) [typo](../hardware/pcei.md)"
+            " [gone](nothere.md) [ext](https://x.org/a.md) [anchor](#top)"
+            " ![img](img/missing.png) [dir](../hardware/) [enc](../hardware/with%20space.md)"
+            " [out](../../README.md) [mail](mailto:a@b.c)\n"
+        ),
+        "wiki/hardware/pcie.md": "# P\n",
+        "wiki/hardware/with space.md": "# S\n",
+    })
+    code, out, _ = run(["lint", "--root", str(tmp_path)], capsys)
+    assert code == 1
+    assert out == [
+        "wiki/models/qwen.md:3:33: LNK001 link to missing page '../hardware/pcei.md';"
+        " did you mean '../hardware/pcie.md'?",
+        "wiki/models/qwen.md:3:61: LNK001 link to missing page 'nothere.md'",
+        "wiki/models/qwen.md:3:121: LNK001 link to missing image 'img/missing.png'",
+        "wiki/models/qwen.md:3:200: LNK001 link to missing page '../../README.md'",
+    ]
+
+
+def test_links_in_code_are_ignored(tmp_path: Path, capsys) -> None:
+    make_tree(tmp_path, {"wiki/a.md": "# A\n\n```\n[x](missing.md)\n```\n\n`[y](gone.md)`\n"})
+    assert run(["lint", "--root", str(tmp_path)], capsys)[:2] == (0, [])
+
+
+def test_bad_config_is_exit_2(tmp_path: Path, capsys) -> None:
+    make_tree(tmp_path, {"wiki.yml": "index: [\n", "wiki/a.md": "# A\n"})
+    code, _, err = run(["lint", "--root", str(tmp_path)], capsys)
+    assert code == 2
+    assert err.startswith("wiki: error: wiki.yml:2:1: malformed YAML")
+    assert "Traceback" not in err
+
+
+def test_iter_pages_excludes(tmp_path: Path) -> None:
+    make_tree(tmp_path, {
+        "README.md": "# R\n", "INDEX.md": "x", "includes/abbreviations.md": "x",
+        "wiki/a.md": "# A\n", "wiki/_partial.md": "x", "wiki/sub/_b.md": "x",
+        "wiki/snippets/s.md": "x", "wiki/.hidden/h.md": "x", "wiki/c.txt": "x",
+    })
+    config = load_config(tmp_path)
+    rel = [p.relative_to(tmp_path).as_posix() for p in iter_pages(config)]
+    assert rel == ["README.md", "wiki/a.md"]
+
+
+def test_load_pages_parallel_matches_serial(tmp_path: Path, monkeypatch) -> None:
+    files = {f"wiki/p{i}.md": f"# Page {i}\n\n" + "Some text. " * 4000 + "\n" for i in range(60)}
+    make_tree(tmp_path, files)
+    config = load_config(tmp_path)
+    parallel = load_pages(config)
+    monkeypatch.setattr("wikitools.config._PARALLEL_BYTES", 10**12)
+    serial = load_pages(config)
+    assert [p.path for p in parallel] == [p.path for p in serial]
+    assert render_index(config, parallel) == render_index(config, serial)
+
+
+GLOSSARY = "# Glossary\n\n| Acronym | Meaning |\n|---|---|\n| TP | Tensor Parallelism |\n"
+
+
+def _fresh_tree(root: Path, capsys) -> Path:
+    make_tree(root, {
+        "wiki/glossary.md": GLOSSARY,
+        "wiki/a.md": "---\ntitle: A\nstatus: current\n---\nUse Tensor Parallelism (TP) here.\n",
+    })
+    assert main(["index", "--root", str(root)]) == 0
+    assert main(["glossary", "--root", str(root)]) in (0, 2)
+    capsys.readouterr()
+    return root
+
+
+def test_check_clean_then_findings(tmp_path: Path, capsys) -> None:
+    root = _fresh_tree(tmp_path, capsys)
+    if not (root / "includes" / "abbreviations.md").exists():
+        pytest.skip("wiki glossary does not write the abbreviations file yet")
+    code, out, err = run(["check", "--root", str(root)], capsys)
+    assert (code, out) == (0, []), err
+    (root / "wiki" / "b.md").write_text("---\nstatus: nope\n---\nTP is used [x](y.md).\n")
+    code, out, err = run(["check", "--root", str(root)], capsys)
+    assert code == 1
+    codes = [line.split(": ", 1)[1].split()[0] for line in out]
+    assert codes == ["IDX100", "IDX001", "FM003", "ACR001", "LNK001"]
+    assert out[0] == (
+        "INDEX.md:1:1: IDX100 would change: INDEX.md (run `wiki index` to regenerate it)"
+    )
+    assert "errors" in err
+
+
+def test_check_reports_stale_abbreviations(tmp_path: Path, capsys) -> None:
+    root = _fresh_tree(tmp_path, capsys)
+    (root / "includes").mkdir(exist_ok=True)
+    (root / "includes" / "abbreviations.md").write_text("stale\n")
+    code, out, _ = run(["check", "--root", str(root)], capsys)
+    assert code == 1
+    assert any(" ACR100 would change: includes/abbreviations.md" in line for line in out)
+
+
+def test_check_parses_each_page_once(tmp_path: Path, capsys, monkeypatch) -> None:
+    root = _fresh_tree(tmp_path, capsys)
+    import wikitools.config
+
+    calls: list[str] = []
+    real = wikitools.config.read_page
+
+    def counting(path: Path, base: Path):
+        calls.append(path.name)
+        return real(path, base)
+
+    monkeypatch.setattr(wikitools.config, "read_page", counting)
+    run(["check", "--root", str(root)], capsys)
+    assert sorted(calls) == ["a.md", "glossary.md"]
