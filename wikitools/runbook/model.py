@@ -279,6 +279,7 @@ class PlannedServer:
     command: str  # final shell text, run as `bash -c command` (block text + executor additions)
     env: dict[str, str] = field(hash=False, compare=False)  # added to os.environ (real values)
     display_env: dict[str, str] = field(hash=False, compare=False)  # same, secrets as ***
+    display_command: str = ""  # `command` with secret assignments as *** (for records, output)
     log_path: str = ""  # artifacts_dir/server.log
     port: int = 8000
     host: str = "127.0.0.1"  # where the executor connects
@@ -303,6 +304,7 @@ class PlannedClient:
     command: str  # final shell text, run as `bash -c command`
     env: dict[str, str] = field(hash=False, compare=False)
     display_env: dict[str, str] = field(hash=False, compare=False)
+    display_command: str = ""
     result_path: str | None = None  # where the client's JSON result lands (None: stdout only)
     log_path: str = ""  # stdout+stderr of this point
     timeout: float = 1800.0
@@ -317,6 +319,9 @@ class PlannedClient:
 
 @dataclass(frozen=True, slots=True)
 class Plan:
+    """Everything a run does. Paths are POSIX and relative to the wiki root; the executor runs
+    each command with `bash -c` in the root, with os.environ updated by `env`."""
+
     runbook: Runbook
     artifacts_dir: str  # relative to the root, POSIX: .artifacts/<id>/<run-id>
     server: PlannedServer

@@ -1,0 +1,258 @@
+"""The plan: exactly what a run will execute, as data. No process is started here.
+
+The server command is the block text as written (it runs through `bash -c`), plus only what
+the executor needs: `--port` when the port is overridden, and CUDA_VISIBLE_DEVICES for the GPUs
+preflight selected. Client commands get result-capture flags and a `--base-url` pointing at the
+server the executor started. Paths are relative to the wiki root (commands run there).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from wikitools.errors import UsageError
+from wikitools.runbook import engines
+from wikitools.runbook.command import append_args, env_assignments, shell_quote
+from wikitools.runbook.model import (
+    ClientBlock,
+    Plan,
+    PlannedClient,
+    PlannedServer,
+    Runbook,
+    Verdict,
+)
+from wikitools.runbook.preflight import block_env
+
+ARTIFACTS_ROOT = ".artifacts"
+MASK = "***"
+_SECRET = re.compile(r"(^HF_TOKEN$|_TOKEN$|^TOKEN$|_KEY$|^KEY$|SECRET|PASSWORD|PASSWD)", re.I)
+
+
+@dataclass(frozen=True, slots=True)
+class PlanOverrides:
+    port: int | None = None  # serve on this port instead of the block's
+    sweep_values: tuple[str, ...] | None = None  # replace the values of every swept client
+    clients: tuple[str, ...] | None = None  # run only these clients (by name), in page order
+    host: str = "127.0.0.1"  # where clients and probes connect
+
+
+def is_secret(name: str) -> bool:
+    return bool(_SECRET.search(name))
+
+
+def mask_env(env: dict[str, str]) -> dict[str, str]:
+    return {k: (MASK if is_secret(k) and v else v) for k, v in env.items()}
+
+
+def mask_command(text: str) -> str:
+    """`text` with the values of secret assignments (`HF_TOKEN=…`, `-e API_KEY=…`,
+    `export X_TOKEN=…`) replaced by ***."""
+    out = text
+    for name, value, _how in env_assignments(text):
+        if is_secret(name) and value and not value.startswith("$"):
+            out = re.sub(rf"(\b{re.escape(name)}=)(['\"]?){re.escape(value)}\2",
+                         lambda m: m.group(1) + m.group(2) + MASK + m.group(2), out)
+    # bearer tokens on curl command lines
+    return re.sub(r"(Authorization:\s*Bearer\s+)[^\s'\"]+", r"\1" + MASK, out, flags=re.I)
+
+
+def artifacts_dir_for(runbook: Runbook, run_id: str) -> str:
+    return f"{ARTIFACTS_ROOT}/{runbook.id}/{run_id}"
+
+
+def _point_slug(value: str | None) -> str:
+    if value is None:
+        return ""
+    return "-" + re.sub(r"[^A-Za-z0-9._-]+", "_", value)
+
+
+def _with_args(text: str, args: list[str], what: str) -> str:
+    if not args:
+        return text
+    new = append_args(text, args)
+    if new is None:
+        raise UsageError(f"cannot add {' '.join(args)} to the {what}: the command is wrapped "
+                         "(bash -c or a docker entrypoint); state it in the block instead")
+    return new
+
+
+def _is_local(host: str | None) -> bool:
+    return host in (None, "", "localhost", "127.0.0.1", "0.0.0.0", "::1")
+
+
+def make_plan(
+    runbook: Runbook,
+    *,
+    root: Path | str = ".",
+    artifacts_dir: str,
+    overrides: PlanOverrides | None = None,
+    verdict: Verdict | None = None,
+) -> Plan:
+    """The final commands for `runbook`. `artifacts_dir` is relative to `root`
+    (`.artifacts/<id>/<run-id>`); `verdict` supplies the selected GPUs."""
+    del root  # paths stay relative to the root; kept for callers that pass it
+    ov = overrides or PlanOverrides()
+    server = runbook.server
+    cmd = server.command
+    eng = engines.engine(server.engine)
+    notes: list[str] = []
+
+    port = ov.port or server.port
+    args: list[str] = []
+    if cmd.port != port and not (cmd.port is None and port == engines.default_port(server.engine)):
+        args = ["--port", str(port)]
+        notes.append(f"--port {port} added to the server command")
+    text = _with_args(server.content.rstrip("\n"), args, "server command")
+
+    env: dict[str, str] = dict(server.extra_env)
+    own = block_env(server)
+    if verdict is not None and verdict.selected_gpus and not cmd.docker:
+        if "CUDA_VISIBLE_DEVICES" in own:
+            notes.append(f"GPUs chosen by the block: CUDA_VISIBLE_DEVICES="
+                         f"{own['CUDA_VISIBLE_DEVICES']}")
+        else:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in verdict.selected_gpus)
+    elif cmd.docker:
+        notes.append(f"GPUs chosen by docker --gpus {cmd.docker_gpus or '(none given)'}")
+
+    base = f"http://{ov.host}:{port}"
+    planned_server = PlannedServer(
+        command=text,
+        env=env,
+        display_env=mask_env(env),
+        display_command=mask_command(text),
+        log_path=f"{artifacts_dir}/server.log",
+        port=port,
+        host=ov.host,
+        health_url=base + (eng.health_path if eng else "/health"),
+        models_url=base + (eng.models_path if eng else "/v1/models"),
+        metrics_url=base + (eng.metrics_path if eng else "/metrics"),
+        ready_timeout=server.ready_timeout,
+        stop_timeout=server.stop_timeout,
+        engine=server.engine,
+        image=cmd.image,
+        docker=cmd.docker,
+        fatal_patterns=eng.fatal_log if eng else (),
+        version_command=eng.version_command if eng and not cmd.docker else (),
+    )
+
+    chosen = list(runbook.clients)
+    if ov.clients is not None:
+        unknown = [n for n in ov.clients if n not in {c.name for c in chosen}]
+        if unknown:
+            runbook.client(unknown[0])  # raises UsageError with a suggestion
+        chosen = [c for c in chosen if c.name in ov.clients]
+    planned: list[PlannedClient] = []
+    for client in chosen:
+        values: tuple[str | None, ...] = (None,)
+        if client.sweep_var:
+            values = ov.sweep_values if ov.sweep_values else client.sweep_values
+        for value in values:
+            planned.append(_client(client, value, artifacts_dir, base, port, notes))
+    return Plan(runbook=runbook, artifacts_dir=artifacts_dir, server=planned_server,
+                clients=tuple(planned), verdict=verdict, notes=tuple(dict.fromkeys(notes)))
+
+
+def _client(client: ClientBlock, value: str | None, artifacts_dir: str, base: str, port: int,
+            notes: list[str]) -> PlannedClient:
+    cmd = client.command
+    stem = f"{artifacts_dir}/{client.name}{_point_slug(value)}"
+    result_path: str | None = None
+    args: list[str] = []
+    parser = cmd.parser
+    wants_base = not (cmd.base_url == base or (
+        cmd.base_url is None and cmd.port == port and _is_local(cmd.host)))
+    if cmd.tool == "vllm-bench":
+        result_path = f"{stem}.json"
+        args = ["--save-result", "--result-dir", artifacts_dir, "--result-filename",
+                Path(result_path).name]
+        if wants_base:
+            args += ["--base-url", base]
+    elif cmd.tool == "sglang-bench":
+        result_path = f"{stem}.jsonl"
+        args = ["--output-file", result_path]
+        if wants_base:
+            args += ["--base-url", base]
+    elif cmd.tool == "lm-eval":
+        result_path = stem
+        args = ["--output_path", result_path]
+    text = client.content.rstrip("\n")
+    if args:
+        new = append_args(text, args)
+        if new is None:
+            notes.append(f"client {client.name}: command is wrapped; results read from its "
+                         "output only")
+            result_path, parser = None, "text"
+        else:
+            text = new
+    env = {client.sweep_var: value} if client.sweep_var and value is not None else {}
+    return PlannedClient(
+        name=client.name,
+        kind=client.kind,
+        sweep_var=client.sweep_var,
+        point_value=value,
+        command=text,
+        env=env,
+        display_env=mask_env(env),
+        display_command=mask_command(text),
+        result_path=result_path,
+        log_path=f"{stem}.log",
+        timeout=client.timeout,
+        parser=parser,
+    )
+
+
+def format_plan(plan: Plan) -> str:
+    """Human-readable plan (what `wiki runbook plan` prints, before the verdict)."""
+    rb = plan.runbook
+    srv = plan.server
+    out = [f"runbook {rb.ref}", f"blocks  {rb.blocks_hash}", f"artifacts {plan.artifacts_dir}/",
+           "", "server:"]
+    if srv.display_env:
+        out.append("  env: " + " ".join(f"{k}={shell_quote(v)}"
+                                        for k, v in sorted(srv.display_env.items())))
+    out.append("  run: bash -c <<'CMD'")
+    out += ["    " + line for line in srv.display_command.splitlines()]
+    out.append("  CMD")
+    out.append(f"  ready: {srv.health_url} within {srv.ready_timeout:g} s; "
+               f"stop: TERM, KILL after {srv.stop_timeout:g} s")
+    out.append(f"  log: {srv.log_path}")
+    if srv.image:
+        out.append(f"  image: {srv.image}")
+    for c in plan.clients:
+        out.append("")
+        point = f" [{c.sweep_var}={c.point_value}]" if c.point_value is not None else ""
+        out.append(f"client {c.name} ({c.kind}){point}:")
+        if c.display_env:
+            out.append("  env: " + " ".join(f"{k}={shell_quote(v)}"
+                                            for k, v in sorted(c.display_env.items())))
+        out.append("  run: bash -c <<'CMD'")
+        out += ["    " + line for line in c.display_command.splitlines()]
+        out.append("  CMD")
+        out.append(f"  timeout: {c.timeout:g} s; result: {c.result_path or '(output only)'} "
+                   f"({c.parser}); log: {c.log_path}")
+    if not plan.clients:
+        out += ["", "no clients: the run starts the server, checks readiness and stops it"]
+    if plan.notes:
+        out += ["", "notes:"] + [f"  - {n}" for n in plan.notes]
+    return "\n".join(out) + "\n"
+
+
+def format_verdict(verdict: Verdict) -> str:
+    out = ["preflight:"]
+    for c in verdict.checks:
+        out.append(f"  {c.status:<4} {c.name}: {c.message}")
+    host = verdict.host
+    gpus = host.get("gpus") or []
+    if gpus:
+        names = sorted({g["name"] for g in gpus})
+        out.append(f"  selected GPUs: {','.join(str(i) for i in verdict.selected_gpus)} "
+                   f"({', '.join(names)}; topology {host.get('topology')})")
+    if verdict.ok:
+        out.append("verdict: ok" + (" (forced)" if verdict.forced and any(
+            c.status == "warn" for c in verdict.checks) else ""))
+    else:
+        out.append(f"verdict: refused: {verdict.message}")
+    return "\n".join(out) + "\n"

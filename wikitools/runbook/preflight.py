@@ -1,0 +1,400 @@
+"""Preflight: is this host able to run this runbook now, and on which GPUs?
+
+Parsing of `nvidia-smi` output is pure (tested on captured fixtures); `gather_host` runs the
+commands; `preflight` decides. Nothing here starts or stops anything.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import shutil
+import socket
+import subprocess
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from wikitools.runbook.command import env_assignments
+from wikitools.runbook.model import Check, GpuInfo, Runbook, ServerBlock, Verdict
+
+GPU_QUERY = ("index,name,compute_cap,memory.total,memory.used,memory.free,driver_version,"
+             "pci.bus_id,uuid")
+APPS_QUERY = "pid,used_memory,gpu_uuid"
+BUSY_USED_MIB = 1024  # a GPU with more memory in use than this counts as busy
+NO_DRIVER = "nvidia-smi not found: no NVIDIA driver on this host"
+
+# link kinds from best to worst (nvidia-smi topo -m legend)
+_LINK_ORDER = ("NV", "PIX", "PXB", "PHB", "NODE", "SYS")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+# --------------------------------------------------------------------------- pure parsing
+
+
+def _num(value: str) -> int:
+    value = value.strip()
+    try:
+        return int(float(value))
+    except ValueError:
+        return 0  # "[N/A]", "[Not Supported]"
+
+
+def parse_gpu_query(text: str) -> list[GpuInfo]:
+    """`nvidia-smi --query-gpu=GPU_QUERY --format=csv,noheader,nounits` → GPUs by index."""
+    gpus: list[GpuInfo] = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) < 9 or not parts[0].isdigit():
+            raise ValueError(f"unexpected nvidia-smi --query-gpu line: {line!r}")
+        # a name never holds a comma in practice; join defensively if it did
+        extra = len(parts) - 9
+        name = ", ".join(parts[1 : 2 + extra])
+        rest = parts[2 + extra :]
+        gpus.append(GpuInfo(
+            index=int(parts[0]), name=name, compute_capability=rest[0],
+            memory_total_mib=_num(rest[1]), memory_used_mib=_num(rest[2]),
+            memory_free_mib=_num(rest[3]), driver=rest[4], pci_bus_id=rest[5], uuid=rest[6],
+        ))
+    return sorted(gpus, key=lambda g: g.index)
+
+
+def parse_smi_header(text: str) -> dict[str, str | None]:
+    """Driver and CUDA versions from the plain `nvidia-smi` banner."""
+    driver = re.search(r"Driver Version:\s*([\w.\-]+)", text)
+    cuda = re.search(r"CUDA Version:\s*([\w.\-]+)", text)
+    smi = re.search(r"NVIDIA-SMI\s+([\w.\-]+)", text)
+    return {
+        "driver": driver.group(1) if driver else None,
+        "cuda": cuda.group(1) if cuda else None,
+        "smi": smi.group(1) if smi else None,
+    }
+
+
+def parse_topology(text: str) -> dict[tuple[int, int], str]:
+    """`nvidia-smi topo -m` → {(i, j): link} for GPU pairs (i != j), e.g. "NV18", "PHB"."""
+    lines = [_ANSI.sub("", ln).rstrip() for ln in text.splitlines()]
+    header: list[str] | None = None
+    links: dict[tuple[int, int], str] = {}
+    for line in lines:
+        cells = [c.strip() for c in line.split("\t")]
+        if header is None:
+            if any(re.fullmatch(r"GPU\d+", c) for c in cells) and not re.match(r"GPU\d+", cells[0]):
+                header = cells
+            continue
+        if not cells or not re.fullmatch(r"GPU\d+", cells[0]):
+            if line.startswith("Legend"):
+                break
+            continue
+        row = int(cells[0][3:])
+        for col_name, value in zip(header[1:], cells[1:], strict=False):
+            if re.fullmatch(r"GPU\d+", col_name):
+                col = int(col_name[3:])
+                if col != row and value and value != "X":
+                    links[(row, col)] = value
+    return links
+
+
+def _link_rank(link: str) -> int:
+    for rank, kind in enumerate(_LINK_ORDER):
+        if link.startswith(kind):
+            return rank
+    return len(_LINK_ORDER)
+
+
+def summarise_topology(links: Mapping[tuple[int, int], str], selected: tuple[int, ...]) -> str:
+    """The worst link between any two selected GPUs (NV# < PIX < PXB < PHB < NODE < SYS);
+    "none" for fewer than two GPUs or when the matrix is unknown."""
+    pairs = [links[(a, b)] for a in selected for b in selected if a != b and (a, b) in links]
+    if len(selected) < 2 or not pairs:
+        return "none"
+    return max(pairs, key=lambda link: (_link_rank(link), link))
+
+
+def parse_compute_apps(text: str) -> list[tuple[int, int, str]]:
+    """`nvidia-smi --query-compute-apps=pid,used_memory,gpu_uuid …` → [(pid, MiB, uuid)]."""
+    apps: list[tuple[int, int, str]] = []
+    for line in text.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) >= 3 and parts[0].isdigit():
+            apps.append((int(parts[0]), _num(parts[1]), parts[2]))
+    return apps
+
+
+# --------------------------------------------------------------------------- host facts
+
+
+@dataclass(slots=True)
+class HostFacts:
+    smi_found: bool = True
+    smi_error: str | None = None  # nvidia-smi present but failed (driver/library mismatch)
+    gpus: list[GpuInfo] = field(default_factory=list)
+    driver: str | None = None
+    cuda: str | None = None
+    topology: dict[tuple[int, int], str] = field(default_factory=dict)
+    apps: list[tuple[int, int, str]] = field(default_factory=list)
+    docker_found: bool = False
+
+    @classmethod
+    def from_outputs(cls, query: str, banner: str = "", topo: str = "", apps: str = "",
+                     docker_found: bool = False) -> HostFacts:
+        gpus = parse_gpu_query(query)
+        head = parse_smi_header(banner)
+        return cls(
+            gpus=gpus, driver=head["driver"] or (gpus[0].driver if gpus else None),
+            cuda=head["cuda"], topology=parse_topology(topo), apps=parse_compute_apps(apps),
+            docker_found=docker_found,
+        )
+
+
+def _run(argv: list[str], timeout: float = 20.0) -> tuple[int, str, str]:
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def gather_host(smi: str = "nvidia-smi") -> HostFacts:
+    """Run nvidia-smi (query, banner, topology, compute apps) and look for docker."""
+    docker = shutil.which("docker") is not None
+    path = shutil.which(smi)
+    if path is None:
+        return HostFacts(smi_found=False, docker_found=docker)
+    try:
+        rc, query, err = _run([path, f"--query-gpu={GPU_QUERY}", "--format=csv,noheader,nounits"])
+        if rc != 0:
+            first = (err or query).strip().splitlines()
+            return HostFacts(smi_error=first[0] if first else f"nvidia-smi exited {rc}",
+                             docker_found=docker)
+        _, banner, _ = _run([path])
+        _, topo, _ = _run([path, "topo", "-m"])
+        _, apps, _ = _run([path, f"--query-compute-apps={APPS_QUERY}",
+                           "--format=csv,noheader,nounits"])
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return HostFacts(smi_error=f"nvidia-smi failed: {exc}", docker_found=docker)
+    try:
+        return HostFacts.from_outputs(query, banner, topo, apps, docker_found=docker)
+    except ValueError as exc:
+        return HostFacts(smi_error=str(exc), docker_found=docker)
+
+
+def port_is_free(port: int) -> bool:
+    """True when nothing listens on `port` (bind test on 0.0.0.0 and 127.0.0.1)."""
+    for host in ("0.0.0.0", "127.0.0.1"):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind((host, port))
+            except OSError:
+                return False
+    return True
+
+
+# --------------------------------------------------------------------------- decisions
+
+
+def required_gpus(server: ServerBlock) -> int:
+    """gpus= when stated, else tensor × pipeline × data parallel sizes (1 each by default)."""
+    if server.requirements.gpus is not None:
+        return server.requirements.gpus
+    c = server.command
+    return (c.tp or 1) * (c.pp or 1) * (c.dp or 1)
+
+
+def block_env(server: ServerBlock) -> dict[str, str]:
+    """Environment the server block sets for itself (env= attribute, exports, prefixes)."""
+    env = dict(server.extra_env)
+    env.update(server.command.env)
+    return env
+
+
+def _visible_filter(value: str, gpus: list[GpuInfo]) -> list[GpuInfo] | None:
+    """GPUs named by a CUDA_VISIBLE_DEVICES / docker --gpus value; None when unreadable."""
+    value = value.strip().strip('"').strip("'")
+    if value.startswith("device="):
+        value = value[len("device="):]
+    if value in ("all", ""):
+        return list(gpus) if value == "all" else []
+    out: list[GpuInfo] = []
+    for item in value.split(","):
+        item = item.strip()
+        if item.isdigit():
+            match = [g for g in gpus if g.index == int(item)]
+        elif item.startswith(("GPU-", "MIG-")):
+            match = [g for g in gpus if g.uuid.startswith(item)]
+        else:
+            return None
+        out.extend(match)
+    return out
+
+
+def _arch_ok(gpu: GpuInfo, arch: tuple[str, ...]) -> bool:
+    return not arch or gpu.arch in arch or any(a.rstrip("af") == gpu.arch for a in arch)
+
+
+def empty_nccl_graph_file(server: ServerBlock) -> bool:
+    """Operational rule: never launch with NCCL_GRAPH_FILE set to an empty string."""
+    pairs = [(k, v) for k, v, _ in env_assignments(server.content)]
+    pairs += list(server.extra_env) + list(server.command.env)
+    return any(k == "NCCL_GRAPH_FILE" and v.strip() == "" for k, v in pairs)
+
+
+def host_record(facts: HostFacts, selected: tuple[int, ...], cpu_only: bool) -> dict[str, Any]:
+    by_index = {g.index: g for g in facts.gpus}
+    gpus = [by_index[i] for i in selected if i in by_index]
+    return {
+        "gpus": [
+            {"index": g.index, "name": g.name, "compute_capability": g.compute_capability,
+             "memory_total_mib": g.memory_total_mib, "memory_free_mib": g.memory_free_mib,
+             "pci_bus_id": g.pci_bus_id}
+            for g in gpus
+        ],
+        "gpu_count": len(gpus),
+        "driver": facts.driver,
+        "cuda": facts.cuda,
+        "topology": summarise_topology(facts.topology, selected),
+        "hostname_hash": None,
+        "cpu_only": cpu_only,
+    }
+
+
+def preflight(
+    runbook: Runbook,
+    *,
+    force: bool = False,
+    port: int | None = None,
+    facts: HostFacts | None = None,
+    environ: Mapping[str, str] | None = None,
+    port_checker: Callable[[int], bool] = port_is_free,
+    busy_used_mib: int = BUSY_USED_MIB,
+) -> Verdict:
+    """Decide whether `runbook` can run here now. `facts` defaults to `gather_host()`;
+    `environ` (default os.environ) supplies an outer CUDA_VISIBLE_DEVICES."""
+    server = runbook.server
+    facts = facts if facts is not None else gather_host()
+    environ = os.environ if environ is None else environ
+    checks: list[Check] = []
+    need = required_gpus(server)
+    cpu_only = need == 0
+    req = server.requirements
+
+    def add(name: str, status: str, message: str) -> None:
+        checks.append(Check(name, status, message))
+
+    def forceable(name: str, message: str) -> None:
+        if force:
+            add(name, "warn", message + " (forced)")
+        else:
+            add(name, "fail", message + " (--force to run anyway)")
+
+    selected: tuple[int, ...] = ()
+    if not facts.smi_found or facts.smi_error:
+        why = NO_DRIVER if not facts.smi_found else f"nvidia-smi failed: {facts.smi_error}"
+        if cpu_only:
+            add("nvidia-smi", "ok", f"{why} (CPU run: gpus=0)")
+        else:
+            add("nvidia-smi", "fail", f"{why}; runbook needs {need} GPU{'s' * (need != 1)}")
+    elif cpu_only:
+        add("gpus", "ok", "CPU run (gpus=0): no GPU used")
+    else:
+        add("nvidia-smi", "ok", f"{len(facts.gpus)} GPU{'s' * (len(facts.gpus) != 1)}, driver "
+            f"{facts.driver or '?'}, CUDA {facts.cuda or '?'}")
+        selected = _select(server, facts, need, req.arch, req.min_mem_gib, busy_used_mib, environ,
+                           add, forceable)
+    # port
+    the_port = port or server.port
+    if port_checker(the_port):
+        add("port", "ok", f"port {the_port} is free")
+    else:
+        add("port", "fail", f"port {the_port} is in use (stop what listens there or use --port)")
+    # docker
+    if server.command.docker:
+        if facts.docker_found:
+            add("docker", "ok", f"docker present for image {server.command.image}")
+        else:
+            add("docker", "fail", f"docker not found, needed for image {server.command.image}")
+    # operational rules
+    if empty_nccl_graph_file(server):
+        add("env", "fail", "NCCL_GRAPH_FILE is set to an empty string; unset it instead "
+            "(`unset NCCL_GRAPH_FILE`)")
+    return Verdict(checks=tuple(checks), selected_gpus=selected,
+                   host=host_record(facts, selected, cpu_only), forced=force)
+
+
+def _select(
+    server: ServerBlock, facts: HostFacts, need: int, arch: tuple[str, ...],
+    min_mem_gib: float | None, busy_used_mib: int, environ: Mapping[str, str],
+    add: Callable[[str, str, str], None], forceable: Callable[[str, str], None],
+) -> tuple[int, ...]:
+    candidates = list(facts.gpus)
+    env = block_env(server)
+    pinned = False
+    for source, value in (
+        ("docker --gpus", server.command.docker_gpus),
+        ("CUDA_VISIBLE_DEVICES in the block", env.get("CUDA_VISIBLE_DEVICES")),
+        ("CUDA_VISIBLE_DEVICES in the environment", environ.get("CUDA_VISIBLE_DEVICES")),
+    ):
+        if value is None:
+            continue
+        chosen = _visible_filter(value, facts.gpus)
+        if chosen is None:
+            add("visible", "warn", f"{source}={value} not understood; using every GPU")
+            continue
+        candidates = chosen
+        pinned = source != "CUDA_VISIBLE_DEVICES in the environment" and not (
+            source == "docker --gpus" and value.strip("'\"") == "all")
+        add("visible", "ok", f"{source}={value}: GPUs {_idx(candidates)}")
+        break
+    total = len(candidates)
+    if total < need:
+        add("gpu-count", "fail", f"runbook needs {need} GPU{'s' * (need != 1)}; "
+            f"{total} available ({_idx(candidates) or 'none'})")
+        return tuple(g.index for g in candidates)
+    add("gpu-count", "ok", f"needs {need}, {total} available")
+    # architecture
+    wrong = [g for g in candidates if not _arch_ok(g, arch)]
+    if arch:
+        if wrong and len(candidates) - len(wrong) < need:
+            forceable("arch", f"runbook requires {','.join(arch)}; this host has "
+                      + ", ".join(sorted({f"{g.name} ({g.arch})" for g in wrong})))
+        else:
+            add("arch", "ok", f"{','.join(arch)} matches")
+    # busy and memory
+    busy: dict[int, str] = {}
+    for g in candidates:
+        procs = [a for a in facts.apps if a[2] == g.uuid]
+        if procs:
+            busy[g.index] = ", ".join(f"pid {p} uses {m} MiB" for p, m, _ in procs)
+        elif g.memory_used_mib > busy_used_mib:
+            busy[g.index] = f"{g.memory_used_mib} MiB in use"
+    need_mib = math.ceil(min_mem_gib * 1024) if min_mem_gib is not None else 0
+    low = {g.index for g in candidates if g.memory_free_mib < need_mib}
+
+    def good(g: GpuInfo) -> bool:
+        return _arch_ok(g, arch) and g.index not in busy and g.index not in low
+
+    if pinned:
+        chosen = candidates[:need] if len(candidates) > need else candidates
+    else:
+        ok = [g for g in candidates if good(g)]
+        chosen = ok[:need] if len(ok) >= need else (ok + [g for g in candidates
+                                                           if not good(g)])[:need]
+    busy_chosen = [g for g in chosen if g.index in busy]
+    if busy_chosen:
+        forceable("busy", "GPUs busy: " + "; ".join(f"GPU {g.index}: {busy[g.index]}"
+                                                    for g in busy_chosen))
+    else:
+        add("busy", "ok", f"GPUs {_idx(chosen)} idle")
+    if min_mem_gib is not None:
+        short = [g for g in chosen if g.index in low]
+        if short:
+            forceable("memory", f"needs {min_mem_gib:g} GiB free per GPU; " + "; ".join(
+                f"GPU {g.index} has {g.memory_free_mib / 1024:.1f} GiB" for g in short))
+        else:
+            add("memory", "ok", f"at least {min_mem_gib:g} GiB free on GPUs {_idx(chosen)}")
+    return tuple(g.index for g in chosen)
+
+
+def _idx(gpus: list[GpuInfo]) -> str:
+    return ",".join(str(g.index) for g in gpus)
