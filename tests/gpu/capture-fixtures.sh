@@ -16,14 +16,14 @@ port=8123
 setsid vllm serve "$model" --load-format dummy --host 127.0.0.1 --port $port \
   --gpu-memory-utilization 0.3 --max-model-len 2048 --enforce-eager > "$out/vllm-server.log" 2>&1 &
 pid=$!
-t0=$(date +%s.%N)
+t0=$(date +%s%N)
 for _ in $(seq 1 300); do
   code=$(curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:$port/health)
   [ "$code" = 200 ] && break
   kill -0 $pid 2>/dev/null || break
   sleep 0.5
 done
-echo "health after $(echo "$(date +%s.%N) - $t0" | bc) s (code $code)" | tee "$out/timing.txt"
+echo "health after $(( ($(date +%s%N) - t0) / 1000000 )) ms (code $code)" | tee "$out/timing.txt"
 curl -s http://127.0.0.1:$port/metrics > "$out/metrics-before.txt"
 curl -s http://127.0.0.1:$port/v1/models > "$out/models.json"
 nvidia-smi --query-compute-apps=pid,used_memory,gpu_uuid --format=csv,noheader,nounits > "$out/compute-apps-busy.csv"
