@@ -1,0 +1,171 @@
+"""A tiny OpenAI-compatible server that behaves like vLLM during start-up, for fast executor
+tests: refused → 503 → 200 phases, vLLM-like log lines, /v1/models, /v1/completions, /version
+and /metrics with spec-decode counters. Standard library only; listens on 127.0.0.1.
+
+    python fake_openai_server.py --port 18000 [--delay 0.5] [--unhealthy 0.5] [--exit-code 3]
+        [--never-ready] [--fatal] [--ignore-term] [--child] [--spec]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+def log(msg: str) -> None:
+    print(f"INFO {time.strftime('%m-%d %H:%M:%S')} {msg}", flush=True)
+
+
+class State:
+    healthy = False
+    completions = 0
+    accepted = 0
+    drafts = 0
+    draft_tokens = 0
+
+
+def make_handler(args: argparse.Namespace) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, fmt: str, *a: object) -> None:  # quiet
+            pass
+
+        def _send(self, code: int, body: bytes, ctype: str = "application/json") -> None:
+            self.send_response(code)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self) -> None:
+            if self.path == "/health":
+                self._send(200 if State.healthy else 503, b"")
+            elif not State.healthy:
+                self._send(503, b'{"error": "starting"}')
+            elif self.path == "/v1/models":
+                data = {"object": "list", "data": [{"id": args.model, "max_model_len": 2048}]}
+                self._send(200, json.dumps(data).encode())
+            elif self.path == "/version":
+                self._send(200, json.dumps({"version": "0.0.0+fake"}).encode())
+            elif self.path == "/metrics":
+                self._send(200, metrics(args).encode(), "text/plain")
+            else:
+                self._send(404, b"{}")
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = json.loads(self.rfile.read(length) or b"{}")
+            if not State.healthy:
+                self._send(503, b'{"error": "starting"}')
+                return
+            if self.path != "/v1/completions" or body.get("model") != args.model:
+                self._send(404, b'{"error": "unknown model or path"}')
+                return
+            n = int(body.get("max_tokens") or 16)
+            State.completions += 1
+            if args.spec:
+                State.drafts += n
+                State.draft_tokens += 3 * n
+                State.accepted += 2 * n
+            out = {"id": "cmpl-1", "object": "text_completion", "model": args.model,
+                   "choices": [{"index": 0, "text": " x" * n, "finish_reason": "length"}],
+                   "usage": {"prompt_tokens": 3, "completion_tokens": n, "total_tokens": 3 + n}}
+            self._send(200, json.dumps(out).encode())
+
+    return Handler
+
+
+def metrics(args: argparse.Namespace) -> str:
+    lab = f'engine="0",model_name="{args.model}"'
+    lines = [
+        "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig",
+        "# TYPE vllm:cache_config_info gauge",
+        f'vllm:cache_config_info{{block_size="16",cache_dtype="auto",engine="0",'
+        f'kv_cache_size_tokens="{args.kv_tokens}",num_gpu_blocks="{args.kv_tokens // 16}"}} 1.0',
+        f"vllm:num_requests_running{{{lab}}} 0.0",
+        f"vllm:generation_tokens_total{{{lab}}} {float(State.completions)}",
+    ]
+    if args.spec:
+        lines += [
+            f"vllm:spec_decode_num_drafts_total{{{lab}}} {float(State.drafts)}",
+            f"vllm:spec_decode_num_draft_tokens_total{{{lab}}} {float(State.draft_tokens)}",
+            f"vllm:spec_decode_num_accepted_tokens_total{{{lab}}} {float(State.accepted)}",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--model", default="fake-model")
+    p.add_argument("--delay", type=float, default=0.2, help="seconds before listening")
+    p.add_argument("--unhealthy", type=float, default=0.2, help="seconds of 503 after listening")
+    p.add_argument("--exit-code", type=int, default=None, help="exit during start-up")
+    p.add_argument("--never-ready", action="store_true")
+    p.add_argument("--fatal", action="store_true", help="log a CUDA OOM traceback, then hang")
+    p.add_argument("--ignore-term", action="store_true")
+    p.add_argument("--child", action="store_true", help="leave a child process in the group")
+    p.add_argument("--spec", action="store_true", help="expose spec-decode counters")
+    p.add_argument("--kv-tokens", type=int, default=123456)
+    args, _unknown = p.parse_known_args()
+
+    if args.ignore_term:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    else:
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    if args.child:
+        # Sleeps in the same process group; only a group-wide signal reaches it.
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+        log(f"worker pid {child.pid}")
+
+    log(f"FAKE_PID {os.getpid()} PGID {os.getpgid(0)}")
+    log("vLLM API server version 0.0.0+fake")
+    log(f"non-default args: {{'model': '{args.model}', 'port': {args.port}}}")
+    log("Using max model len 2048")
+    time.sleep(args.delay / 2)
+    log("Using FLASH_ATTN attention backend out of potential backends: ['FLASH_ATTN'].")
+    log("Using FlashAttention version 2")
+    log("Model loading took 0.25 GiB memory and 0.123456 seconds")
+    if args.exit_code is not None:
+        log("Traceback (most recent call last):")
+        log("ValueError: fake start-up failure")
+        return args.exit_code
+    if args.fatal:
+        log("Traceback (most recent call last):")
+        log("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB")
+        time.sleep(3600)
+        return 1
+    log("Available KV cache memory: 1.5 GiB")
+    log(f"GPU KV cache size: {args.kv_tokens:,} tokens")
+    log("Maximum concurrency for 2,048 tokens per request: 60.28x")
+    log("Graph capturing finished in 3 secs, took 0.12 GiB")
+    time.sleep(args.delay / 2)
+
+    server = ThreadingHTTPServer(("127.0.0.1", args.port), make_handler(args))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    log(f"Starting vLLM server on http://127.0.0.1:{args.port}")
+    if args.never_ready:
+        time.sleep(3600)
+        return 0
+    time.sleep(args.unhealthy)
+    State.healthy = True
+    log(f"READY_AT {time.time():.6f}")
+    log("Application startup complete.")
+    try:
+        while True:
+            time.sleep(3600)
+    finally:
+        server.shutdown()
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    raise SystemExit(main())

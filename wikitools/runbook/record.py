@@ -1,0 +1,314 @@
+"""The run record (`runbooks/<runbook-id>/<run-id>.json`): frozen dataclasses, deterministic JSON,
+atomic writes, loading sorted by start time, and redaction of secrets."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from wikitools.fsio import write_if_changed
+
+SCHEMA_VERSION = 1
+RECORDS_DIR = "runbooks"
+
+_SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|ACCESS_KEY|CREDENTIAL|AUTH", re.I)
+# `NAME=value` assignments and `--api-key value` / `--api-key=value` flags inside a command.
+_SECRET_ASSIGN = re.compile(r"\b(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>\"[^\"]*\"|'[^']*'|\S+)")
+_SECRET_FLAG = re.compile(
+    r"(?P<flag>--(?:api-key|token|hf-token|password)|-H|--header)(?P<sep>[ =])"
+    r"(?P<value>\"[^\"]*\"|'[^']*'|\S+)"
+)
+MASK = "***"
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    name: str
+    status: str  # ok | failed | timeout | skipped
+    seconds: float = 0.0
+    message: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "status": self.status,
+            "seconds": self.seconds,
+            "message": self.message,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Point:
+    """One client sweep point (or the single run of a client without a sweep: value None)."""
+
+    value: str | None
+    status: str
+    metrics: Mapping[str, Any] = field(default_factory=dict)
+    result_file: str | None = None
+    message: str | None = None
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "value": self.value,
+            "status": self.status,
+            "metrics": dict(self.metrics),
+            "result_file": self.result_file,
+            "message": self.message,
+            "seconds": self.seconds,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ClientResult:
+    name: str
+    kind: str
+    command: str
+    sweep_var: str | None
+    points: tuple[Point, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "command": self.command,
+            "sweep_var": self.sweep_var,
+            "points": [p.to_dict() for p in self.points],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    runbook: str
+    page: str
+    blocks_hash: str
+    run_id: str
+    started_at: str
+    finished_at: str
+    status: str  # ok | failed
+    failed_step: str | None = None
+    message: str | None = None
+    host: Mapping[str, Any] = field(default_factory=dict)
+    engine: Mapping[str, Any] = field(default_factory=dict)
+    server: Mapping[str, Any] = field(default_factory=dict)
+    markers: Mapping[str, Any] = field(default_factory=dict)
+    timings: Mapping[str, Any] = field(default_factory=dict)
+    steps: tuple[Step, ...] = ()
+    clients: tuple[ClientResult, ...] = ()
+    artifacts_dir: str | None = None
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def client(self, name: str | None) -> ClientResult | None:
+        for c in self.clients:
+            if c.name == name:
+                return c
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": self.schema_version,
+            "runbook": self.runbook,
+            "page": self.page,
+            "blocks_hash": self.blocks_hash,
+            "run_id": self.run_id,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "status": self.status,
+            "failed_step": self.failed_step,
+            "message": self.message,
+            "host": dict(self.host),
+            "engine": dict(self.engine),
+            "server": dict(self.server),
+            "markers": dict(self.markers),
+            "timings": dict(self.timings),
+            "steps": [s.to_dict() for s in self.steps],
+            "clients": [c.to_dict() for c in self.clients],
+            "artifacts_dir": self.artifacts_dir,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Record:
+        version = data.get("schema_version")
+        if version != SCHEMA_VERSION:
+            raise RecordError(f"schema_version {version!r} is not {SCHEMA_VERSION}")
+        try:
+            clients = tuple(
+                ClientResult(
+                    name=c["name"],
+                    kind=c.get("kind", "serving"),
+                    command=c.get("command", ""),
+                    sweep_var=c.get("sweep_var"),
+                    points=tuple(
+                        Point(
+                            value=p.get("value"),
+                            status=p.get("status", "ok"),
+                            metrics=p.get("metrics") or {},
+                            result_file=p.get("result_file"),
+                            message=p.get("message"),
+                            seconds=p.get("seconds", 0.0),
+                        )
+                        for p in c.get("points", ())
+                    ),
+                )
+                for c in data.get("clients", ())
+            )
+            steps = tuple(
+                Step(s["name"], s["status"], s.get("seconds", 0.0), s.get("message"))
+                for s in data.get("steps", ())
+            )
+            return cls(
+                runbook=data["runbook"],
+                page=data.get("page", ""),
+                blocks_hash=data.get("blocks_hash", ""),
+                run_id=data["run_id"],
+                started_at=data["started_at"],
+                finished_at=data.get("finished_at", data["started_at"]),
+                status=data["status"],
+                failed_step=data.get("failed_step"),
+                message=data.get("message"),
+                host=data.get("host") or {},
+                engine=data.get("engine") or {},
+                server=data.get("server") or {},
+                markers=data.get("markers") or {},
+                timings=data.get("timings") or {},
+                steps=steps,
+                clients=clients,
+                artifacts_dir=data.get("artifacts_dir"),
+            )
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise RecordError(f"missing or malformed field {exc}") from None
+
+
+class RecordError(Exception):
+    """A record file that cannot be read as schema version 1."""
+
+
+# --------------------------------------------------------------------------- ids and times
+
+
+def utc_stamp(moment: datetime) -> str:
+    """ISO 8601 UTC with a `Z`, whole seconds: 2026-11-30T10:00:00Z."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def make_run_id(started: datetime, blocks_hash: str) -> str:
+    """`YYYYMMDDTHHMMSSZ-<first 8 hex of the blocks hash>`."""
+    hex_part = blocks_hash.split(":", 1)[-1][:8]
+    return f"{started.astimezone(UTC).strftime('%Y%m%dT%H%M%SZ')}-{hex_part}"
+
+
+# --------------------------------------------------------------------------- secrets
+
+
+def is_secret_name(name: str) -> bool:
+    return bool(_SECRET_NAME.search(name))
+
+
+def redact_env(env: Mapping[str, str]) -> dict[str, str]:
+    """A sorted copy with the values of secret-looking variables replaced by `***`."""
+    return {k: (MASK if is_secret_name(k) else v) for k, v in sorted(env.items())}
+
+
+def redact_command(command: str) -> str:
+    """Mask `SECRET_NAME=value` assignments and the values of `--api-key`-like flags and
+    `Authorization` headers inside a shell command."""
+
+    def assign(m: re.Match[str]) -> str:
+        return f"{m['name']}={MASK}" if is_secret_name(m["name"]) else m.group(0)
+
+    def flag(m: re.Match[str]) -> str:
+        value = m["value"]
+        if m["flag"] in ("-H", "--header"):
+            if not re.search(r"authorization|api-key|token", value, re.I):
+                return m.group(0)
+            quote = value[0] if value[:1] in "\"'" else ""
+            name = value.strip("\"'").split(":", 1)[0]
+            return f"{m['flag']}{m['sep']}{quote}{name}: {MASK}{quote}"
+        return f"{m['flag']}{m['sep']}{MASK}"
+
+    return _SECRET_FLAG.sub(flag, _SECRET_ASSIGN.sub(assign, command))
+
+
+# --------------------------------------------------------------------------- files
+
+
+def dumps(record: Record) -> str:
+    """Deterministic JSON: sorted keys, indent 2, UTF-8 text, LF, one trailing newline."""
+    return json.dumps(record.to_dict(), sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+
+
+def record_path(root: Path, runbook_id: str, run_id: str) -> Path:
+    return root / RECORDS_DIR / runbook_id / f"{run_id}.json"
+
+
+def write_record(root: Path, record: Record) -> Path:
+    """Write the record atomically under `root/runbooks/<id>/<run-id>.json`; return its path."""
+    path = record_path(root, record.runbook, record.run_id)
+    write_if_changed(path, dumps(record))
+    return path
+
+
+def read_record(path: Path) -> Record:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise RecordError(f"{path.name}: {exc}") from None
+    if not isinstance(data, dict):
+        raise RecordError(f"{path.name}: not a JSON object")
+    return Record.from_dict(data)
+
+
+def load_records(root: Path, runbook_id: str) -> list[Record]:
+    """Every readable record of a runbook, oldest first (by started_at, then run id).
+    Unreadable files raise RecordError naming the file."""
+    folder = root / RECORDS_DIR / runbook_id
+    if not folder.is_dir():
+        return []
+    records = []
+    for path in sorted(folder.glob("*.json")):
+        try:
+            records.append(read_record(path))
+        except RecordError as exc:
+            rel = path.relative_to(root).as_posix() if path.is_relative_to(root) else path
+            raise RecordError(f"{rel}: {exc}") from None
+    records.sort(key=lambda r: (r.started_at, r.run_id))
+    return records
+
+
+def latest_record(root: Path, runbook_id: str) -> Record | None:
+    records = load_records(root, runbook_id)
+    return records[-1] if records else None
+
+
+def record_rel_path(record: Record) -> str:
+    """The record's path relative to the repository root, POSIX."""
+    return f"{RECORDS_DIR}/{record.runbook}/{record.run_id}.json"
+
+
+__all__ = [
+    "ClientResult",
+    "Point",
+    "Record",
+    "RecordError",
+    "Step",
+    "dumps",
+    "latest_record",
+    "load_records",
+    "make_run_id",
+    "read_record",
+    "record_path",
+    "record_rel_path",
+    "redact_command",
+    "redact_env",
+    "utc_stamp",
+    "write_record",
+]
