@@ -1,13 +1,103 @@
-"""Placeholder until the command lands."""
+"""`wiki acronyms` (also `python scripts/check-acronyms.py`): first use of every glossary term
+expanded on each page; unknown all-caps acronyms reported. See `wikitools.acronyms`."""
 
 from __future__ import annotations
 
+import argparse
+import sys
+from pathlib import Path
 from typing import Any
+
+from wikitools.acronyms import apply_baseline, check_pages, load_baseline, render_baseline
+from wikitools.config import WikiConfig, load_config, load_pages
+from wikitools.diagnostics import Diagnostic, Severity, sort_diagnostics, summary
+from wikitools.errors import ConfigError
+from wikitools.fsio import write_if_changed
+from wikitools.glossary import Glossary, load_glossary
 
 
 def add_parser(sub: Any) -> None:
-    pass
+    parser = sub.add_parser(
+        "acronyms",
+        help="check that acronyms are expanded on first use and defined in the glossary",
+        description="Report the first prose use of each glossary term that is not expanded "
+        "(ACR001, error) and all-caps acronyms the glossary does not define (ACR002, "
+        "warning). Exit 0 when clean, 1 on errors (or on warnings with --strict), 2 on usage "
+        "or configuration errors.",
+    )
+    add_arguments(parser)
+    parser.set_defaults(handler=run)
 
 
-def add_parsers(sub: Any) -> None:
-    pass
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--root", type=Path, default=Path(), help="wiki root (default: .)")
+    parser.add_argument(
+        "--glossary",
+        type=Path,
+        default=None,
+        help="glossary page (default: wiki.yml, else <docs_dir>/glossary.md, else GLOSSARY.md)",
+    )
+    parser.add_argument(
+        "--baseline", type=Path, default=None, help="report only findings not recorded in FILE"
+    )
+    parser.add_argument(
+        "--write-baseline",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="record the current findings in FILE (keyed by path, code and term) and exit 0",
+    )
+    parser.add_argument(
+        "--warnings",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="report unknown acronyms (ACR002) and glossary warnings (default: on)",
+    )
+    parser.add_argument(
+        "--strict", action="store_true", help="warnings also make the exit status 1"
+    )
+
+
+def resolve_glossary(config: WikiConfig, given: Path | None) -> Path:
+    """--glossary as given (relative to the working directory), else relative to the root."""
+    if given is None:
+        return config.glossary_path
+    if given.is_absolute() or given.exists():
+        return given
+    return config.root / given
+
+
+def gather(args: argparse.Namespace) -> tuple[Glossary, list[Diagnostic], int]:
+    """(glossary, sorted findings, pages checked)."""
+    if not args.root.is_dir():
+        raise ConfigError(f"{args.root}: --root is not a folder")
+    config = load_config(args.root)
+    glossary = load_glossary(resolve_glossary(config, args.glossary), config.root)
+    pages = load_pages(config)
+    diags = check_pages(pages, glossary, glossary_path=glossary.path)
+    diags.extend(glossary.problems)
+    if not args.warnings:
+        diags = [d for d in diags if d.severity is Severity.ERROR]
+    return glossary, sort_diagnostics(diags), len(pages)
+
+
+def run(args: argparse.Namespace) -> int:
+    _glossary, diags, npages = gather(args)
+    if args.write_baseline is not None:
+        target = args.write_baseline
+        changed = write_if_changed(target, render_baseline(diags))
+        state = "wrote" if changed else "unchanged:"
+        print(f"{state} {target} ({len(diags)} findings recorded)", file=sys.stderr)
+        return 0
+    note = ""
+    if args.baseline is not None:
+        diags, suppressed, gone = apply_baseline(diags, load_baseline(args.baseline))
+        note = f"; {suppressed} in the baseline"
+        if gone:
+            entries = "entries" if gone != 1 else "entry"
+            note += f", {gone} baseline {entries} fixed (rewrite it with --write-baseline)"
+    for diag in diags:
+        print(diag.format())
+    print(f"{summary(diags)} ({npages} pages{note})", file=sys.stderr)
+    failing = [d for d in diags if args.strict or d.severity is Severity.ERROR]
+    return 1 if failing else 0

@@ -1,0 +1,372 @@
+"""The acronym rule: on each page, the first prose use of a glossary term is expanded, as
+`Expansion (ACR)` or `ACR (Expansion)`; all-caps tokens the glossary lacks are reported.
+
+Codes: ACR001 (error) first use not expanded; ACR002 (warning) unknown acronym.
+
+Where it looks. Only `Page.spans` (prose the reader sees); code, HTML, comments, front matter,
+URLs and link targets never reach it. Inside prose it skips, as a whole, any word that is a
+file path (`foo/bar.py`, `./x`, `~/y`, `org/model-name`), an environment variable or other
+identifier (anything with `_`: `NCCL_P2P_DISABLE`), a setting (`KEY=value`), a command-line
+flag (`--tp`), a `$VAR`, a Docker image or other `name:tag`, a file name (`config.json`), an
+e-mail or `@version`, and JSON objects (`{"key": …}`).
+
+Where a use counts (the context policy):
+* Body prose (paragraphs, list items, block quotes, admonition bodies) is where a term must be
+  expanded: the first body-prose use of each term is ACR001 unless it is written out there, or
+  an expanded use (in any context) came before it.
+* Headings, table cells, link text, image alt text and admonition titles are labels. A use
+  there is never flagged and does not count as the first use, but an expansion written there
+  ("## Mixture of Experts (MoE)", a table cell "Key-Value (KV) cache") does satisfy the rule
+  for later uses. A term used only in labels is not flagged: the site's tooltips explain it.
+
+How a use is recognised (the match policy):
+* The term as written in the glossary, case-sensitively (MoE, vLLM, PCIe); also its all-caps
+  spelling (MOE, VLLM); terms with a digit match in any case (nvfp4, sm120, Fp8); a lowercase
+  term also matches capitalised at the start of a sentence. Other lowercase spellings (moe,
+  sglang, cuda) are not uses: they collide with English words and with package names, which
+  belong in code spans anyway.
+* Compound forms: plurals (PRs, MoEs), digits after a term ending in a letter (TP8, DCP4),
+  slash lists (TP/DCP/MTP), hyphenated words (FP8-KV, NVFP4-quantized), a term before a
+  capitalised word (RMSNorm, KVCache). Multi-word terms allow a space or hyphen between words
+  and either case on the first letter of later words (CUDA graph). The longest term wins at a
+  position (`CUDA Graph` over `CUDA`, `AG+RS` over `AG`, `NVFP4` is not a use of `FP4`).
+* Expansions match case-insensitively, with any run of spaces, hyphens or punctuation between
+  words, and each word tolerant of plural and suffix variants ("mixture-of-experts (MoE)",
+  "Decode Context Parallel (DCP)" for "Decode Context Parallelism"); `ACR (a/an/the …)` too.
+* A glossary row whose expansion contains the term itself ("vLLM inference engine") names a
+  product; it gets a tooltip but its first use needs no expansion.
+
+Unknown acronyms (ACR002): a token of two or more capital letters A-Z and nothing else
+(optionally followed by a plural "s") that is not a glossary term, reported once per page at
+its first use, in any context. Tokens with digits (H200, GB202, A3B, EXL3) are model, product
+and format names and are never reported; a few all-caps words that are not acronyms
+(`NOT_ACRONYMS`: NOTE, TODO, DO NOT, units such as GB and MB, Roman numerals) are not either.
+Add a real acronym to the glossary, even a familiar one (GPU, CPU), so it gets a tooltip.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import re
+from collections import Counter
+from collections.abc import Container, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from wikitools.diagnostics import Diagnostic, Severity
+from wikitools.errors import ConfigError
+from wikitools.glossary import Entry, Glossary
+from wikitools.pages import Page
+
+BODY_CONTEXTS = frozenset({"paragraph"})
+
+_NOT_ACRONYMS_TEXT = """
+    A I OK TODO FIXME XXX TBD WIP NB PS FAQ README INDEX GLOSSARY LICENSE CHANGELOG CONTRIBUTING
+    NOTE NOTES WARNING WARNINGS CAUTION IMPORTANT TIP TIPS INFO DANGER ERROR ERRORS FAIL FAILED
+    FAILS PASS PASSED OKAY DONE YES NO NOT DO DONT AND OR THE IS IT IF ON OFF ALL ANY ONLY MUST
+    NEVER ALWAYS NEW OLD SEE USE NOW THEN ONE TWO BUT FOR WITH WITHOUT TRUE FALSE NONE NULL
+    STOP START DISABLED ENABLED BROKEN WORKS FIXED UPDATE UPDATED DEPRECATED EXPERIMENTAL
+    B KB MB GB TB PB KIB MIB GIB TIB BPS KBPS MBPS GBPS MS US NS HZ KHZ MHZ GHZ W KW V MV
+    II III IV VI VII VIII IX XI XII XIII XIV XV XX AM PM
+    """
+NOT_ACRONYMS = frozenset(_NOT_ACRONYMS_TEXT.split())
+
+# Characters that may form one "word" with a match; the word decides whether the match is
+# inside a path, identifier, flag, tag or setting.
+_WORD_EDGE = re.compile(r"[^\s()\[\]{}<>\"'`,;!?*|]")
+_TRIM = ".:-"
+_FILE_NAME = re.compile(r"\.[A-Za-z][A-Za-z0-9]{0,5}$")
+_JSON = re.compile(r"\{[^{}\n]*\"[^\"\n]*\"\s*:[^{}\n]*\}")
+_LEFT = r"(?<![A-Za-z0-9_])"
+_TAIL = r"(?:(?:es|s)?(?![A-Za-z0-9_])|(?<=[A-Za-z])(?=\d)|(?<=[A-Z])(?=[A-Z][a-z]))"
+_UNKNOWN = r"(?P<u>[A-Z]{2,})(?:s)?(?![A-Za-z0-9_])"
+_ARTICLE = r"(?:(?:an?|the)\s+)?"
+_SUFFIX = re.compile(r"(?:isms?|ing|ed|es|s)$", re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class Use:
+    """One recognised use of a glossary term (or an unknown acronym when entry is None)."""
+
+    token: str
+    entry: Entry | None
+    line: int
+    col: int
+    context: str
+    expanded: bool
+
+
+class Matcher:
+    """One compiled alternation of every term spelling (longest first) plus an all-caps
+    fallback, scanned once over a page's prose; the matched spelling is looked up in a dict."""
+
+    def __init__(self, glossary: Glossary) -> None:
+        self.glossary = glossary
+        self.exact: dict[str, Entry] = {}
+        self.folded: dict[str, Entry] = {}  # casefolded key, for terms with a digit
+        pieces: dict[str, str] = {}
+        for entry in glossary.entries:
+            for spelling, pattern, any_case in _spellings(entry.term):
+                table = self.folded if any_case else self.exact
+                key = _key(spelling) if any_case else spelling
+                table.setdefault(key, entry)
+                pieces.setdefault(pattern, spelling)
+        ordered = sorted(pieces, key=lambda p: (-len(pieces[p]), pieces[p], p))
+        terms = "|".join(ordered) if ordered else r"(?!x)x"
+        self.regex = re.compile(f"{_LEFT}(?:(?P<t>{terms}){_TAIL}|{_UNKNOWN})")
+        self.known_upper = {e.term.upper() for e in glossary.entries}
+        self._expansions: dict[str, tuple[re.Pattern[str], re.Pattern[str]]] = {}
+
+    def entry_for(self, spelling: str) -> Entry | None:
+        return self.exact.get(spelling) or self.folded.get(_key(spelling))
+
+    def expansion_patterns(self, entry: Entry) -> tuple[re.Pattern[str], re.Pattern[str]]:
+        cached = self._expansions.get(entry.term)
+        if cached is None:
+            words = [_word_pattern(w) for w in re.findall(r"[A-Za-z0-9]+", entry.expansion)]
+            expansion = r"[^A-Za-z0-9()]+".join(words) if words else re.escape(entry.expansion)
+            before = re.compile(rf"(?<![A-Za-z0-9]){expansion}[\s*_]*[(\[][\s*_]*$", re.IGNORECASE)
+            after = re.compile(
+                rf"^[A-Za-z0-9]*[\s*_]*[(\[][\s*_]*{_ARTICLE}{expansion}(?![A-Za-z])", re.IGNORECASE
+            )
+            cached = self._expansions[entry.term] = (before, after)
+        return cached
+
+
+def _key(spelling: str) -> str:
+    return " ".join(re.split(r"[\s-]+", spelling)).casefold()
+
+
+def _spellings(term: str) -> list[tuple[str, str, bool]]:
+    """(spelling, regex, any_case) for every accepted spelling of a term."""
+    words = term.split()
+    if len(words) > 1:
+        rest = [
+            f"[{w[0].upper()}{w[0].lower()}]{re.escape(w[1:])}" if w[0].isalpha() else re.escape(w)
+            for w in words[1:]
+        ]
+        pattern = re.escape(words[0]) + "".join(r"[\s-]+" + r for r in rest)
+        out = [(" ".join(words), pattern, True)]
+        if term.upper() != term:
+            upper = term.upper().split()
+            out.append((" ".join(upper), r"[\s-]+".join(re.escape(w) for w in upper), True))
+        return out
+    if any(c.isdigit() for c in term):
+        return [(term, f"(?i:{re.escape(term)})", True)]
+    out = [(term, re.escape(term), False)]
+    if term.upper() != term:
+        out.append((term.upper(), re.escape(term.upper()), False))
+    if term.islower() and term[0].isalpha():
+        out.append((term.capitalize(), re.escape(term.capitalize()), False))
+    return out
+
+
+def _word_pattern(word: str) -> str:
+    if len(word) >= 5 and not word.isdigit():
+        stem = _SUFFIX.sub("", word)
+        stem = stem if len(stem) >= 4 else word
+        return re.escape(stem) + r"[a-z]*"
+    return re.escape(word) + r"(?:es|s)?"
+
+
+def _skip_word(word: str, matcher: Matcher) -> bool:
+    """True when the word around a match is code-like: path, identifier, flag, tag, setting."""
+    if "_" in word or "=" in word or "@" in word or "://" in word or "$" in word:
+        return True
+    if word.startswith("-") and (word.startswith("--") or word[1:2].islower()):
+        return True
+    if ":" in word:
+        return True
+    if "/" in word:
+        if word.startswith(("/", "./", "../", "~/", ".")):
+            return True
+        parts = [p for p in word.split("/") if p]
+        for part in parts:
+            if "." in part:
+                return True
+            if part[0].islower() and matcher.entry_for(part) is None:
+                return True
+        return False
+    return bool(_FILE_NAME.search(word)) and matcher.entry_for(word) is None
+
+
+def _word_at(text: str, start: int, end: int) -> str:
+    left = start
+    while left > 0 and _WORD_EDGE.match(text, left - 1):
+        left -= 1
+    right = end
+    while right < len(text) and _WORD_EDGE.match(text, right):
+        right += 1
+    word = text[left:right].rstrip(_TRIM)
+    return word.lstrip(":") if not word.startswith(("-", ".")) else word
+
+
+def find_uses(page: Page, matcher: Matcher, settled: Container[str] = frozenset()) -> Iterator[Use]:
+    """Every use of a glossary term and every unknown all-caps token in the page's prose,
+    in document order, with whether it is written out next to its expansion (worked out only
+    for terms not in `settled`, which the caller may grow while iterating)."""
+    spans = sorted(page.spans, key=lambda s: (s.line, s.col))
+    if not spans:
+        return
+    starts: list[int] = []
+    parts: list[str] = []
+    offset = 0
+    for span in spans:
+        starts.append(offset)
+        parts.append(span.text)
+        offset += len(span.text) + 1
+    text = " ".join(parts)
+    if "{" in text:
+        text = _JSON.sub(lambda m: " " * len(m.group(0)), text)
+    for m in matcher.regex.finditer(text):
+        start = m.start()
+        word = _word_at(text, start, m.end())
+        if _skip_word(word, matcher):
+            continue
+        k = bisect.bisect_right(starts, start) - 1
+        span = spans[k]
+        col = span.col + (start - starts[k])
+        if m.group("u") is not None:
+            token = m.group("u")
+            if token in NOT_ACRONYMS or token in matcher.known_upper:
+                continue
+            yield Use(token, None, span.line, col, span.context, False)
+            continue
+        entry = matcher.entry_for(m.group("t"))
+        if entry is None:  # a spelling the dict does not hold; cannot happen, but be safe
+            continue
+        expanded = False
+        if entry.term not in settled and not entry.name:
+            before, after = matcher.expansion_patterns(entry)
+            end = m.end("t")
+            expanded = bool(
+                before.search(text, max(0, start - 400), start)
+                or after.match(text[end : end + 400])
+            )
+        yield Use(m.group("t"), entry, span.line, col, span.context, expanded)
+
+
+def check_page(page: Page, matcher: Matcher, glossary_path: str) -> list[Diagnostic]:
+    diags: list[Diagnostic] = []
+    settled: set[str] = set()
+    unknown: set[str] = set()
+    for use in find_uses(page, matcher, settled):
+        if use.entry is None:
+            if use.token not in unknown:
+                unknown.add(use.token)
+                diags.append(
+                    Diagnostic(
+                        page.path,
+                        use.line,
+                        use.col,
+                        "ACR002",
+                        f'unknown acronym "{use.token}": not defined in {glossary_path}',
+                        Severity.WARNING,
+                    )
+                )
+            continue
+        term = use.entry.term
+        if term in settled or use.entry.name:
+            continue
+        if use.expanded:
+            settled.add(term)
+        elif use.context in BODY_CONTEXTS:
+            settled.add(term)
+            diags.append(
+                Diagnostic(
+                    page.path,
+                    use.line,
+                    use.col,
+                    "ACR001",
+                    f'first use of "{term}" is not expanded: write '
+                    f'"{use.entry.expansion} ({term})" or "{term} ({use.entry.expansion})"',
+                )
+            )
+    return diags
+
+
+GENERATED_MARK = re.compile(r"\A\s*<!--\s*(?:generated|auto-generated|do not edit)", re.IGNORECASE)
+
+
+def is_checked(page: Page, glossary_path: str) -> bool:
+    """The glossary itself, INDEX.md and generated files are not checked."""
+    name = page.path.rsplit("/", 1)[-1]
+    if page.path == glossary_path or name == "INDEX.md":
+        return False
+    if page.front_matter.get("generated") is True:
+        return False
+    return not GENERATED_MARK.match(page.text[:200])
+
+
+def check_pages(
+    pages: Iterable[Page], glossary: Glossary, *, glossary_path: str | None = None
+) -> list[Diagnostic]:
+    """ACR001/ACR002 findings for every checked page, sorted."""
+    gpath = glossary_path or glossary.path
+    matcher = Matcher(glossary)
+    diags: list[Diagnostic] = []
+    for page in pages:
+        if is_checked(page, gpath):
+            diags.extend(check_page(page, matcher, gpath))
+    return sorted(diags)
+
+
+# --------------------------------------------------------------------------- baseline
+
+BASELINE_VERSION = 1
+DEFAULT_BASELINE = ".acronyms-baseline.json"  # used by `wiki check` when present at the root
+_QUOTED = re.compile(r'"([^"]*)"')
+
+
+def baseline_key(diag: Diagnostic) -> tuple[str, str, str]:
+    """(path, code, term): stable when lines move."""
+    m = _QUOTED.search(diag.message)
+    return (diag.path, diag.code, m.group(1) if m else diag.message)
+
+
+def render_baseline(diags: Iterable[Diagnostic]) -> str:
+    counts = Counter(baseline_key(d) for d in diags)
+    findings = [
+        {"path": p, "code": c, "term": t, "count": n} for (p, c, t), n in sorted(counts.items())
+    ]
+    data = {"schema_version": BASELINE_VERSION, "tool": "wiki acronyms", "findings": findings}
+    return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def load_baseline(path: Path) -> Counter[tuple[str, str, str]]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise ConfigError(f"{path}: baseline not found (write one with --write-baseline)") from exc
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read baseline: {exc}") from exc
+    if not isinstance(data, dict) or data.get("schema_version") != BASELINE_VERSION:
+        raise ConfigError(
+            f"{path}: not a baseline file (schema_version {BASELINE_VERSION} expected)"
+        )
+    counts: Counter[tuple[str, str, str]] = Counter()
+    for item in data.get("findings", []):
+        try:
+            counts[(str(item["path"]), str(item["code"]), str(item["term"]))] += int(item["count"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ConfigError(f"{path}: malformed baseline entry {item!r}") from exc
+    return counts
+
+
+def apply_baseline(
+    diags: list[Diagnostic], baseline: Counter[tuple[str, str, str]]
+) -> tuple[list[Diagnostic], int, int]:
+    """(new findings, how many the baseline suppressed, baseline entries no longer seen)."""
+    left = Counter(baseline)
+    fresh: list[Diagnostic] = []
+    suppressed = 0
+    for diag in sorted(diags):
+        key = baseline_key(diag)
+        if left[key] > 0:
+            left[key] -= 1
+            suppressed += 1
+        else:
+            fresh.append(diag)
+    gone = sum(1 for n in left.values() if n > 0)
+    return fresh, suppressed, gone
