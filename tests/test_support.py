@@ -83,8 +83,9 @@ def test_bundle_has_the_support_contract(tree: Path, capsys: pytest.CaptureFixtu
     assert "## Question" in out
 
 
-def test_bundle_without_nvidia_smi(tree: Path, capsys: pytest.CaptureFixture[str],
-                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bundle_without_nvidia_smi(
+    tree: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")
     rc = main(["support-bundle", "tiny-tp2", "--root", str(tree)])
     out = capsys.readouterr().out

@@ -54,8 +54,9 @@ def _settings(runbook: Runbook) -> list[tuple[str, str]]:
     cmd = runbook.server.command
     spec = cmd.speculative or {}
     method = str(spec.get("method", "")) if spec else ""
+    engine_name = cmd.engine or runbook.server.engine or "?"
     rows = [
-        ("engine", f"{cmd.engine or runbook.server.engine or '?'} ({cmd.launcher or 'launcher not found'})"),
+        ("engine", f"{engine_name} ({cmd.launcher or 'launcher not found'})"),
         ("model", cmd.model or "?"),
         ("image", cmd.image or "none (bare metal)"),
         ("tensor parallel (TP)", str(cmd.tp or 1)),
@@ -94,8 +95,10 @@ def _gpu_section(facts: HostFacts | None) -> list[str]:
     if facts.smi_error:
         return [f"nvidia-smi failed: {facts.smi_error}"]
     out = [f"driver {facts.driver or '?'}, CUDA {facts.cuda or '?'}, {len(facts.gpus)} GPU(s)", ""]
-    out += ["| GPU | name | compute capability | memory used / total (MiB) | PCI bus |",
-            "|---|---|---|---|---|"]
+    out += [
+        "| GPU | name | compute capability | memory used / total (MiB) | PCI bus |",
+        "|---|---|---|---|---|",
+    ]
     for g in facts.gpus:
         out.append(
             f"| {g.index} | {g.name} | {g.compute_capability} | "
@@ -130,13 +133,23 @@ def build_bundle(
         out.append("- latest run record: none (never run)")
     else:
         failed = f", failed at {rec.failed_step}" if rec.failed_step else ""
-        out.append(
-            f"- latest run record: `{record_rel_path(rec)}` ({rec.status}{failed})"
-        )
-    out += ["", "## Launch command (as on the page)", "", "```bash", mask_command(s.content.rstrip()), "```", ""]
+        out.append(f"- latest run record: `{record_rel_path(rec)}` ({rec.status}{failed})")
+    out += [
+        "",
+        "## Launch command (as on the page)",
+        "",
+        "```bash",
+        mask_command(s.content.rstrip()),
+        "```",
+        "",
+    ]
     if s.extra_env:
         masked = mask_env(dict(s.extra_env))
-        out += ["Extra environment for runs: " + " ".join(f"{k}={v}" for k, v in sorted(masked.items())), ""]
+        out += [
+            "Extra environment for runs: "
+            + " ".join(f"{k}={v}" for k, v in sorted(masked.items())),
+            "",
+        ]
     out += ["## Settings understood from the command", "", "| setting | value |", "|---|---|"]
     out += [f"| {k} | {v} |" for k, v in _settings(runbook)]
     out += ["", "## Client commands", ""]
@@ -144,7 +157,14 @@ def build_bundle(
         out.append("(none on the page)")
     for c in runbook.clients:
         sweep = f", sweep {c.sweep_var}={','.join(c.sweep_values)}" if c.sweep_var else ""
-        out += [f"`{c.name}` ({c.kind}{sweep}):", "", "```bash", mask_command(c.content.rstrip()), "```", ""]
+        out += [
+            f"`{c.name}` ({c.kind}{sweep}):",
+            "",
+            "```bash",
+            mask_command(c.content.rstrip()),
+            "```",
+            "",
+        ]
     out += ["## GPU layout", "", *_gpu_section(facts), ""]
     for log in logs:
         out += [f"## Log `{log.path}` ({log.total_lines} lines)", ""]

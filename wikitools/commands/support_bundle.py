@@ -23,10 +23,18 @@ def add_parser(sub: Any) -> None:
         "as Markdown ready to paste.",
     )
     p.add_argument("ref", metavar="PAGE#ID", help="the runbook, e.g. wiki/models/x.md#my-id")
-    p.add_argument("--log", action="append", default=[], type=Path, metavar="FILE",
-                   help="a server or client log to excerpt (repeatable)")
+    p.add_argument(
+        "--log",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="FILE",
+        help="a server or client log to excerpt (repeatable)",
+    )
     p.add_argument("--no-gpu", action="store_true", help="do not run nvidia-smi")
-    p.add_argument("--output", "-o", type=Path, metavar="FILE", help="write to FILE instead of stdout")
+    p.add_argument(
+        "--output", "-o", type=Path, metavar="FILE", help="write to FILE instead of stdout"
+    )
     p.add_argument("--root", type=Path, default=Path(), help="wiki root (default: .)")
     p.set_defaults(handler=run)
 
