@@ -1,13 +1,242 @@
-"""Placeholder until the command lands."""
+"""`wiki runbook list|show|plan|scan`: read runbooks and say what would run, starting nothing."""
 
 from __future__ import annotations
 
+import argparse
+import json
+import os
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
+from wikitools.config import load_config, load_pages
+from wikitools.diagnostics import Severity, sort_diagnostics, summary
+from wikitools.errors import UsageError
+from wikitools.pages import read_page
+from wikitools.runbook.extract import load_runbooks
+from wikitools.runbook.model import Runbook
+from wikitools.runbook.plan import (
+    PlanOverrides,
+    artifacts_dir_for,
+    format_plan,
+    format_verdict,
+    make_plan,
+    mask_env,
+)
+from wikitools.runbook.preflight import gather_host, preflight, required_gpus
+from wikitools.runbook.scan import scan_pages
 
-def add_parser(sub: Any) -> None:
-    pass
+SMI_ENV = "WIKI_NVIDIA_SMI"  # another nvidia-smi executable (captured outputs, tests)
 
 
 def add_parsers(sub: Any) -> None:
-    pass
+    p = sub.add_parser("list", help="one line per runbook: page#id, engine, model, GPUs, last run",
+                       description="List every runbook of the wiki with its engine, model, GPU "
+                       "requirements and the date of its latest record.")
+    _root(p)
+    p.set_defaults(handler=run_list)
+
+    p = sub.add_parser("show", help="print a runbook's blocks and what was understood",
+                       description="Print a runbook's server and client blocks and what the "
+                       "tools understood from them (engine, model, parallel sizes, port, ...).")
+    p.add_argument("ref", metavar="PAGE#ID", help="runbook id, or path/to/page.md#id")
+    _root(p)
+    p.set_defaults(handler=run_show)
+
+    p = sub.add_parser("plan", help="print exactly what a run would execute, and the preflight",
+                       description="Print the final server and client commands, environment "
+                       "(secrets masked), timeouts, log and result paths, and the preflight "
+                       "verdict for this host. Starts nothing. Exit 0 when preflight passes, "
+                       "1 when it refuses.")
+    p.add_argument("ref", metavar="PAGE#ID", help="runbook id, or path/to/page.md#id")
+    p.add_argument("--force", action="store_true",
+                   help="accept another GPU architecture, busy GPUs or too little free memory")
+    p.add_argument("--port", type=int, help="serve on this port instead of the block's")
+    _root(p)
+    p.set_defaults(handler=run_plan)
+
+    p = sub.add_parser("scan", help="find plain shell blocks holding launchers; suggest the "
+                       "runbook form",
+                       description="Find un-annotated shell code blocks that start an engine "
+                       "or a benchmark client, and print the brace form that makes each one a "
+                       "runbook block.")
+    p.add_argument("paths", nargs="*", type=Path, help="pages or folders (default: the wiki)")
+    _root(p)
+    p.set_defaults(handler=run_scan)
+
+
+def _root(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--root", type=Path, default=Path(), help="wiki root (default: .)")
+
+
+def _report(diags: list[Any]) -> bool:
+    diags = sort_diagnostics(diags)
+    for d in diags:
+        print(d.format(), file=sys.stderr)
+    return any(d.severity is Severity.ERROR for d in diags)
+
+
+def _resolve(root: Path, ref: str) -> tuple[Runbook, list[Any]]:
+    runbooks, diags, _pages = load_runbooks(root)
+    if not ref.strip("#").strip():
+        raise UsageError("name a runbook: ID or path/to/page.md#ID")
+    return runbooks.get(ref), diags
+
+
+def latest_run(root: Path, runbook_id: str) -> dict[str, Any] | None:
+    """started_at and status of the newest record in runbooks/<id>/, or None."""
+    folder = root / "runbooks" / runbook_id
+    best: dict[str, Any] | None = None
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if not isinstance(data, dict) or not isinstance(data.get("started_at"), str):
+            continue
+        if best is None or data["started_at"] >= best["started_at"]:
+            best = data
+    return best
+
+
+# --------------------------------------------------------------------------- list
+
+
+def run_list(args: argparse.Namespace) -> int:
+    root = load_config(args.root).root
+    runbooks, diags, _pages = load_runbooks(args.root)
+    rows: list[list[str]] = []
+    for rb in runbooks:
+        s = rb.server
+        need = required_gpus(s)
+        last = latest_run(root, rb.id)
+        when = "never run" if last is None else (
+            f"{last['started_at'][:10]} ({last.get('status', '?')})")
+        rows.append([rb.ref, s.engine or "?", s.command.model or "?",
+                     f"{need} GPU{'s' * (need != 1)}" if need else "CPU",
+                     ",".join(s.requirements.arch) or "any arch", when])
+    widths = [max((len(r[i]) for r in rows), default=0) for i in range(6)]
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+    if not rows:
+        print("no runbooks", file=sys.stderr)
+    bad = _report(diags)
+    if diags:
+        print(summary(sort_diagnostics(diags)), file=sys.stderr)
+    return 1 if bad else 0
+
+
+# --------------------------------------------------------------------------- show
+
+
+def _describe_server(rb: Runbook) -> list[str]:
+    s = rb.server
+    c = s.command
+    out = [f"runbook {rb.ref}", f"blocks  {rb.blocks_hash}", "",
+           f"server block ({s.page}:{s.line}): {s.info.strip()}"]
+    out += ["    " + ln for ln in s.content.rstrip("\n").splitlines()]
+    req = s.requirements
+    need = required_gpus(s)
+    stated = "" if req.gpus is not None else " (from tp x pp x dp)"
+    out.append("  understood:")
+    fields: list[tuple[str, Any]] = [
+        ("engine", s.engine), ("launcher", c.launcher), ("wrapped in", " > ".join(c.wrappers)),
+        ("image", c.image), ("docker --gpus", c.docker_gpus), ("model", c.model),
+        ("tensor parallel", c.tp), ("pipeline parallel", c.pp), ("data parallel", c.dp),
+        ("decode context parallel", c.dcp), ("expert parallel", "yes" if c.ep else None),
+        ("port", s.port), ("host", c.host), ("quantization", c.quantization),
+        ("kv cache dtype", c.kv_cache_dtype),
+        ("speculative", json.dumps(c.speculative, sort_keys=True) if c.speculative else None),
+        ("env", " ".join(f"{k}={v}" for k, v in mask_env(dict(c.env)).items())),
+        ("run-only env", " ".join(f"{k}={v}" for k, v in mask_env(dict(s.extra_env)).items())),
+        ("other flags", " ".join(k if v is None else f"{k} {v}" for k, v in c.flags)),
+    ]
+    for label, value in fields:
+        if value not in (None, ""):
+            out.append(f"    {label + ':':<25}{value}")
+    out.append(f"  requires: {need} GPU{'s' * (need != 1)}{stated}, arch "
+               f"{','.join(req.arch) or 'any'}"
+               + (f", {req.min_mem_gib:g} GiB free per GPU" if req.min_mem_gib is not None else "")
+               + f"; ready within {s.ready_timeout:g} s, stop grace {s.stop_timeout:g} s")
+    for p in c.problems:
+        out.append(f"  note: {p}")
+    return out
+
+
+def _describe_clients(rb: Runbook) -> list[str]:
+    out: list[str] = []
+    for cl in rb.clients:
+        c = cl.command
+        out += ["", f"client {cl.name} ({cl.page}:{cl.line}): {cl.info.strip()}"]
+        out += ["    " + ln for ln in cl.content.rstrip("\n").splitlines()]
+        out.append("  understood:")
+        fields: list[tuple[str, Any]] = [
+            ("kind", cl.kind), ("tool", c.tool), ("launcher", c.launcher), ("model", c.model),
+            ("base url", c.base_url), ("host", c.host), ("port", c.port), ("backend", c.backend),
+            ("dataset", c.dataset), ("prompts", c.num_prompts),
+            ("max concurrency", c.max_concurrency), ("request rate", c.request_rate),
+            ("url", c.url),
+            ("sweep", f"{cl.sweep_var}={','.join(cl.sweep_values)}" if cl.sweep_var else None),
+            ("timeout", f"{cl.timeout:g} s per point"),
+        ]
+        for label, value in fields:
+            if value not in (None, ""):
+                out.append(f"    {label + ':':<25}{value}")
+    if not rb.clients:
+        out += ["", "no client blocks"]
+    return out
+
+
+def run_show(args: argparse.Namespace) -> int:
+    rb, _diags = _resolve(args.root, args.ref)
+    print("\n".join(_describe_server(rb) + _describe_clients(rb)))
+    return 0
+
+
+# --------------------------------------------------------------------------- plan
+
+
+def run_plan(args: argparse.Namespace) -> int:
+    rb, _diags = _resolve(args.root, args.ref)
+    if args.port is not None and not 1 <= args.port <= 65535:
+        raise UsageError(f"--port {args.port}: expected 1-65535")
+    smi = os.environ.get(SMI_ENV)
+    facts = gather_host(smi) if smi else gather_host()
+    verdict = preflight(rb, force=args.force, port=args.port, facts=facts)
+    run_id = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + rb.short_hash
+    plan = make_plan(rb, root=args.root, artifacts_dir=artifacts_dir_for(rb, run_id),
+                     overrides=PlanOverrides(port=args.port), verdict=verdict)
+    print(format_plan(plan), end="")
+    print()
+    print(format_verdict(verdict), end="")
+    return 0 if verdict.ok else 1
+
+
+# --------------------------------------------------------------------------- scan
+
+
+def run_scan(args: argparse.Namespace) -> int:
+    config = load_config(args.root)
+    if args.paths:
+        files: list[Path] = []
+        for p in args.paths:
+            path = p if p.is_absolute() else Path.cwd() / p
+            if path.is_dir():
+                files += sorted(path.rglob("*.md"))
+            elif path.is_file():
+                files.append(path)
+            else:
+                raise UsageError(f"{p}: no such file or folder")
+        root = config.root
+        pages = [read_page(f.resolve(), root) for f in files]
+    else:
+        pages = load_pages(config)
+    runbooks, _diags, _all = load_runbooks(args.root)
+    found = scan_pages(pages, taken=runbooks.ids())
+    for s in found:
+        print(s.format())
+    n = len(found)
+    print(f"{n} block{'s' * (n != 1)} could become runbook blocks" if n else
+          "no plain launcher blocks", file=sys.stderr)
+    return 0

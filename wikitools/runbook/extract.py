@@ -8,6 +8,7 @@ import re
 import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 from wikitools.diagnostics import Diagnostic
 from wikitools.pages import CodeBlock, Page
@@ -245,7 +246,7 @@ def extract_runbooks(pages: Iterable[Page]) -> tuple[RunbookSet, list[Diagnostic
     diags: list[Diagnostic] = []
     servers: dict[str, ServerBlock] = {}
     first_at: dict[str, str] = {}
-    broken: set[str] = set()  # ids of servers that exist but have errors
+    broken: dict[str, str] = {}  # ids of servers that exist but have errors → "path:line"
     pending: list[_PendingClient] = []
     for page in sorted(pages, key=lambda p: p.path):
         for block in page.code_blocks:
@@ -270,7 +271,7 @@ def extract_runbooks(pages: Iterable[Page]) -> tuple[RunbookSet, list[Diagnostic
                 continue
             if not known:
                 if attrs.id:
-                    broken.add(attrs.id)
+                    broken.setdefault(attrs.id, f"{page.path}:{block.line}")
                 continue
             if known[0] == SERVER_CLASS:
                 rid = attrs.id
@@ -283,7 +284,7 @@ def extract_runbooks(pages: Iterable[Page]) -> tuple[RunbookSet, list[Diagnostic
                     continue
                 first_at[rid] = f"{page.path}:{block.line}"
                 if server is None or ctx.failed:
-                    broken.add(rid)
+                    broken[rid] = first_at[rid]
                 else:
                     servers[rid] = server
             else:
@@ -296,10 +297,9 @@ def extract_runbooks(pages: Iterable[Page]) -> tuple[RunbookSet, list[Diagnostic
     for pc in pending:
         ctx = pc.ctx
         rid = pc.for_id
-        if rid not in servers:
-            if rid not in broken:
-                ctx.error("RB002", f"for={rid} names no runbook"
-                          f"{_did_you_mean(rid, list(servers) + list(broken))}", pc.for_col)
+        if rid not in servers and rid not in broken:
+            ctx.error("RB002", f"for={rid} names no runbook"
+                      f"{_did_you_mean(rid, list(servers) + list(broken))}", pc.for_col)
             continue
         counters[rid] = counters.get(rid, 0) + 1
         name = pc.name or f"client{counters[rid]}"
@@ -316,7 +316,7 @@ def extract_runbooks(pages: Iterable[Page]) -> tuple[RunbookSet, list[Diagnostic
             ctx.error("RB007", f"client command not understood: {why}; name its kind with "
                       "kind=serving|quality|smoke", line=ctx.block.content_line, col=1)
             continue
-        if ctx.failed:
+        if ctx.failed or rid not in servers:
             continue
         clients.setdefault(rid, []).append(ClientBlock(
             runbook_id=rid, name=name, kind=kind, sweep_var=pc.sweep_var,
@@ -328,4 +328,14 @@ def extract_runbooks(pages: Iterable[Page]) -> tuple[RunbookSet, list[Diagnostic
         Runbook(id=rid, page=s.page, server=s, clients=tuple(clients.get(rid, ())))
         for rid, s in sorted(servers.items(), key=lambda kv: (kv[1].page, kv[1].line))
     )
-    return RunbookSet(runbooks), diags
+    return RunbookSet(runbooks, tuple(sorted(broken.items()))), diags
+
+
+def load_runbooks(root: Path) -> tuple[RunbookSet, list[Diagnostic], list[Page]]:
+    """Read the wiki at `root` (wiki.yml honoured) and extract its runbooks."""
+    from wikitools.config import load_config, load_pages
+
+    config = load_config(root)
+    pages = load_pages(config)
+    runbooks, diags = extract_runbooks(pages)
+    return runbooks, diags, pages

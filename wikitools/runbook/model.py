@@ -194,6 +194,7 @@ class RunbookSet:
     """Every runbook of a wiki, in (page, line) order."""
 
     runbooks: tuple[Runbook, ...] = ()
+    broken: tuple[tuple[str, str], ...] = ()  # (id, "path:line") of server blocks with errors
 
     def __iter__(self) -> Iterator[Runbook]:
         return iter(self.runbooks)
@@ -217,6 +218,10 @@ class RunbookSet:
                 if want and want != r.page and not r.page.endswith("/" + want):
                     raise UsageError(f"runbook '{rid}' is on {r.page}, not {page}")
                 return r
+        for bid, where in self.broken:
+            if bid == rid:
+                raise UsageError(f"runbook '{rid}' ({where}) has errors; `wiki runbook list` "
+                                 "shows them")
         raise UsageError(f"unknown runbook '{rid}'{_did_you_mean(rid, self.ids())}")
 
 
