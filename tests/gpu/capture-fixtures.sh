@@ -11,7 +11,7 @@ nvidia-smi > "$out/nvidia-smi.txt"
 nvidia-smi topo -m > "$out/topo.txt" 2>&1
 nvidia-smi --query-compute-apps=pid,used_memory,gpu_uuid --format=csv,noheader,nounits > "$out/compute-apps-idle.csv"
 model=/tmp/capture-model
-python3 "$(dirname "$0")/make_model.py" "$model"
+python3 "$(dirname "$0")/../../scripts/make-dummy-model.py" "$model"
 port=8123
 setsid vllm serve "$model" --load-format dummy --host 127.0.0.1 --port $port \
   --gpu-memory-utilization 0.3 --max-model-len 2048 --enforce-eager > "$out/vllm-server.log" 2>&1 &

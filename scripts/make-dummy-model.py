@@ -1,7 +1,7 @@
 """Write a dummy-weight model folder (config.json + a tokenizer trained on the spot) with the
 architecture of a well-known dense model, for `vllm serve DIR --load-format dummy`.
 
-    python tests/gpu/make_model.py DIR [--preset llama-3.2-1b]
+    python scripts/make-dummy-model.py DIR [--preset llama-3.2-1b]
 """
 
 from __future__ import annotations
