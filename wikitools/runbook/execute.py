@@ -114,6 +114,7 @@ _MARKERS: tuple[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
         "engine_version",
         re.compile(
             r"vLLM API server version ([0-9][\w.+-]*)|Starting vLLM .*?version ([0-9][\w.+-]*)"
+            r"|Initializing a V1 LLM engine \(v([0-9][\w.+-]*)\)"
         ),
         lambda m: {"engine_version": next(g for g in m.groups() if g)},
     ),
@@ -164,7 +165,7 @@ _MARKERS: tuple[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
     ),
     (
         "cuda_graphs_disabled",
-        re.compile(r"enforce_eager[\"']?[:=] ?True|--enforce-eager|CUDA graph is disabled"),
+        re.compile(r"enforce_eager[\"']?[:=] ?True|disabling torch\.compile and CUDAGraphs"),
         lambda m: {"cuda_graphs": False},
     ),
 )
@@ -202,6 +203,12 @@ SPEC_COUNTERS = {
     "draft_tokens": "vllm:spec_decode_num_draft_tokens_total",
     "drafts": "vllm:spec_decode_num_drafts_total",
 }
+
+
+_CACHE_KEYS = frozenset({
+    "block_size", "cache_dtype", "enable_prefix_caching", "gpu_memory_utilization",
+    "kv_cache_max_concurrency", "kv_cache_size_tokens", "num_gpu_blocks",
+})
 
 
 def parse_prometheus(text: str) -> list[tuple[str, dict[str, str], float]]:
@@ -253,7 +260,7 @@ def metrics_markers(text: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, labels, _value in parse_prometheus(text):
         if name == "vllm:cache_config_info" and "cache_config" not in out:
-            out["cache_config"] = {k: labels[k] for k in sorted(labels)}
+            out["cache_config"] = {k: labels[k] for k in sorted(labels) if k in _CACHE_KEYS}
         elif name == "vllm:num_gpu_blocks" and "num_gpu_blocks" not in out:
             out["num_gpu_blocks"] = int(_value)
     cfg = out.get("cache_config", {})
@@ -962,7 +969,8 @@ def _build_record(
             points.append(Point(c.point_value, "skipped", result_file=None,
                                 message="not run: an earlier step failed"))
         first = planned[0]
-        clients.append(ClientResult(name, first.kind, redact_command(first.command),
+        shown = first.display_command or redact_command(first.command)
+        clients.append(ClientResult(name, first.kind, shown,
                                     first.sweep_var, tuple(points)))
     status = "ok" if st.failed_step is None else "failed"
     return Record(
@@ -983,7 +991,7 @@ def _build_record(
             "image_digest": None,
         },
         server={
-            "command": redact_command(srv.command),
+            "command": srv.display_command or redact_command(srv.command),
             "env": dict(sorted(srv.display_env.items())),
             "port": srv.port,
             "model": st.model_id,

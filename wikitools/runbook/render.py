@@ -1,0 +1,418 @@
+"""Render results regions from run records (Jinja2 templates in wikitools/templates): the serving
+table, the run history and quality scores, each with its provenance; report hand-edited, stale
+and out-of-date regions."""
+
+from __future__ import annotations
+
+import difflib
+import functools
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from wikitools.diagnostics import Diagnostic, Severity
+from wikitools.pages import Page
+from wikitools.runbook.extract import extract_runbooks
+from wikitools.runbook.model import Runbook, RunbookSet
+from wikitools.runbook.record import Record, RecordError, load_records, record_rel_path
+from wikitools.runbook.regions import (
+    Region,
+    edited_diagnostic,
+    find_regions,
+    indent_body,
+    replace_regions,
+)
+
+ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang"}
+DASH = "–"
+
+# (header, metric key, format) per serving column after the sweep value.
+SERVING_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("req/s", "request_throughput", "{:,.2f}"),
+    ("output tok/s", "output_throughput", "{:,.1f}"),
+    ("total tok/s", "total_token_throughput", "{:,.1f}"),
+    ("TTFT median (ms)", "median_ttft_ms", "{:,.1f}"),
+    ("TTFT p99 (ms)", "p99_ttft_ms", "{:,.1f}"),
+    ("TPOT median (ms)", "median_tpot_ms", "{:,.2f}"),
+    ("TPOT p99 (ms)", "p99_tpot_ms", "{:,.2f}"),
+    ("ITL median (ms)", "median_itl_ms", "{:,.2f}"),
+    ("ITL p99 (ms)", "p99_itl_ms", "{:,.2f}"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    path: str  # POSIX, relative to the root
+    old: str
+    new: str
+
+
+# --------------------------------------------------------------------------- formatting
+
+
+def fmt(value: Any, pattern: str) -> str:
+    """A number in an explicit format; a dash when missing or not a number."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return DASH
+    return pattern.format(value)
+
+
+def cell(text: str) -> str:
+    """Text safe inside a Markdown table cell."""
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def _date(stamp: str) -> str:
+    return stamp[:10]
+
+
+def hardware(record: Record) -> str:
+    host = record.host
+    gpus = host.get("gpus") or []
+    if host.get("cpu_only") or not gpus:
+        return "a CPU-only host (no GPU)"
+    names = sorted({str(g.get("name", "?")) for g in gpus})
+    ccs = sorted({str(g.get("compute_capability", "?")) for g in gpus})
+    archs = ", ".join(f"sm{c.replace('.', '')} (compute capability {c})" for c in ccs)
+    count = host.get("gpu_count") or len(gpus)
+    parts = [f"{count} × {' + '.join(names)}, {archs}"]
+    if host.get("driver"):
+        parts.append(f"driver {host['driver']}")
+    if host.get("cuda"):
+        parts.append(f"CUDA {host['cuda']}")
+    topo = host.get("topology")
+    if topo and topo != "none" and count > 1:
+        parts.append(f"GPU link {topo}")
+    return ", ".join(parts)
+
+
+def engine_text(record: Record) -> str:
+    eng = record.engine
+    name = ENGINE_NAMES.get(str(eng.get("name")), str(eng.get("name") or "engine"))
+    text = f"{name} {eng['version']}" if eng.get("version") else f"{name} (version not reported)"
+    if eng.get("image"):
+        text += f", image `{eng['image']}`"
+        if eng.get("image_digest"):
+            text += f" (`{eng['image_digest']}`)"
+    return text
+
+
+def server_facts(record: Record) -> str:
+    m = record.markers
+    parts = []
+    if m.get("attention_backend"):
+        backend = f"attention backend {m['attention_backend']}"
+        if m.get("flash_attn_version"):
+            backend += f" (FlashAttention {m['flash_attn_version']})"
+        parts.append(backend)
+    tokens = m.get("kv_cache_tokens", m.get("metrics_kv_cache_tokens"))
+    if isinstance(tokens, int):
+        kv = f"KV cache {tokens:,} tokens"
+        if isinstance(m.get("kv_cache_gib"), int | float):
+            kv += f" ({m['kv_cache_gib']:,.2f} GiB)"
+        parts.append(kv)
+    if isinstance(m.get("max_concurrency"), int | float) and m.get("max_concurrency_tokens"):
+        parts.append(
+            f"maximum concurrency {m['max_concurrency']:,.2f}× at "
+            f"{m['max_concurrency_tokens']:,} tokens per request"
+        )
+    if m.get("moe_backend"):
+        parts.append(f"MoE backend {m['moe_backend']}")
+    if m.get("cuda_graphs") is False:
+        parts.append("CUDA graphs off")
+    return "; ".join(parts)
+
+
+def pipeline_check(record: Record) -> str | None:
+    """Why a record is a plumbing check rather than a measurement, or None."""
+    command = str(record.server.get("command", ""))
+    dummy = "--load-format dummy" in command or "--load-format=dummy" in command
+    cpu = bool(record.host.get("cpu_only"))
+    if dummy and cpu:
+        return "This run served dummy weights (`--load-format dummy`) on a CPU-only host."
+    if dummy:
+        return "This run served dummy weights (`--load-format dummy`)."
+    if cpu:
+        return "This run used a CPU-only host."
+    return None
+
+
+# --------------------------------------------------------------------------- views
+
+
+def _serving_client(runbook: Runbook | None, record: Record, wanted: str | None) -> str | None:
+    if wanted:
+        return wanted
+    if runbook is not None:
+        for c in sorted(runbook.clients, key=lambda c: c.line):
+            if c.kind == "serving":
+                return c.name
+    for c in record.clients:
+        if c.kind == "serving":
+            return c.name
+    return None
+
+
+def _client_of_kind(runbook: Runbook | None, record: Record, wanted: str | None,
+                    kind: str) -> str | None:
+    if wanted:
+        return wanted
+    if runbook is not None:
+        for c in sorted(runbook.clients, key=lambda c: c.line):
+            if c.kind == kind:
+                return c.name
+    for c in record.clients:
+        if c.kind == kind:
+            return c.name
+    return None
+
+
+def _shown_common(record: Record) -> dict[str, Any]:
+    return {
+        "date": _date(record.started_at),
+        "hardware": hardware(record),
+        "engine": engine_text(record),
+        "server_facts": server_facts(record),
+        "record_path": record_rel_path(record),
+        "blocks_short": record.blocks_hash.split(":", 1)[-1][:8],
+        "pipeline_check": pipeline_check(record),
+    }
+
+
+def serving_table(record: Record, client_name: str | None) -> dict[str, Any]:
+    shown = _shown_common(record)
+    client = record.client(client_name)
+    if client is None:
+        shown.update(header=[], aligns=[], rows=[])
+        return shown
+    show_accept = shown["pipeline_check"] is None and any(
+        isinstance(p.metrics.get("spec_decode_acceptance"), int | float) for p in client.points
+    )
+    header = [client.sweep_var or "run"] + [h for h, _, _ in SERVING_COLUMNS]
+    if show_accept:
+        header.append("spec acceptance")
+    header.append("ok/total")
+    rows = []
+    for point in client.points:
+        m = point.metrics
+        row = [cell(point.value if point.value is not None else DASH)]
+        row += [fmt(m.get(key), pattern) for _, key, pattern in SERVING_COLUMNS]
+        if show_accept:
+            acc = m.get("spec_decode_acceptance")
+            row.append(fmt(acc * 100, "{:.1f} %") if isinstance(acc, int | float) else DASH)
+        if point.status == "ok":
+            row.append(f"{fmt(m.get('completed'), '{:d}')}/{fmt(m.get('num_prompts'), '{:d}')}")
+        else:
+            row.append(point.status)
+        rows.append(row)
+    shown.update(header=header, aligns=["---"] + ["--:"] * (len(header) - 1), rows=rows)
+    return shown
+
+
+def quality_table(record: Record, client_name: str | None) -> dict[str, Any]:
+    shown = _shown_common(record)
+    client = record.client(client_name)
+    rows: list[list[str]] = []
+    for point in client.points if client else ():
+        tasks = point.metrics.get("tasks") or {}
+        for task in sorted(tasks):
+            values = tasks[task]
+            for key in sorted(values):
+                metric, _, flt = key.partition(",")
+                if metric.endswith("_stderr"):
+                    continue
+                err = values.get(f"{metric}_stderr,{flt}" if flt else f"{metric}_stderr")
+                rows.append([cell(task), cell(metric), cell(flt or DASH),
+                             fmt(values[key], "{:.4f}"), fmt(err, "{:.4f}")])
+    shown["rows"] = rows
+    return shown
+
+
+def headline(record: Record) -> str:
+    if not record.ok:
+        msg = record.message or ""
+        msg = msg if len(msg) <= 80 else msg[:77] + "..."
+        return cell(f"failed at `{record.failed_step}`: {msg}")
+    best: tuple[float, str, str] | None = None
+    for client in record.clients:
+        if client.kind != "serving":
+            continue
+        for p in client.points:
+            v = p.metrics.get("output_throughput")
+            if isinstance(v, int | float) and (best is None or v > best[0]):
+                where = f" at {client.sweep_var}={p.value}" if client.sweep_var else ""
+                best = (v, client.name, where)
+    if best is None:
+        return "ok"
+    return cell(f"best output {best[0]:,.1f} tok/s ({best[1]}{best[2]})")
+
+
+# --------------------------------------------------------------------------- templates
+
+
+@functools.cache
+def _env() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("wikitools", "templates"),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+    )
+
+
+def render_region(
+    region: Region, runbook: Runbook | None, records: list[Record], *, ref: str
+) -> str:
+    """The Markdown body of one region (each line ending in LF; a blank line first and last)."""
+    runbook_id = region.runbook or ""
+    page_hash = runbook.blocks_hash if runbook is not None else ""
+    ctx: dict[str, Any] = {
+        "runbook_id": runbook_id,
+        "ref": ref,
+        "client": region.client,
+        "page_blocks_short": page_hash.split(":", 1)[-1][:8],
+        "current": records[-1] if records else None,
+        "failed": None,
+        "shown": None,
+        "stale": False,
+    }
+    if region.view == "history":
+        rows = [
+            [_date(r.started_at), f"`{r.run_id}`", r.status, cell(engine_text(r)),
+             cell(hardware(r)), headline(r)]
+            for r in reversed(records)
+        ]
+        return _finish(_env().get_template("history.md.j2").render(ctx, rows=rows))
+    if records:
+        latest = records[-1]
+        ok = next((r for r in reversed(records) if r.ok), None)
+        if not latest.ok:
+            ctx["failed"] = {
+                "date": _date(latest.started_at),
+                "record_path": record_rel_path(latest),
+                "step": latest.failed_step,
+                "message": " ".join((latest.message or "no message").split()),
+            }
+        if ok is not None:
+            if region.view == "quality":
+                name = _client_of_kind(runbook, ok, region.client, "quality")
+                ctx["client"] = name
+                ctx["shown"] = quality_table(ok, name)
+            else:
+                name = _serving_client(runbook, ok, region.client)
+                ctx["client"] = name
+                ctx["shown"] = serving_table(ok, name)
+            ctx["stale"] = bool(page_hash) and ok.blocks_hash != page_hash
+    template = "quality.md.j2" if region.view == "quality" else "serving.md.j2"
+    return _finish(_env().get_template(template).render(ctx))
+
+
+def _finish(text: str) -> str:
+    """One blank line after the start marker and before the end marker; no trailing spaces."""
+    lines = [line.rstrip() for line in text.strip("\n").split("\n")]
+    return "\n" + "\n".join(lines) + "\n\n"
+
+
+# --------------------------------------------------------------------------- pages
+
+
+class _Records:
+    """Records per runbook id, each folder read once."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._cache: dict[str, list[Record] | RecordError] = {}
+
+    def get(self, runbook_id: str) -> list[Record]:
+        if runbook_id not in self._cache:
+            try:
+                self._cache[runbook_id] = load_records(self.root, runbook_id)
+            except RecordError as exc:
+                self._cache[runbook_id] = exc
+        got = self._cache[runbook_id]
+        if isinstance(got, RecordError):
+            raise got
+        return got
+
+
+def render_pages(
+    pages: Iterable[Page],
+    root: Path,
+    *,
+    check: bool = False,
+    runbooks: RunbookSet | None = None,
+) -> tuple[list[Change], list[Diagnostic]]:
+    """Render every results region of `pages`. Returns the pages whose text would change and the
+    diagnostics: RGN001/RGN005 markers, RB009 unknown runbook, RGN002 hand-edited (left alone),
+    RGN003 stale (warning), and with `check` RGN004 for each region that would change."""
+    pages = list(pages)
+    if runbooks is None:
+        runbooks, _ = extract_runbooks(pages)
+    by_id: Mapping[str, Runbook] = {r.id: r for r in runbooks}
+    store = _Records(root)
+    changes: list[Change] = []
+    diags: list[Diagnostic] = []
+    for page in pages:
+        regions, problems = find_regions(page)
+        diags.extend(problems)
+        bad_starts = {d.line for d in problems}
+        bodies: dict[int, str] = {}
+        for region in regions:
+            if region.start in bad_starts:
+                continue
+            runbook = by_id.get(region.runbook or "")
+            if runbook is None:
+                diags.append(_unknown_runbook(region, by_id))
+                continue
+            if region.edited:
+                diags.append(edited_diagnostic(region))
+                continue
+            try:
+                records = store.get(runbook.id)
+            except RecordError as exc:
+                diags.append(Diagnostic(region.path, region.start, region.col, "RGN006",
+                                        f"cannot read records: {exc}"))
+                continue
+            latest_ok = next((r for r in reversed(records) if r.ok), None)
+            if (region.view != "history" and latest_ok is not None
+                    and latest_ok.blocks_hash != runbook.blocks_hash):
+                diags.append(Diagnostic(
+                    region.path, region.start, region.col, "RGN003",
+                    f"results of runbook '{runbook.id}' are stale: record "
+                    f"{latest_ok.run_id} was measured with other blocks than the page now has",
+                    Severity.WARNING,
+                ))
+            body = render_region(region, runbook, records, ref=runbook.ref)
+            new_body = indent_body(body, region.indent)
+            if new_body != region.body or region.sum is None:
+                bodies[region.start] = body
+                if check:
+                    diags.append(Diagnostic(
+                        region.path, region.start, region.col, "RGN004",
+                        "results region is out of date (run `wiki runbook render`)",
+                    ))
+        if bodies:
+            new_text = replace_regions(page.text, bodies, regions)
+            if new_text != page.text:
+                changes.append(Change(page.path, page.text, new_text))
+    return changes, diags
+
+
+def _unknown_runbook(region: Region, by_id: Mapping[str, Runbook]) -> Diagnostic:
+    name = region.runbook or ""
+    close = difflib.get_close_matches(name, sorted(by_id), n=1, cutoff=0.5)
+    hint = f"; did you mean '{close[0]}'?" if close else ""
+    return Diagnostic(region.path, region.start, region.col, "RB009",
+                      f"results region names unknown runbook '{name}'{hint}")
+
+
+def check_regions(pages: Iterable[Page], root: Path,
+                  runbooks: RunbookSet | None = None) -> list[Diagnostic]:
+    """For `wiki check`: every region problem, including RGN004 where a region would change."""
+    _changes, diags = render_pages(pages, root, check=True, runbooks=runbooks)
+    return diags
