@@ -380,6 +380,7 @@ def _select(
         ok = [g for g in candidates if good(g)]
         chosen = ok[:need] if len(ok) >= need else (ok + [g for g in candidates
                                                            if not good(g)])[:need]
+        chosen.sort(key=lambda g: g.index)
     busy_chosen = [g for g in chosen if g.index in busy]
     if busy_chosen:
         forceable("busy", "GPUs busy: " + "; ".join(f"GPU {g.index}: {busy[g.index]}"
