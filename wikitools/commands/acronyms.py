@@ -35,7 +35,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--glossary",
         type=Path,
         default=None,
-        help="glossary page (default: wiki.yml, else <docs_dir>/glossary.md, else GLOSSARY.md)",
+        help="glossary page, relative to the root or the working directory (default: wiki.yml, "
+        "else <docs_dir>/glossary.md, else GLOSSARY.md)",
     )
     parser.add_argument(
         "--baseline", type=Path, default=None, help="report only findings not recorded in FILE"
@@ -59,10 +60,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def resolve_glossary(config: WikiConfig, given: Path | None) -> Path:
-    """--glossary as given (relative to the working directory), else relative to the root."""
+    """--glossary: absolute, else relative to the root when it exists there, else relative to
+    the working directory."""
     if given is None:
         return config.glossary_path
-    if given.is_absolute() or given.exists():
+    if given.is_absolute() or not (config.root / given).exists():
         return given
     return config.root / given
 
