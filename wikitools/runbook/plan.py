@@ -211,11 +211,10 @@ def format_plan(plan: Plan) -> str:
     out = [f"runbook {rb.ref}", f"blocks  {rb.blocks_hash}", f"artifacts {plan.artifacts_dir}/",
            "", "server:"]
     if srv.display_env:
-        out.append("  env: " + " ".join(f"{k}={shell_quote(v)}"
-                                        for k, v in sorted(srv.display_env.items())))
-    out.append("  run: bash -c <<'CMD'")
+        out.append("  env added: " + " ".join(f"{k}={shell_quote(v)}"
+                                              for k, v in sorted(srv.display_env.items())))
+    out.append("  command (bash -c, in the wiki root):")
     out += ["    " + line for line in srv.display_command.splitlines()]
-    out.append("  CMD")
     out.append(f"  ready: {srv.health_url} within {srv.ready_timeout:g} s; "
                f"stop: TERM, KILL after {srv.stop_timeout:g} s")
     out.append(f"  log: {srv.log_path}")
@@ -226,11 +225,10 @@ def format_plan(plan: Plan) -> str:
         point = f" [{c.sweep_var}={c.point_value}]" if c.point_value is not None else ""
         out.append(f"client {c.name} ({c.kind}){point}:")
         if c.display_env:
-            out.append("  env: " + " ".join(f"{k}={shell_quote(v)}"
-                                            for k, v in sorted(c.display_env.items())))
-        out.append("  run: bash -c <<'CMD'")
+            out.append("  env added: " + " ".join(f"{k}={shell_quote(v)}"
+                                                  for k, v in sorted(c.display_env.items())))
+        out.append("  command (bash -c, in the wiki root):")
         out += ["    " + line for line in c.display_command.splitlines()]
-        out.append("  CMD")
         out.append(f"  timeout: {c.timeout:g} s; result: {c.result_path or '(output only)'} "
                    f"({c.parser}); log: {c.log_path}")
     if not plan.clients:

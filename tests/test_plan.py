@@ -1,0 +1,251 @@
+"""The plan: final commands, env with secrets masked, paths, timeouts; golden output."""
+
+from __future__ import annotations
+
+import os
+import socket
+import stat
+from pathlib import Path
+
+import pytest
+
+from wikitools.cli import main
+from wikitools.errors import UsageError
+from wikitools.pages import parse_page, read_page
+from wikitools.runbook.extract import extract_runbooks
+from wikitools.runbook.model import Runbook
+from wikitools.runbook.plan import (
+    PlanOverrides,
+    artifacts_dir_for,
+    format_plan,
+    format_verdict,
+    make_plan,
+    mask_command,
+    mask_env,
+)
+from wikitools.runbook.preflight import HostFacts, preflight
+
+HERE = Path(__file__).parent
+GOOD = HERE / "fixtures" / "runbook-pages" / "good"
+GOLDEN = HERE / "fixtures" / "runbook-pages" / "plan-gptoss-120b-tp2.golden.txt"
+SMI = HERE / "fixtures" / "nvidia-smi"
+ART = ".artifacts/gptoss-120b-tp2/20261130T100000Z-d0294125"
+
+
+def good_runbook(rid: str) -> Runbook:
+    pages = [read_page(p, GOOD) for p in sorted(GOOD.rglob("*.md"))]
+    return extract_runbooks(pages)[0].get(rid)
+
+
+def facts(name: str) -> HostFacts:
+    parts = [(SMI / f"{name}.synthetic.{p}").read_text()
+             for p in ("query.csv", "smi.txt", "topo.txt", "apps.csv")]
+    return HostFacts.from_outputs(*parts, docker_found=True)
+
+
+def one(attrs: str, server: str, *clients: tuple[str, str]) -> Runbook:
+    text = f"```{{ .bash #r .runbook-server {attrs} }}\n{server}\n```\n"
+    for cattrs, body in clients:
+        text += f"\n```{{ .bash .runbook-client for=r {cattrs} }}\n{body}\n```\n"
+    runbooks, diags = extract_runbooks([parse_page(text, "p.md")])
+    assert diags == []
+    return runbooks.get("r")
+
+
+def test_golden_plan_and_verdict() -> None:
+    rb = good_runbook("gptoss-120b-tp2")
+    verdict = preflight(rb, facts=facts("rtxpro6000-x4"), port_checker=lambda _p: True,
+                        environ={})
+    plan = make_plan(rb, root=GOOD, artifacts_dir=ART, verdict=verdict)
+    text = format_plan(plan) + "\n" + format_verdict(verdict)
+    if os.environ.get("UPDATE_GOLDEN"):
+        GOLDEN.write_text(text)
+    assert text == GOLDEN.read_text()
+
+
+def test_plan_data_for_the_executor() -> None:
+    rb = good_runbook("gptoss-120b-tp2")
+    verdict = preflight(rb, facts=facts("rtxpro6000-x2"), port_checker=lambda _p: True,
+                        environ={})
+    plan = make_plan(rb, artifacts_dir=ART, verdict=verdict)
+    srv = plan.server
+    assert srv.command == rb.server.content.rstrip("\n")
+    assert srv.env == {"HF_TOKEN": "hf_not_a_real_token", "VLLM_LOGGING_LEVEL": "INFO",
+                       "CUDA_VISIBLE_DEVICES": "0,1"}
+    assert srv.display_env["HF_TOKEN"] == "***"
+    assert (srv.port, srv.host, srv.health_url, srv.metrics_url, srv.models_url) == (
+        8000, "127.0.0.1", "http://127.0.0.1:8000/health", "http://127.0.0.1:8000/metrics",
+        "http://127.0.0.1:8000/v1/models")
+    assert (srv.log_path, srv.ready_timeout, srv.stop_timeout, srv.engine) == (
+        f"{ART}/server.log", 900.0, 20.0, "vllm")
+    assert srv.version_command == ("vllm", "--version")
+    assert any("EngineDeadError" in p for p in srv.fatal_patterns)
+    assert [(c.label, c.parser, c.result_path, c.env) for c in plan.clients] == [
+        ("client:throughput[1]", "vllm-bench", f"{ART}/throughput-1.json", {"CONCURRENCY": "1"}),
+        ("client:throughput[8]", "vllm-bench", f"{ART}/throughput-8.json", {"CONCURRENCY": "8"}),
+        ("client:throughput[32]", "vllm-bench", f"{ART}/throughput-32.json",
+         {"CONCURRENCY": "32"}),
+        ("client:client2", "text", None, {}),
+    ]
+    first = plan.clients[0]
+    assert first.command.endswith(
+        f'--max-concurrency "${{CONCURRENCY:-8}}" --save-result --result-dir {ART} '
+        "--result-filename throughput-1.json --base-url http://127.0.0.1:8000")
+    assert first.log_path == f"{ART}/throughput-1.log" and first.timeout == 1800.0
+    assert plan.clients[3].command == "curl -fsS http://127.0.0.1:8000/v1/models"
+
+
+def test_port_override_is_added_to_the_server_and_clients() -> None:
+    rb = good_runbook("gptoss-120b-tp2")
+    plan = make_plan(rb, artifacts_dir=ART, overrides=PlanOverrides(port=8123))
+    assert plan.server.command.endswith("--port 8000 --port 8123")
+    assert plan.server.health_url == "http://127.0.0.1:8123/health"
+    assert plan.clients[0].command.endswith("--base-url http://127.0.0.1:8123")
+    assert "--port 8123 added to the server command" in plan.notes
+
+
+def test_port_attribute_without_port_in_command() -> None:
+    rb = one("port=8200", "vllm serve m")
+    assert make_plan(rb, artifacts_dir="a").server.command == "vllm serve m --port 8200"
+    assert make_plan(one("", "vllm serve m"), artifacts_dir="a").server.command == "vllm serve m"
+
+
+def test_port_override_of_wrapped_command_is_refused() -> None:
+    rb = one("", "bash -lc 'vllm serve m'")
+    with pytest.raises(UsageError, match="cannot add --port 9000 to the server command"):
+        make_plan(rb, artifacts_dir="a", overrides=PlanOverrides(port=9000))
+
+
+def test_sglang_docker_plan() -> None:
+    rb = good_runbook("qwen35-397b-nvfp4-tp4")
+    verdict = preflight(rb, facts=facts("rtxpro6000-x4"), port_checker=lambda _p: True,
+                        environ={})
+    plan = make_plan(rb, artifacts_dir="x", verdict=verdict)
+    assert plan.server.env == {}  # docker --gpus chooses the GPUs
+    assert plan.server.docker and plan.server.image == "voipmonitor/sglang:cu130"
+    assert plan.server.health_url == "http://127.0.0.1:30000/health_generate"
+    assert plan.server.metrics_url == "http://127.0.0.1:30000/server_info"
+    assert plan.server.version_command == ()
+    c = plan.clients[0]
+    assert (c.parser, c.result_path) == ("sglang-bench", "x/serving.jsonl")
+    assert c.command.endswith("--output-file x/serving.jsonl --base-url http://127.0.0.1:30000")
+
+
+def test_block_cuda_visible_devices_is_kept() -> None:
+    rb = one("gpus=2", "CUDA_VISIBLE_DEVICES=2,3 vllm serve m --tp 2")
+    verdict = preflight(rb, force=True, facts=facts("rtxpro6000-x4"),
+                        port_checker=lambda _p: True, environ={})
+    plan = make_plan(rb, artifacts_dir="a", verdict=verdict)
+    assert "CUDA_VISIBLE_DEVICES" not in plan.server.env
+    assert "GPUs chosen by the block: CUDA_VISIBLE_DEVICES=2,3" in plan.notes
+
+
+def test_client_additions_per_tool() -> None:
+    rb = one("", "vllm serve m --port 8000",
+             ("name=same", "vllm bench serve --model m --base-url http://127.0.0.1:8000"),
+             ("name=port", "vllm bench serve --model m --port 8000"),
+             ("name=other", "vllm bench serve --model m --port 9999"),
+             ("name=q", "lm_eval --model local-completions --tasks gsm8k"),
+             ("name=wrapped kind=serving", "bash -c 'vllm bench serve --model m'"))
+    plan = make_plan(rb, artifacts_dir="a")
+    cmds = {c.name: c for c in plan.clients}
+    assert cmds["same"].command.endswith(
+        "--base-url http://127.0.0.1:8000 --save-result --result-dir a "
+        "--result-filename same.json")
+    assert cmds["port"].command.endswith("--result-filename port.json")
+    assert cmds["other"].command.endswith("--base-url http://127.0.0.1:8000")
+    assert (cmds["q"].command, cmds["q"].parser, cmds["q"].result_path) == (
+        "lm_eval --model local-completions --tasks gsm8k --output_path a/q", "lm-eval", "a/q")
+    assert (cmds["wrapped"].result_path, cmds["wrapped"].parser) == (None, "text")
+    assert cmds["wrapped"].command == "bash -c 'vllm bench serve --model m'"
+    assert "client wrapped: command is wrapped; results read from its output only" in plan.notes
+
+
+def test_sweep_and_client_overrides() -> None:
+    rb = good_runbook("gptoss-120b-tp2")
+    plan = make_plan(rb, artifacts_dir="a", overrides=PlanOverrides(
+        sweep_values=("2", "4"), clients=("throughput",)))
+    assert [c.label for c in plan.clients] == ["client:throughput[2]", "client:throughput[4]"]
+    with pytest.raises(UsageError, match="no client 'thruput'; did you mean 'throughput'"):
+        make_plan(rb, artifacts_dir="a", overrides=PlanOverrides(clients=("thruput",)))
+
+
+def test_masking() -> None:
+    assert mask_env({"HF_TOKEN": "x", "OPENAI_API_KEY": "y", "MY_SECRET_X": "z",
+                     "DB_PASSWORD": "p", "NCCL_P2P_LEVEL": "SYS", "EMPTY_TOKEN": ""}) == {
+        "HF_TOKEN": "***", "OPENAI_API_KEY": "***", "MY_SECRET_X": "***", "DB_PASSWORD": "***",
+        "NCCL_P2P_LEVEL": "SYS", "EMPTY_TOKEN": ""}
+    text = ("HF_TOKEN=hf_abc vllm serve m\nexport API_KEY='k 1'\n"
+            "docker run -e HF_TOKEN=hf_abc -e HF_HOME=/x img\nHF_TOKEN=$HF_TOKEN x\n"
+            "curl -H 'Authorization: Bearer sk-123' http://h")
+    assert mask_command(text) == (
+        "HF_TOKEN=*** vllm serve m\nexport API_KEY='***'\n"
+        "docker run -e HF_TOKEN=*** -e HF_HOME=/x img\nHF_TOKEN=$HF_TOKEN x\n"
+        "curl -H 'Authorization: Bearer ***' http://h")
+    rb = one('env="HF_TOKEN=abc"', "HF_TOKEN=hf_abc vllm serve m")
+    plan = make_plan(rb, artifacts_dir="a")
+    out = format_plan(plan)
+    assert "hf_abc" not in out and "=abc" not in out
+    assert "HF_TOKEN=***" in out and "HF_TOKEN='***'" in out
+    assert plan.server.command.startswith("HF_TOKEN=hf_abc")  # what runs is unmasked
+
+
+def test_artifacts_dir_for() -> None:
+    rb = good_runbook("gptoss-120b-tp2")
+    assert artifacts_dir_for(rb, "20261130T100000Z-d0294125") == ART
+
+
+# --------------------------------------------------------------------------- command
+
+
+def fake_smi(tmp_path: Path, host: str) -> Path:
+    script = tmp_path / "nvidia-smi"
+    base = SMI / f"{host}.synthetic"
+    script.write_text(
+        "#!/bin/sh\n"
+        'case "$1" in\n'
+        f"  --query-gpu=*) cat '{base}.query.csv' ;;\n"
+        f"  --query-compute-apps=*) cat '{base}.apps.csv' ;;\n"
+        f"  topo) cat '{base}.topo.txt' ;;\n"
+        f"  *) cat '{base}.smi.txt' ;;\n"
+        "esac\n")
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return script
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_cli_plan_ok_and_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    port = free_port()
+    monkeypatch.setenv("WIKI_NVIDIA_SMI", str(fake_smi(tmp_path, "rtxpro6000-x2")))
+    args = ["runbook", "plan", "wiki/models/gpt-oss-120b.md#gptoss-120b-tp2", "--root",
+            str(GOOD), "--port", str(port)]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "  env added: CUDA_VISIBLE_DEVICES=0,1 HF_TOKEN='***' VLLM_LOGGING_LEVEL=INFO\n" in out
+    assert f"--port 8000 --port {port}\n" in out
+    assert "verdict: ok\n" in out
+    assert not (GOOD / ".artifacts").exists()  # nothing was started or written
+
+    monkeypatch.setenv("WIKI_NVIDIA_SMI", str(fake_smi(tmp_path, "h200-x2")))
+    assert main(args) == 1
+    out = capsys.readouterr().out
+    assert out.endswith("verdict: refused: runbook requires sm120; this host has NVIDIA H200 "
+                        "(sm90) (--force to run anyway)\n")
+    assert main([*args, "--force"]) == 0
+    assert "verdict: ok (forced)\n" in capsys.readouterr().out
+
+
+def test_cli_plan_without_nvidia_smi(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WIKI_NVIDIA_SMI", str(tmp_path / "missing-nvidia-smi"))
+    assert main(["runbook", "plan", "gptoss-120b-tp2", "--root", str(GOOD), "--port",
+                 str(free_port())]) == 1
+    assert ("fail nvidia-smi: nvidia-smi not found: no NVIDIA driver on this host; runbook "
+            "needs 2 GPUs") in capsys.readouterr().out
