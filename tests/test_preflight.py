@@ -261,3 +261,40 @@ def test_port_in_use_is_refused() -> None:
         assert check(v, "port") == ("fail", f"port {busy} is in use (stop what listens there "
                                     "or use --port)")
     assert port_is_free(busy)
+
+
+# --------------------------------------------------------------------------- real captures
+
+REAL = Path(__file__).parent / "fixtures" / "gpu" / "h200-x1"
+
+
+def real_facts(query: str = "query-gpu.csv", apps: str = "compute-apps-idle.csv") -> HostFacts:
+    return HostFacts.from_outputs((REAL / query).read_text(), (REAL / "nvidia-smi.txt").read_text(),
+                                  (REAL / "topo.txt").read_text(), (REAL / apps).read_text())
+
+
+def test_real_h200_capture_parses() -> None:
+    f = real_facts()
+    assert [(g.index, g.name, g.arch, g.memory_total_mib) for g in f.gpus] == [
+        (0, "NVIDIA H200", "sm90", 143771)]
+    assert (f.driver, f.cuda, f.topology, f.apps) == ("580.159.04", "13.0", {}, [])
+    busy = real_facts("query-gpu-busy.csv", "compute-apps-busy.csv")
+    assert busy.apps == [(1589, 44362, "GPU-3496cfb8-a9f6-9ca9-2eea-5eec3668e053")]
+
+
+def test_real_h200_verdicts() -> None:
+    refused = preflight(runbook("gpus=1 arch=sm120", "vllm serve m"), facts=real_facts(),
+                        port_checker=free, environ={})
+    assert refused.message == ("runbook requires sm120; this host has NVIDIA H200 (sm90) "
+                               "(--force to run anyway)")
+    ok = preflight(runbook("gpus=1 arch=sm90", "vllm serve m"), facts=real_facts(),
+                   port_checker=free, environ={})
+    assert ok.ok and ok.selected_gpus == (0,) and ok.host["topology"] == "none"
+    assert ok.host["gpus"][0]["pci_bus_id"] == "00000000:00:06.0"
+    busy = preflight(runbook("gpus=1 arch=sm90", "vllm serve m"),
+                     facts=real_facts("query-gpu-busy.csv", "compute-apps-busy.csv"),
+                     port_checker=free, environ={})
+    assert busy.message == "GPUs busy: GPU 0: pid 1589 uses 44362 MiB (--force to run anyway)"
+    two = preflight(runbook("gpus=2 arch=sm90", "vllm serve m --tp 2"), facts=real_facts(),
+                    port_checker=free, environ={})
+    assert two.message == "runbook needs 2 GPUs; 1 available (0)"
