@@ -1,0 +1,167 @@
+"""Write a tiny Llama-style model directory that vLLM serves offline with --load-format dummy.
+
+Usage: python tests/e2e/make_tiny_model.py DIR [--check]
+
+The directory holds config.json, generation_config.json, tokenizer.json, tokenizer_config.json,
+special_tokens_map.json and chat_template.jinja; no weights (vLLM fills them with
+`--load-format dummy`). The tokenizer is a byte-level BPE trained on a fixed, generated corpus, so
+the output is byte-for-byte the same on every run. Needs the `tokenizers` package (present in the
+engine environment, where vLLM brings it).
+
+With --check nothing is written; the exit status is 1 when DIR differs from what would be written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+from pathlib import Path
+
+VOCAB_SIZE = 512
+SPECIALS = ["<unk>", "<s>", "</s>"]
+CHAT_TEMPLATE = (
+    "{{ bos_token }}{% for message in messages %}"
+    "<|{{ message['role'] }}|>\n{{ message['content'] }}{{ eos_token }}\n"
+    "{% endfor %}{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
+)
+WORDS = (
+    "the a an of to in on for with by from at as is are was be been being it this that these "
+    "those model server client token tokens request requests latency throughput batch cache "
+    "memory kernel tensor parallel pipeline expert attention decode prefill sequence length "
+    "prompt output input time first second third per mean median p99 value run runs running "
+    "gpu cpu card cards blackwell workstation wiki page table record benchmark sweep point "
+    "concurrency rate quant fp8 fp4 nvfp4 bf16 int4 weights dummy tiny small large fast slow "
+    "start stop ready health metrics log logs step steps fail failed ok error warning note "
+    "what which when where why how one two three four five six seven eight nine ten hundred "
+    "thousand and or not but if then else so because while until after before during over"
+).split()
+
+
+def tiny_config(vocab_size: int) -> dict:
+    return {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "vocab_size": vocab_size,
+        "hidden_size": 128,
+        "intermediate_size": 256,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 1,
+        "head_dim": 64,
+        "max_position_embeddings": 2048,
+        "rms_norm_eps": 1e-5,
+        "rope_theta": 10000.0,
+        "bos_token_id": 1,
+        "eos_token_id": 2,
+        "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16",
+        "hidden_act": "silu",
+    }
+
+
+def corpus() -> list[str]:
+    rng = random.Random(20261130)
+    lines = []
+    for _ in range(4000):
+        n = rng.randint(4, 16)
+        words = [rng.choice(WORDS) for _ in range(n)]
+        if rng.random() < 0.3:
+            words.append(str(rng.randint(0, 99999)))
+        line = " ".join(words)
+        lines.append(line.capitalize() + rng.choice([".", ",", "?", "!", ":", ";"]))
+    return lines
+
+
+def build_tokenizer_json() -> str:
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=VOCAB_SIZE,
+        special_tokens=SPECIALS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(corpus(), trainer=trainer)
+    data = json.loads(tok.to_str())
+    return json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False) + "\n"
+
+
+def dumps(obj: dict) -> str:
+    return json.dumps(obj, indent=2, sort_keys=True) + "\n"
+
+
+def files() -> dict[str, str]:
+    tokenizer_json = build_tokenizer_json()
+    vocab_size = len(json.loads(tokenizer_json)["model"]["vocab"])
+    added = {
+        str(i): {
+            "content": s,
+            "lstrip": False,
+            "normalized": False,
+            "rstrip": False,
+            "single_word": False,
+            "special": True,
+        }
+        for i, s in enumerate(SPECIALS)
+    }
+    tokenizer_config = {
+        "added_tokens_decoder": added,
+        "bos_token": "<s>",
+        "eos_token": "</s>",
+        "unk_token": "<unk>",
+        "pad_token": "</s>",
+        "clean_up_tokenization_spaces": False,
+        "model_max_length": 2048,
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "chat_template": CHAT_TEMPLATE,
+    }
+    return {
+        "config.json": dumps(tiny_config(vocab_size)),
+        "generation_config.json": dumps({"bos_token_id": 1, "eos_token_id": 2}),
+        "tokenizer.json": tokenizer_json,
+        "tokenizer_config.json": dumps(tokenizer_config),
+        "special_tokens_map.json": dumps(
+            {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "pad_token": "</s>"}
+        ),
+        "chat_template.jinja": CHAT_TEMPLATE + "\n",
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("dir", type=Path)
+    parser.add_argument("--check", action="store_true", help="report differences, write nothing")
+    args = parser.parse_args(argv)
+    try:
+        wanted = files()
+    except ImportError as exc:
+        print(f"error: {exc} (run this with the engine environment's python)", file=sys.stderr)
+        return 2
+    changed = []
+    for name, text in sorted(wanted.items()):
+        path = args.dir / name
+        if path.exists() and path.read_text(encoding="utf-8") == text:
+            continue
+        changed.append(name)
+        if not args.check:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(path.suffix + ".tmp")
+            tmp.write_text(text, encoding="utf-8", newline="\n")
+            tmp.replace(path)
+    if args.check:
+        for name in changed:
+            print(f"{args.dir / name}: would change")
+        return 1 if changed else 0
+    status = f"wrote {len(changed)} file(s)" if changed else "up to date"
+    print(f"{args.dir}: tiny model {status}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
