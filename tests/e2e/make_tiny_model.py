@@ -26,7 +26,7 @@ CHAT_TEMPLATE = (
     "<|{{ message['role'] }}|>\n{{ message['content'] }}{{ eos_token }}\n"
     "{% endfor %}{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
 )
-WORDS = (
+WORDS = (  # noqa: SIM905 (a word list reads better as prose)
     "the a an of to in on for with by from at as is are was be been being it this that these "
     "those model server client token tokens request requests latency throughput batch cache "
     "memory kernel tensor parallel pipeline expert attention decode prefill sequence length "
