@@ -1,13 +1,251 @@
-"""Placeholder until the command lands."""
+"""`wiki runbook run PAGE#ID` (preflight, plan, execute, record, render) and
+`wiki runbook render [PAGE…] [--check] [--diff]` (results regions from records)."""
 
 from __future__ import annotations
 
+import argparse
+import os
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-def add_parser(sub: Any) -> None:
-    pass
+from wikitools.config import load_config, load_pages
+from wikitools.diagnostics import Severity, sort_diagnostics, summary
+from wikitools.errors import UsageError
+from wikitools.fsio import unified_diff, write_if_changed
+from wikitools.pages import Page, read_page
+from wikitools.runbook.execute import Event, execute
+from wikitools.runbook.extract import extract_runbooks
+from wikitools.runbook.model import Runbook
+from wikitools.runbook.plan import (
+    PlanOverrides,
+    artifacts_dir_for,
+    format_plan,
+    format_verdict,
+    make_plan,
+)
+from wikitools.runbook.preflight import gather_host, preflight
+from wikitools.runbook.record import Record, make_run_id, write_record
+from wikitools.runbook.render import render_pages
+
+SMI_ENV = "WIKI_NVIDIA_SMI"  # another nvidia-smi executable (captured outputs, tests)
 
 
 def add_parsers(sub: Any) -> None:
-    pass
+    p = sub.add_parser(
+        "run", help="run a runbook: start the server, run its clients, record, render",
+        description="Preflight, show the plan, start the server in its own process group, wait "
+        "until it is ready, run every client point, tear everything down, write the record "
+        "runbooks/<id>/<run-id>.json and re-render the page's results regions. Exit 0 when "
+        "every step passed, 1 when a step failed (the record says which), 2 on usage errors.",
+    )
+    p.add_argument("ref", metavar="PAGE#ID", help="runbook id, or path/to/page.md#id")
+    p.add_argument("--sweep", metavar="VAR=v1,v2",
+                   help="run these sweep values instead of the block's")
+    p.add_argument("--client", action="append", metavar="NAME",
+                   help="run only this client (repeatable)")
+    p.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
+    p.add_argument("--force", action="store_true",
+                   help="run although preflight refuses (other GPU architecture, busy GPUs, "
+                   "too little free memory)")
+    p.add_argument("--port", type=int, help="serve on this port instead of the block's")
+    p.add_argument("--no-render", action="store_true",
+                   help="write the record but leave the pages alone")
+    p.add_argument("--root", type=Path, default=Path(), help="wiki root (default: .)")
+    p.set_defaults(handler=run_run)
+
+    p = sub.add_parser(
+        "render", help="regenerate results regions from the run records",
+        description="Regenerate every results region (<!-- wiki:results … -->) from the records "
+        "in runbooks/. Regions edited by hand are reported and left alone. With --check, write "
+        "nothing and exit 1 when a region would change.",
+    )
+    p.add_argument("paths", nargs="*", type=Path, help="pages (default: every page)")
+    p.add_argument("--check", action="store_true", help="write nothing; exit 1 on drift")
+    p.add_argument("--diff", action="store_true", help="print a unified diff of the changes")
+    p.add_argument("--root", type=Path, default=Path(), help="wiki root (default: .)")
+    p.set_defaults(handler=run_render)
+
+
+# --------------------------------------------------------------------------- run
+
+
+def _parse_sweep(text: str | None, runbook: Runbook) -> tuple[str, ...] | None:
+    if text is None:
+        return None
+    var, eq, values = text.partition("=")
+    var = var.strip()
+    vals = tuple(v.strip() for v in values.split(",") if v.strip())
+    if not eq or not var or not vals:
+        raise UsageError(f"--sweep {text!r}: expected VAR=v1,v2,…")
+    swept = sorted({c.sweep_var for c in runbook.clients if c.sweep_var})
+    if var not in swept:
+        have = ", ".join(swept) or "none"
+        raise UsageError(f"--sweep {var}: runbook '{runbook.id}' sweeps {have}")
+    return vals
+
+
+def _confirm(console: Console) -> bool:
+    if not sys.stdin.isatty():
+        raise UsageError("stdin is not a terminal; pass --yes to run without confirmation")
+    console.print("Run this now? [y/N] ", end="")
+    answer = sys.stdin.readline().strip().lower()
+    return answer in ("y", "yes")
+
+
+class _Progress:
+    """Live status and a progress bar over client points, on stderr."""
+
+    def __init__(self, console: Console, total: int) -> None:
+        self.console = console
+        self.live = console.is_terminal
+        self.progress = Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TimeElapsedColumn(), console=console, transient=True,
+        )
+        self.task = self.progress.add_task("starting", total=max(total, 1))
+        if self.live:
+            self.progress.start()
+
+    def __call__(self, e: Event) -> None:
+        if e.kind == "waiting":
+            self.progress.update(self.task, description=f"ready? {e.status} ({e.elapsed:.0f} s)")
+        elif e.kind == "step-start":
+            self.progress.update(self.task, description=e.step)
+        elif e.kind == "point-start":
+            self.progress.update(self.task, description=f"{e.step} ({e.index}/{e.total})")
+        elif e.kind in ("step-end", "point-end"):
+            if e.kind == "point-end":
+                self.progress.advance(self.task)
+            mark = "ok" if e.status == "ok" else (e.status or "?")
+            line = f"{mark:>7}  {e.step}" + (f": {e.message}" if e.message and mark != "ok"
+                                              else "")
+            self.console.print(line, markup=False, highlight=False)
+
+    def stop(self) -> None:
+        if self.live:
+            self.progress.stop()
+
+
+def run_run(args: argparse.Namespace) -> int:
+    err = Console(stderr=True, highlight=False)
+    if args.port is not None and not 1 <= args.port <= 65535:
+        raise UsageError(f"--port {args.port}: expected 1-65535")
+    config = load_config(args.root)
+    root = config.root
+    pages = load_pages(config)
+    runbooks, _diags = extract_runbooks(pages)
+    if not args.ref.strip("#").strip():
+        raise UsageError("name a runbook: ID or path/to/page.md#ID")
+    runbook = runbooks.get(args.ref)
+    sweep = _parse_sweep(args.sweep, runbook)
+
+    smi = os.environ.get(SMI_ENV)
+    facts = gather_host(smi) if smi else gather_host()
+    verdict = preflight(runbook, force=args.force, port=args.port, facts=facts)
+    started = datetime.now(UTC)
+    run_id = make_run_id(started, runbook.blocks_hash)
+    overrides = PlanOverrides(port=args.port, sweep_values=sweep,
+                              clients=tuple(args.client) if args.client else None)
+    plan = make_plan(runbook, root=root, artifacts_dir=artifacts_dir_for(runbook, run_id),
+                     overrides=overrides, verdict=verdict)
+    print(format_plan(plan), end="")
+    print()
+    print(format_verdict(verdict), end="", flush=True)
+    if not args.yes and not _confirm(err):
+        err.print("not run")
+        return 1
+
+    progress = _Progress(err, len(plan.clients))
+    try:
+        record = execute(plan, root=root, verdict=verdict, on_event=progress, started=started)
+    finally:
+        progress.stop()
+    path = write_record(root, record)
+    rendered: list[str] = []
+    if not args.no_render and record.failed_step != "preflight":
+        rendered = _render_for(runbook.id, pages, root, runbooks)
+    _summary(record, path.relative_to(root).as_posix(), rendered, err)
+    return 0 if record.ok else 1
+
+
+def _render_for(runbook_id: str, pages: list[Page], root: Path, runbooks: Any) -> list[str]:
+    """Re-render the pages that hold a region of this runbook; return the paths written."""
+    needle = f"runbook={runbook_id}"
+    mine = [p for p in pages if any(needle in c.text.split() for c in p.comments)]
+    changes, diags = render_pages(mine, root, runbooks=runbooks)
+    for d in sort_diagnostics(diags):
+        print(d.format())
+    written = []
+    for change in changes:
+        if write_if_changed(root / change.path, change.new):
+            written.append(change.path)
+    return written
+
+
+def _summary(record: Record, path: str, rendered: list[str], err: Console) -> None:
+    out = []
+    if record.ok:
+        out.append(f"run {record.run_id}: ok")
+    else:
+        out.append(f"run {record.run_id}: FAILED at {record.failed_step}: {record.message}")
+    t = record.timings
+    if "ready_s" in t:
+        out.append(f"  ready after {t['ready_s']:.1f} s; teardown {t.get('teardown_s', 0):.1f} s")
+    for client in record.clients:
+        for p in client.points:
+            label = f"{client.name}" + (f"[{client.sweep_var}={p.value}]" if p.value else "")
+            m = p.metrics
+            if p.status == "ok" and "output_throughput" in m:
+                out.append(f"  {label}: {m.get('completed')}/{m.get('num_prompts')} ok, "
+                           f"{m['output_throughput']:,.1f} output tok/s, median TTFT "
+                           f"{m.get('median_ttft_ms', float('nan')):,.1f} ms")
+            else:
+                out.append(f"  {label}: {p.status}" + (f" ({p.message})" if p.message else ""))
+    out.append(f"record: {path}")
+    out += [f"rendered: {p}" for p in rendered]
+    print("\n".join(out))
+    if not record.ok and record.server.get("log_tail"):
+        err.print("last log lines:", markup=False)
+        for line in record.server["log_tail"][-15:]:
+            err.print("  " + line, markup=False, highlight=False)
+
+
+# --------------------------------------------------------------------------- render
+
+
+def run_render(args: argparse.Namespace) -> int:
+    config = load_config(args.root)
+    root = config.root
+    all_pages = load_pages(config)
+    runbooks, _ = extract_runbooks(all_pages)
+    if args.paths:
+        pages = []
+        for p in args.paths:
+            path = (p if p.is_absolute() else Path.cwd() / p).resolve()
+            if not path.is_file():
+                raise UsageError(f"{p}: no such page")
+            if not path.is_relative_to(root):
+                raise UsageError(f"{p}: not inside the wiki root {root}")
+            pages.append(read_page(path, root))
+    else:
+        pages = all_pages
+    changes, diags = render_pages(pages, root, check=args.check, runbooks=runbooks)
+    diags = sort_diagnostics(diags)
+    for d in diags:
+        print(d.format())
+    for change in changes:
+        if args.diff:
+            print(unified_diff(change.path, change.old, change.new), end="")
+        if args.check:
+            print(f"would change: {change.path}", file=sys.stderr)
+        elif write_if_changed(root / change.path, change.new):
+            print(f"rendered: {change.path}", file=sys.stderr)
+    if diags:
+        print(summary(diags), file=sys.stderr)
+    errors = any(d.severity is Severity.ERROR for d in diags)
+    return 1 if errors or (args.check and changes) else 0

@@ -288,6 +288,9 @@ def render_region(
             for r in reversed(records)
         ]
         return _finish(_env().get_template("history.md.j2").render(ctx, rows=rows))
+    # A run refused by preflight measured nothing and says only that a host lacked something.
+    records = [r for r in records if r.failed_step != "preflight"]
+    ctx["current"] = records[-1] if records else None
     if records:
         latest = records[-1]
         ok = next((r for r in reversed(records) if r.ok), None)

@@ -1,0 +1,96 @@
+"""Result parsers on real and realistic client outputs: numbers are copied exactly."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from wikitools.runbook import clients
+
+FIX = Path(__file__).parent / "fixtures"
+H200 = FIX / "gpu" / "h200-x1"
+
+
+def test_vllm_bench_real_h200_output_copied_exactly():
+    raw = json.loads((H200 / "bench.json").read_text())
+    m = clients.parse_vllm_bench(H200 / "bench.json")
+    for key in clients.SERVING_KEYS:
+        if key in raw:
+            assert m[key] == raw[key], key
+            assert type(m[key]) is type(raw[key])
+    assert m["completed"] == 16 and m["num_prompts"] == 16
+    assert m["tool"] == "vllm-bench-serve"
+    assert "latencies" not in m  # per-request arrays stay in the artifact
+
+
+def test_vllm_bench_appended_file_reads_last_object(tmp_path):
+    f = tmp_path / "r.json"
+    f.write_text(json.dumps({"completed": 1}) + "\n" + json.dumps({"completed": 2}) + "\n")
+    assert clients.parse_vllm_bench(f)["completed"] == 2
+
+
+def test_sglang_last_line_and_renames():
+    path = FIX / "clients" / "sglang-bench.jsonl"
+    last = json.loads(path.read_text().splitlines()[-1])
+    m = clients.parse_sglang_bench(path, "python -m sglang.bench_serving --num-prompts 16")
+    assert m["completed"] == 16  # the last run, not the first (8)
+    assert m["total_token_throughput"] == last["total_throughput"]
+    assert m["p99_e2el_ms"] == last["p99_e2e_latency_ms"]
+    assert m["median_ttft_ms"] == last["median_ttft_ms"]
+    assert m["num_prompts"] == 16 and m["failed"] == 0
+    assert m["concurrency"] == last["concurrency"]
+    assert m["tool"] == "sglang-bench-serving"
+
+
+def test_sglang_without_num_prompts_in_command():
+    m = clients.parse_sglang_bench(FIX / "clients" / "sglang-bench.jsonl",
+                                   'python -m sglang.bench_serving --num-prompts "${N:-16}"')
+    assert "num_prompts" not in m and "failed" not in m
+
+
+def test_lm_eval_results_file_and_folder(tmp_path):
+    m = clients.parse_lm_eval(FIX / "clients" / "lm-eval-results.json")
+    assert m["tasks"]["gsm8k"]["exact_match,strict-match"] == 0.75
+    assert "alias" not in m["tasks"]["gsm8k"]
+    assert m["n_shot"] == {"gsm8k": 5}
+    assert m["n_samples"] == {"gsm8k": 128}
+    sub = tmp_path / "out" / "model"
+    sub.mkdir(parents=True)
+    (sub / "results_2026-11-30T10-00-00.json").write_text(
+        (FIX / "clients" / "lm-eval-results.json").read_text())
+    assert clients.parse_lm_eval(tmp_path / "out")["tasks"] == m["tasks"]
+
+
+def test_text_smoke_with_usage(tmp_path):
+    f = tmp_path / "out.txt"
+    f.write_text(json.dumps({"usage": {"prompt_tokens": 3, "completion_tokens": 5}}))
+    m = clients.parse_text(f)
+    assert m["usage"] == {"completion_tokens": 5, "prompt_tokens": 3}
+    f.write_text("plain words\n")
+    assert clients.parse_text(f) == {"tool": "text", "output_chars": 12}
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    (None, "was not written"),
+    ("", "is empty"),
+    ("not json\n", "not JSON"),
+    ("[1, 2]", "expected a JSON object"),
+    ('{"foo": 1}', "no 'completed' key"),
+])
+def test_bad_results(tmp_path, content, message):
+    f = tmp_path / "r.json"
+    if content is not None:
+        f.write_text(content)
+    with pytest.raises(clients.ResultError, match=message):
+        clients.parse_result("vllm-bench", f)
+
+
+def test_parser_for_command():
+    assert clients.parser_for_command("vllm bench serve --model m") == "vllm-bench"
+    assert clients.parser_for_command("python3 -m sglang.bench_serving --x") == "sglang-bench"
+    assert clients.parser_for_command("lm_eval --model local-completions") == "lm-eval"
+    assert clients.parser_for_command("curl -s http://x") == "text"
+    with pytest.raises(clients.ResultError, match="no parser"):
+        clients.parse_result("nope", Path("x"))

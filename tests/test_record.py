@@ -1,0 +1,96 @@
+"""Run records: deterministic JSON, round trip, ordering, secrets."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import pytest
+
+from wikitools.runbook.record import (
+    ClientResult,
+    Point,
+    Record,
+    RecordError,
+    Step,
+    dumps,
+    latest_record,
+    load_records,
+    make_run_id,
+    read_record,
+    redact_command,
+    redact_env,
+    write_record,
+)
+
+
+def make(run_id="20261130T100000Z-abcdef12", started="2026-11-30T10:00:00Z", status="ok",
+         **kw) -> Record:
+    return Record(
+        runbook="rb", page="wiki/p.md", blocks_hash="sha256:abcdef12" + "0" * 56,
+        run_id=run_id, started_at=started, finished_at=started, status=status,
+        host={"gpus": [], "gpu_count": 0, "cpu_only": True},
+        engine={"name": "vllm", "version": "0.26.0", "image": None, "image_digest": None},
+        server={"command": "vllm serve m", "env": {}, "port": 8000, "log_tail": []},
+        markers={"kv_cache_tokens": 1274576},
+        timings={"ready_s": 48.1},
+        steps=(Step("preflight", "ok", 0.1),),
+        clients=(ClientResult("bench", "serving", "vllm bench serve", "C", (
+            Point("1", "ok", {"output_throughput": 435.76204086905074, "completed": 16},
+                  "a/b.json"),
+        )),),
+        artifacts_dir=".artifacts/rb/x",
+        **kw,
+    )
+
+
+def test_json_is_deterministic_and_round_trips(tmp_path):
+    rec = make()
+    text = dumps(rec)
+    assert text.endswith("}\n") and "\r" not in text
+    data = json.loads(text)
+    assert list(data) == sorted(data)
+    assert data["schema_version"] == 1
+    assert data["clients"][0]["points"][0]["metrics"]["output_throughput"] == 435.76204086905074
+    path = write_record(tmp_path, rec)
+    assert path == tmp_path / "runbooks" / "rb" / "20261130T100000Z-abcdef12.json"
+    assert path.read_text() == text
+    assert read_record(path) == rec
+    assert dumps(read_record(path)) == text
+
+
+def test_load_sorted_by_started_at(tmp_path):
+    write_record(tmp_path, make("20261130T120000Z-abcdef12", "2026-11-30T12:00:00Z"))
+    write_record(tmp_path, make("20261130T080000Z-abcdef12", "2026-11-30T08:00:00Z"))
+    write_record(tmp_path, make("20261130T100000Z-abcdef12", "2026-11-30T10:00:00Z",
+                                status="failed", failed_step="ready", message="x"))
+    got = load_records(tmp_path, "rb")
+    assert [r.started_at[11:13] for r in got] == ["08", "10", "12"]
+    assert latest_record(tmp_path, "rb").run_id.startswith("20261130T12")
+    assert load_records(tmp_path, "missing") == []
+    assert latest_record(tmp_path, "missing") is None
+
+
+def test_bad_record_is_named(tmp_path):
+    folder = tmp_path / "runbooks" / "rb"
+    folder.mkdir(parents=True)
+    (folder / "bad.json").write_text('{"schema_version": 9}')
+    with pytest.raises(RecordError, match=r"runbooks/rb/bad.json: schema_version 9"):
+        load_records(tmp_path, "rb")
+
+
+def test_run_id():
+    started = datetime(2026, 11, 30, 10, 0, 5, tzinfo=UTC)
+    assert make_run_id(started, "sha256:0123456789abcdef") == "20261130T100005Z-01234567"
+
+
+def test_redaction():
+    env = redact_env({"HF_TOKEN": "hf_abc", "OPENAI_API_KEY": "sk", "CUDA_VISIBLE_DEVICES": "0"})
+    assert env == {"CUDA_VISIBLE_DEVICES": "0", "HF_TOKEN": "***", "OPENAI_API_KEY": "***"}
+    cmd = ('HF_TOKEN=hf_abc NCCL_P2P_DISABLE=1 vllm serve m --api-key sk-1 && '
+           'curl -H "Authorization: Bearer sk-2" http://x -H "Content-Type: application/json"')
+    out = redact_command(cmd)
+    assert "hf_abc" not in out and "sk-1" not in out and "sk-2" not in out
+    assert "NCCL_P2P_DISABLE=1" in out
+    assert '-H "Content-Type: application/json"' in out
+    assert "--api-key ***" in out

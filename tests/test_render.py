@@ -1,0 +1,266 @@
+"""Rendering results regions from records, `wiki runbook render`, and `wiki runbook run`
+end to end against the fake engine (a `vllm` test double on PATH)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from fakes.plans import free_port
+
+from wikitools.cli import main
+from wikitools.pages import read_page
+from wikitools.runbook.extract import extract_runbooks
+from wikitools.runbook.record import ClientResult, Point, Record, Step, write_record
+from wikitools.runbook.render import render_pages
+
+FAKE_BIN = Path(__file__).parent / "fakes" / "bin"
+
+PAGE = """---
+title: Fake model on one GPU
+---
+
+# Fake model
+
+```{{ .bash #fake-rb .runbook-server engine=vllm gpus=0 ready_timeout=30 stop_timeout=3 }}
+vllm serve fake-model --port {port}{extra}
+```
+
+```{{ .bash .runbook-client for=fake-rb name=bench sweep="C=1,2" timeout=30 }}
+vllm bench serve --model fake-model --num-prompts 4 --max-concurrency "${{C:-1}}"
+```
+
+<!-- wiki:results runbook=fake-rb view=serving -->
+<!-- wiki:end -->
+
+## History
+
+<!-- wiki:results runbook=fake-rb view=history -->
+<!-- wiki:end -->
+"""
+
+
+def make_wiki(tmp_path: Path, port: int = 18000, extra: str = "") -> Path:
+    (tmp_path / "wiki").mkdir()
+    (tmp_path / "wiki" / "fake.md").write_text(PAGE.format(port=port, extra=extra))
+    return tmp_path
+
+
+def runbook_hash(root: Path) -> str:
+    runbooks, _ = extract_runbooks([read_page(root / "wiki/fake.md", root)])
+    return runbooks.get("fake-rb").blocks_hash
+
+
+def record(root: Path, *, started="2026-11-30T10:00:00Z", status="ok", blocks=None,
+           command="vllm serve fake-model", host=None, **kw) -> Record:
+    blocks = blocks or runbook_hash(root)
+    stamp = started.replace("-", "").replace(":", "")
+    rec = Record(
+        runbook="fake-rb", page="wiki/fake.md", blocks_hash=blocks,
+        run_id=f"{stamp}-{blocks[7:15]}", started_at=started, finished_at=started,
+        status=status,
+        host=host or {"gpus": [{"index": 0, "name": "NVIDIA RTX PRO 6000 Blackwell Workstation "
+                                "Edition", "compute_capability": "12.0"}], "gpu_count": 1,
+                      "driver": "580.95.05", "cuda": "13.0", "topology": "none",
+                      "cpu_only": False},
+        engine={"name": "vllm", "version": "0.26.0", "image": None, "image_digest": None},
+        server={"command": command, "env": {}, "port": 8000, "log_tail": []},
+        markers={"attention_backend": "FLASH_ATTN", "kv_cache_tokens": 1274576},
+        steps=(Step("ready", "ok", 1.0),),
+        clients=(ClientResult("bench", "serving", "vllm bench serve", "C", (
+            Point("1", "ok", {"completed": 16, "num_prompts": 16,
+                              "request_throughput": 13.617563777157836,
+                              "output_throughput": 435.76204086905074,
+                              "total_token_throughput": 2189.8744749141943,
+                              "median_ttft_ms": 39.546492999988914, "p99_ttft_ms": 137.42,
+                              "median_tpot_ms": 7.367281887097064, "p99_tpot_ms": 9.41,
+                              "median_itl_ms": 7.37, "p99_itl_ms": 9.96}),
+            Point("8", "ok", {"completed": 16, "num_prompts": 16,
+                              "output_throughput": 1234.5}),
+        )),),
+        **kw,
+    )
+    write_record(root, rec)
+    return rec
+
+
+def render(root: Path, check: bool = False):
+    page = read_page(root / "wiki/fake.md", root)
+    return render_pages([page], root, check=check)
+
+
+def apply(root: Path) -> str:
+    changes, _ = render(root)
+    for c in changes:
+        (root / c.path).write_text(c.new)
+    return (root / "wiki/fake.md").read_text()
+
+
+def test_not_yet_measured(tmp_path):
+    root = make_wiki(tmp_path)
+    text = apply(root)
+    assert text.count('!!! info "Not yet measured"') == 2
+    assert "wiki runbook run wiki/fake.md#fake-rb" in text
+    assert render(root) == ([], [])  # idempotent
+
+
+def test_serving_table_and_provenance(tmp_path):
+    root = make_wiki(tmp_path)
+    rec = record(root)
+    text = apply(root)
+    assert ("| 1 | 13.62 | 435.8 | 2,189.9 | 39.5 | 137.4 | 7.37 | 9.41 | 7.37 | 9.96 | 16/16 |"
+            in text)
+    assert "| 8 | – | 1,234.5 | – |" in text
+    assert ("Measured 2026-11-30 on 1 × NVIDIA RTX PRO 6000 Blackwell Workstation Edition, "
+            "sm120 (compute capability 12.0), driver 580.95.05, CUDA 13.0; vLLM 0.26.0.") in text
+    assert f"Record: `runbooks/fake-rb/{rec.run_id}.json`." in text
+    assert "KV cache 1,274,576 tokens" in text
+    assert "Pipeline check" not in text and "Stale" not in text
+    assert render(root) == ([], [])
+
+
+def test_dummy_weights_are_marked(tmp_path):
+    root = make_wiki(tmp_path)
+    record(root, command="vllm serve m --load-format dummy",
+           host={"gpus": [], "gpu_count": 0, "cpu_only": True})
+    text = apply(root)
+    assert '!!! warning "Pipeline check, not a measurement"' in text
+    assert "dummy weights (`--load-format dummy`) on a CPU-only host" in text
+    assert "on a CPU-only host (no GPU)" in text
+
+
+def test_failed_latest_run_shows_failure_and_last_good_table(tmp_path):
+    root = make_wiki(tmp_path)
+    record(root)
+    record(root, started="2026-11-30T12:00:00Z", status="failed", failed_step="ready",
+           message="server exited with code 1 during start-up: CUDA out of memory")
+    text = apply(root)
+    assert '!!! failure "Latest run failed"' in text
+    assert "failed at step\n    `ready`: server exited with code 1" in text
+    assert "The table below is from the last successful run." in text
+    assert "| 1 | 13.62 |" in text
+    # history: newest first, the failure with its step
+    hist = text.split("## History")[1]
+    assert hist.index("| failed |") < hist.index("| ok |")
+    assert "failed at `ready`" in hist
+    assert "best output 1,234.5 tok/s (bench at C=8)" in hist
+
+
+def test_preflight_refusals_do_not_replace_the_table(tmp_path):
+    root = make_wiki(tmp_path)
+    record(root)
+    record(root, started="2026-11-30T12:00:00Z", status="failed", failed_step="preflight",
+           message="no GPU")
+    text = apply(root)
+    assert "Latest run failed" not in text.split("## History")[0]
+
+
+def test_stale_record_warns(tmp_path):
+    root = make_wiki(tmp_path)
+    record(root, blocks="sha256:" + "1" * 64)
+    changes, diags = render(root)
+    assert [(d.line, d.code) for d in diags] == [(15, "RGN003")]
+    assert diags[0].severity.name == "WARNING"
+    assert '!!! warning "Stale"' in changes[0].new
+
+
+def test_hand_edit_is_reported_and_kept(tmp_path):
+    root = make_wiki(tmp_path)
+    record(root)
+    text = apply(root).replace("| 1 | 13.62 |", "| 1 | 99.99 |")
+    (root / "wiki/fake.md").write_text(text)
+    changes, diags = render(root)
+    assert [(d.line, d.code) for d in diags] == [(15, "RGN002")]
+    assert changes == []
+    # Deleting sum= accepts the edit: the region is regenerated.
+    first_end = text.index("<!-- wiki:end sum=")
+    sum_end = text.index(" -->", first_end)
+    (root / "wiki/fake.md").write_text(text[:first_end] + "<!-- wiki:end" + text[sum_end:])
+    assert "| 1 | 13.62 |" in apply(root)
+
+
+def test_unknown_runbook_and_check_mode(tmp_path):
+    root = make_wiki(tmp_path)
+    path = root / "wiki/fake.md"
+    path.write_text(path.read_text() + "\n<!-- wiki:results runbook=fake-rbb -->\n"
+                    "<!-- wiki:end -->\n")
+    _changes, diags = render(root, check=True)
+    got = sorted((d.line, d.code) for d in diags)
+    assert got == [(15, "RGN004"), (20, "RGN004"), (23, "RB009")]
+    assert "did you mean 'fake-rb'?" in next(d for d in diags if d.code == "RB009").message
+
+
+def test_cli_render_check_and_write(tmp_path, capsys):
+    root = make_wiki(tmp_path)
+    record(root)
+    before = (root / "wiki/fake.md").read_text()
+    assert main(["runbook", "render", "--root", str(root), "--check", "--diff"]) == 1
+    out, err = capsys.readouterr()
+    assert "RGN004" in out and "+| 1 | 13.62 |" in out
+    assert "would change: wiki/fake.md" in err
+    assert (root / "wiki/fake.md").read_text() == before
+    assert main(["runbook", "render", "--root", str(root)]) == 0
+    assert main(["runbook", "render", "--root", str(root), "--check"]) == 0
+
+
+def test_render_of_100_records_under_a_second(tmp_path):
+    root = make_wiki(tmp_path)
+    base = record(root)
+    for i in range(99):
+        rec = replace(base, run_id=f"20261201T{i:06d}Z-{base.blocks_hash[7:15]}",
+                      started_at=f"2026-12-01T00:{i // 60:02d}:{i % 60:02d}Z")
+        write_record(root, rec)
+    t = time.perf_counter()
+    changes, diags = render(root)
+    seconds = time.perf_counter() - t
+    assert diags == [] and len(changes) == 1
+    assert changes[0].new.count("| ok |") == 100
+    assert seconds < 1.0, seconds
+
+
+# --------------------------------------------------------------------------- wiki runbook run
+
+
+@pytest.fixture
+def fake_path(monkeypatch):
+    monkeypatch.setenv("PATH", f"{FAKE_BIN}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv("FAKE_SERVER_ARGS", raising=False)
+    monkeypatch.delenv("FAKE_BENCH_ARGS", raising=False)
+
+
+def test_cli_run_end_to_end(tmp_path, capsys, fake_path):
+    port = free_port()
+    root = make_wiki(tmp_path, port)
+    assert main(["runbook", "run", "wiki/fake.md#fake-rb", "--root", str(root), "--yes",
+                 "--sweep", "C=1,3"]) == 0, capsys.readouterr()
+    out, _err = capsys.readouterr()
+    (path,) = (root / "runbooks" / "fake-rb").glob("*.json")
+    data = json.loads(path.read_text())
+    assert data["status"] == "ok"
+    assert [p["value"] for p in data["clients"][0]["points"]] == ["1", "3"]
+    for p in data["clients"][0]["points"]:
+        raw = json.loads((root / p["result_file"]).read_text())
+        assert p["metrics"]["output_throughput"] == raw["output_throughput"]
+    assert f"record: runbooks/fake-rb/{path.name}" in out
+    text = (root / "wiki/fake.md").read_text()
+    assert "| 3 | 30.37 |" in text
+    assert main(["runbook", "render", "--root", str(root), "--check"]) == 0
+
+
+def test_cli_run_failure_exit_1_and_usage_exit_2(tmp_path, capsys, fake_path, monkeypatch):
+    port = free_port()
+    root = make_wiki(tmp_path, port)
+    assert main(["runbook", "run", "fake-rb", "--root", str(root), "--yes",
+                 "--sweep", "X=1"]) == 2
+    assert "sweeps C" in capsys.readouterr().err
+    monkeypatch.setenv("FAKE_SERVER_ARGS", "--exit-code 4")
+    assert main(["runbook", "run", "fake-rb", "--root", str(root), "--yes"]) == 1
+    out, err = capsys.readouterr()
+    assert "FAILED at ready: server exited with code 4" in out
+    assert "fake start-up failure" in err
+    text = (root / "wiki/fake.md").read_text()
+    assert '!!! failure "Latest run failed"' in text
