@@ -7,6 +7,7 @@ follows the browser's colour-scheme preference until a reader uses the toggle).
     .venv/bin/python tests/screenshots.py                 # key pages -> .artifacts/screenshots/
     .venv/bin/python tests/screenshots.py --tall          # also capture 3000 px tall pages
     .venv/bin/python tests/screenshots.py --page models/gpt-oss/
+    .venv/bin/python tests/screenshots.py --draft         # preview while links are still broken
 
 Needs Chromium (Debian: `apt-get install -y chromium`).
 """
@@ -53,10 +54,11 @@ def find_chromium(explicit: str | None) -> str:
     sys.exit("error: Chromium not found (Debian: apt-get install -y chromium)")
 
 
-def build_site(root: Path, site_dir: Path) -> None:
+def build_site(root: Path, site_dir: Path, *, strict: bool = True) -> None:
     env = dict(os.environ, NO_MKDOCS_2_WARNING="1", DISABLE_MKDOCS_2_WARNING="true")
     mkdocs = Path(sys.executable).parent / "mkdocs"
-    cmd = [str(mkdocs), "build", "--strict", "--site-dir", str(site_dir)]
+    mode = "--strict" if strict else "--no-strict"
+    cmd = [str(mkdocs), "build", mode, "--site-dir", str(site_dir)]
     proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         sys.stderr.write(proc.stdout + proc.stderr)
@@ -131,13 +133,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--page", action="append", help="page URL path, e.g. models/ (repeat)")
     parser.add_argument("--tall", action="store_true", help="also capture 3000 px tall pages")
     parser.add_argument("--chromium", help="Chromium executable")
+    parser.add_argument(
+        "--draft", action="store_true", help="build with --no-strict (pages still being written)"
+    )
     args = parser.parse_args(argv)
 
     chromium = find_chromium(args.chromium)
     args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="wiki-site-") as tmp:
         site = Path(tmp) / "site"
-        build_site(args.root, site)
+        build_site(args.root, site, strict=not args.draft)
         pages = args.page or key_pages(args.root / "wiki")
         port = free_port()
         server = subprocess.Popen(
