@@ -94,3 +94,23 @@ def test_parser_for_command():
     assert clients.parser_for_command("curl -s http://x") == "text"
     with pytest.raises(clients.ResultError, match="no parser"):
         clients.parse_result("nope", Path("x"))
+
+
+ENGINES = FIX / "engines"
+
+
+def test_real_sglang_client_output_has_no_infinity():
+    m = clients.parse_sglang_bench(ENGINES / "sglang-bench-serving.jsonl", "--num-prompts 16")
+    raw = json.loads((ENGINES / "sglang-bench-serving.jsonl").read_text().splitlines()[-1])
+    assert m["request_rate"] == "inf"  # the file says Infinity, which JSON cannot hold
+    assert m["output_throughput"] == raw["output_throughput"]
+    assert m["total_token_throughput"] == raw["total_throughput"]
+    json.dumps(m, allow_nan=False)
+
+
+def test_real_vllm_cpu_bench_output():
+    raw = json.loads((ENGINES / "vllm-bench-serve.json").read_text())
+    m = clients.parse_vllm_bench(ENGINES / "vllm-bench-serve.json")
+    assert m["output_throughput"] == raw["output_throughput"]
+    assert m["p99_itl_ms"] == raw["p99_itl_ms"]
+    json.dumps(m, allow_nan=False)

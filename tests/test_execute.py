@@ -239,3 +239,24 @@ def test_container_name():
 def test_no_leftover_environment_change():
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     assert os.getpgid(0) == os.getpgid(0)
+
+
+FIX = Path(__file__).parent / "fixtures"
+
+
+def test_markers_from_real_vllm_logs_and_metrics():
+    cpu = ex.scan_markers((FIX / "engines" / "vllm-cpu-server.log").read_text().splitlines())
+    assert cpu["kv_cache_device"] == "CPU"
+    assert cpu["kv_cache_tokens"] == 2097152
+    assert cpu["engine_version"] == "0.32.0"
+    gpu = ex.scan_markers((FIX / "gpu" / "h200-x1" / "vllm-server.log").read_text().splitlines())
+    assert gpu["attention_backend"] == "FLASH_ATTN"
+    assert gpu["flash_attn_version"] == 3
+    assert gpu["kv_cache_tokens"] == 1274576
+    assert gpu["kv_cache_gib"] == 38.9
+    assert gpu["max_concurrency"] == 622.35
+    assert gpu["cuda_graphs"] is False  # --enforce-eager
+    metrics = ex.metrics_markers((FIX / "gpu" / "h200-x1" / "metrics-after.txt").read_text())
+    assert metrics["metrics_kv_cache_tokens"] == 1274576
+    assert metrics["cache_config"]["kv_cache_max_concurrency"] == "622.3515625"
+    assert ex.spec_counters((FIX / "engines" / "vllm-metrics.txt").read_text()) is not None

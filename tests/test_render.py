@@ -264,3 +264,15 @@ def test_cli_run_failure_exit_1_and_usage_exit_2(tmp_path, capsys, fake_path, mo
     assert "fake start-up failure" in err
     text = (root / "wiki/fake.md").read_text()
     assert '!!! failure "Latest run failed"' in text
+
+
+def test_arch_filter(tmp_path):
+    root = make_wiki(tmp_path)
+    path = root / "wiki/fake.md"
+    path.write_text(path.read_text() + "\n<!-- wiki:results runbook=fake-rb arch=sm90 -->\n"
+                    "<!-- wiki:end -->\n")
+    record(root)  # an sm120 record
+    text = apply(root)
+    tail = text.split("## History")[1]
+    assert "No run of runbook `fake-rb` on sm90 has been recorded yet." in tail
+    assert "| 1 | 13.62 |" in text.split("## History")[0]

@@ -4,6 +4,7 @@ normalised `metrics` mapping. Numbers are copied exactly as the tool wrote them 
 from __future__ import annotations
 
 import json
+import math
 import re
 import shlex
 from collections.abc import Callable, Mapping
@@ -189,7 +190,14 @@ def parse_result(parser: str, path: Path, command: str = "") -> dict[str, Any]:
 
 
 def _pick(data: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
-    return {k: data[k] for k in keys if k in data}
+    return {k: _finite(data[k]) for k in keys if k in data}
+
+
+def _finite(value: Any) -> Any:
+    """JSON has no Infinity/NaN (SGLang writes `"request_rate": Infinity`): keep them as text."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "inf" if value > 0 else "-inf" if value < 0 else "nan"
+    return value
 
 
 def _load_json(path: Path) -> Any:

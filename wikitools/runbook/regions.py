@@ -15,7 +15,7 @@ from wikitools.pages import Page
 START = "wiki:results"
 END = "wiki:end"
 VIEWS = ("serving", "history", "quality")
-KEYS = ("runbook", "view", "client")
+KEYS = ("runbook", "view", "client", "arch")
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +44,12 @@ class Region:
     @property
     def client(self) -> str | None:
         return self.get("client")
+
+    @property
+    def archs(self) -> tuple[str, ...]:
+        """`arch=sm90,sm120`: only records measured on these architectures (`cpu` for CPU-only
+        hosts); empty = every record."""
+        return tuple(a.strip() for a in (self.get("arch") or "").split(",") if a.strip())
 
     def get(self, key: str) -> str | None:
         for k, v in self.attrs:

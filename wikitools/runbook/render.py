@@ -265,14 +265,32 @@ def _env() -> jinja2.Environment:
     )
 
 
+def record_archs(record: Record) -> set[str]:
+    """`sm120`-style architectures of the GPUs a record ran on; {"cpu"} for a CPU-only host."""
+    gpus = record.host.get("gpus") or []
+    if record.host.get("cpu_only") or not gpus:
+        return {"cpu"}
+    return {"sm" + str(g.get("compute_capability", "")).replace(".", "") for g in gpus}
+
+
+def for_region(region: Region, records: list[Record]) -> list[Record]:
+    """The records a region shows: all, or those measured on the region's `arch=`."""
+    if not region.archs:
+        return records
+    wanted = set(region.archs)
+    return [r for r in records if record_archs(r) & wanted]
+
+
 def render_region(
     region: Region, runbook: Runbook | None, records: list[Record], *, ref: str
 ) -> str:
     """The Markdown body of one region (each line ending in LF; a blank line first and last)."""
+    records = for_region(region, records)
     runbook_id = region.runbook or ""
     page_hash = runbook.blocks_hash if runbook is not None else ""
     ctx: dict[str, Any] = {
         "runbook_id": runbook_id,
+        "on_arch": " on " + ", ".join(region.archs) if region.archs else "",
         "ref": ref,
         "client": region.client,
         "page_blocks_short": page_hash.split(":", 1)[-1][:8],
@@ -381,7 +399,7 @@ def render_pages(
                 diags.append(Diagnostic(region.path, region.start, region.col, "RGN006",
                                         f"cannot read records: {exc}"))
                 continue
-            latest_ok = next((r for r in reversed(records) if r.ok), None)
+            latest_ok = next((r for r in reversed(for_region(region, records)) if r.ok), None)
             if (region.view != "history" and latest_ok is not None
                     and latest_ok.blocks_hash != runbook.blocks_hash):
                 diags.append(Diagnostic(
