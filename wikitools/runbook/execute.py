@@ -349,15 +349,27 @@ def _spawn(
 
 
 def group_alive(pgid: int) -> bool:
-    """True while any process of the group exists (zombies of our own child excluded by the
-    caller reaping it)."""
+    """True while any live process of the group exists. Zombies do not count: they hold no
+    port or GPU memory, and an orphan waits for init to reap it (slowly in some containers)."""
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return True
+    for stat in proc.glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        # pid (comm) state ppid pgrp …; comm may hold spaces and parentheses.
+        fields = text[text.rfind(")") + 2 :].split()
+        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
+            return True
+    return False
 
 
 def stop_group(proc: subprocess.Popen[bytes], grace: float) -> tuple[bool, str | None]:
@@ -397,7 +409,8 @@ def gpu_memory_used() -> dict[int, int] | None:
     """Used MiB per GPU index from nvidia-smi; None when there is no nvidia-smi or it fails."""
     try:
         out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=index,memory.used", "--format=csv,noheader,nounits"],
+            [os.environ.get("WIKI_NVIDIA_SMI") or "nvidia-smi", "--query-gpu=index,memory.used",
+             "--format=csv,noheader,nounits"],
             capture_output=True, text=True, timeout=15, check=False,
         )
     except (OSError, subprocess.TimeoutExpired):
