@@ -1,0 +1,508 @@
+"""End-to-end runbooks against a real vLLM (CPU build) serving a tiny model with dummy weights.
+
+`wiki runbook run` is run as a subprocess on a copy of tests/e2e/tree, with the engine
+environment's bin directory first on PATH (that is how the executor finds `vllm` and `python`
+for the clients) and TINY_MODEL naming a freshly generated tiny model. Every test ends by checking
+that nothing is left: no process carrying this test's marker variable in its environment, the
+server's process group gone, and the port free.
+
+Needs `.venv-engine` from `scripts/setup-engine-env.sh`; skipped with that reason otherwise.
+The real server is started three times (success, failing client, Ctrl-C); the never-ready test
+gives up after 5 s and the other faults never get a server up.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+ENGINE_VENV = Path(os.environ.get("WIKI_ENGINE_VENV", REPO / ".venv-engine"))
+ENGINE_BIN = ENGINE_VENV / "bin"
+TREE = Path(__file__).resolve().parent / "tree"
+TAG_VAR = "WIKI_E2E_TAG"
+
+pytestmark = [
+    pytest.mark.engine,
+    pytest.mark.skipif(
+        not (ENGINE_BIN / "vllm").is_file(),
+        reason=f"engine environment missing ({ENGINE_VENV}); create it with "
+        "scripts/setup-engine-env.sh",
+    ),
+]
+
+SERVING_KEYS = (
+    "completed",
+    "request_throughput",
+    "output_throughput",
+    "mean_ttft_ms",
+    "median_ttft_ms",
+    "p99_ttft_ms",
+    "mean_tpot_ms",
+    "median_tpot_ms",
+    "p99_tpot_ms",
+    "mean_itl_ms",
+    "median_itl_ms",
+    "p99_itl_ms",
+)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("tiny-model")
+    subprocess.run(
+        [str(ENGINE_BIN / "python"), str(REPO / "tests/e2e/make_tiny_model.py"), str(out)],
+        check=True, capture_output=True, timeout=120,
+    )
+    return out
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    root = tmp_path / "wiki-root"
+    shutil.copytree(TREE, root)
+    return root
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def port_free(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return False
+    except OSError:
+        return True
+
+
+def tagged_pids(tag: str) -> list[int]:
+    """Live processes whose environment carries TAG_VAR=tag (inherited by every process the run
+    started: bash, the server, its engine core and workers, the clients)."""
+    needle = f"{TAG_VAR}={tag}".encode()
+    found = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            env = (d / "environ").read_bytes()
+            state = (d / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z" and needle in env.split(b"\0"):
+            found.append(int(d.name))
+    return found
+
+
+def group_gone(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+class Run:
+    def __init__(self, root: Path, runbook: str, tiny_model: Path) -> None:
+        self.root = root
+        self.runbook = runbook
+        self.port = free_port()
+        self.tag = uuid.uuid4().hex
+        self.env = dict(os.environ)
+        self.env.update(
+            PATH=f"{ENGINE_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+            TINY_MODEL=str(tiny_model),
+            HF_HUB_OFFLINE="1",
+            NO_COLOR="1",
+            **{TAG_VAR: self.tag},
+        )
+        self.env.pop("VIRTUAL_ENV", None)
+        self.argv = [sys.executable, "-m", "wikitools", "runbook", "run", runbook, "--yes",
+                     "--port", str(self.port)]
+        self.proc: subprocess.Popen[str] | None = None
+        self.seconds = 0.0
+        self.stdout = ""
+        self.stderr = ""
+
+    def start(self) -> None:
+        self._t0 = time.monotonic()
+        self.proc = subprocess.Popen(
+            self.argv, cwd=self.root, env=self.env, text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )
+
+    def wait(self, timeout: float) -> int:
+        assert self.proc is not None
+        try:
+            self.stdout, self.stderr = self.proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.stdout, self.stderr = self.proc.communicate()
+            self.cleanup()
+            pytest.fail(f"wiki runbook run {self.runbook} did not finish in {timeout:g} s\n"
+                        f"{self.stdout}\n{self.stderr}")
+        self.seconds = time.monotonic() - self._t0
+        return self.proc.returncode
+
+    def __call__(self, timeout: float = 900) -> int:
+        self.start()
+        return self.wait(timeout)
+
+    @property
+    def output(self) -> str:
+        return f"--- stdout\n{self.stdout}\n--- stderr\n{self.stderr}"
+
+    def record_path(self) -> Path:
+        paths = sorted((self.root / "runbooks" / self.runbook).glob("*.json"))
+        assert len(paths) == 1, f"expected one record, found {paths}\n{self.output}"
+        return paths[0]
+
+    def record(self) -> dict[str, Any]:
+        text = self.record_path().read_text(encoding="utf-8")
+        assert text.endswith("}\n") and "\r" not in text
+
+        def strict(name: str) -> Any:
+            raise AssertionError(f"record is not strict JSON: it contains {name}")
+
+        data = json.loads(text, parse_constant=strict)
+        # Deterministic serialisation: sorted keys, indent 2, UTF-8, trailing newline.
+        assert text == json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+        return data
+
+    def artifacts(self) -> Path:
+        return self.root / self.record()["artifacts_dir"]
+
+    def server_pgid(self) -> int | None:
+        """The server's process group: the API server's pid as vLLM logs it (bash execs the
+        single command, so that pid leads the group the executor created)."""
+        log = self.artifacts() / "server.log"
+        if not log.is_file():
+            return None
+        m = re.search(r"\(APIServer pid=(\d+)\)", log.read_text(errors="replace"))
+        return int(m[1]) if m else None
+
+    def cleanup(self) -> None:
+        """Last resort so a failing test leaves nothing behind: kill only our tagged processes."""
+        for pid in tagged_pids(self.tag):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+
+    def assert_nothing_left(self) -> None:
+        deadline = time.monotonic() + 5
+        while tagged_pids(self.tag) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        left = tagged_pids(self.tag)
+        details = []
+        for pid in left:
+            with contextlib.suppress(OSError):
+                details.append(f"{pid}: {Path(f'/proc/{pid}/cmdline').read_bytes()[:200]!r}")
+        self.cleanup()
+        assert not left, "processes left running:\n" + "\n".join(details)
+        pgid = self.server_pgid()
+        if pgid is not None:
+            assert group_gone(pgid), f"server process group {pgid} still exists"
+        assert port_free(self.port), f"port {self.port} still accepts connections"
+
+
+@pytest.fixture
+def make_run(tree: Path, tiny_model: Path):
+    runs: list[Run] = []
+
+    def make(runbook: str) -> Run:
+        run = Run(tree, runbook, tiny_model)
+        runs.append(run)
+        return run
+
+    yield make
+    for run in runs:
+        run.cleanup()
+
+
+def step(record: dict[str, Any], name: str) -> dict[str, Any]:
+    for s in record["steps"]:
+        if s["name"] == name:
+            return s
+    raise AssertionError(f"no step {name!r} in {[s['name'] for s in record['steps']]}")
+
+
+def region(page_text: str, client: str) -> str:
+    m = re.search(
+        rf"<!-- wiki:results runbook=cpu-smoke view=serving client={re.escape(client)} -->\n"
+        r"(.*?)<!-- wiki:end[^>]*-->",
+        page_text, re.S,
+    )
+    assert m, f"no results region for client {client}"
+    return m[1]
+
+
+def table(body: str) -> tuple[list[str], list[list[str]]]:
+    rows = [line for line in body.splitlines() if line.startswith("|")]
+    assert len(rows) >= 3, f"no table in region:\n{body}"
+
+    def cells(line: str) -> list[str]:
+        return [c.strip() for c in line.strip().strip("|").split("|")]
+
+    return cells(rows[0]), [cells(r) for r in rows[2:]]
+
+
+def column_key(header: str) -> str | None:
+    h = header.lower()
+    for metric in ("ttft", "tpot", "itl"):
+        if metric in h:
+            stat = "median" if "median" in h else "p99" if "p99" in h else "mean"
+            return f"{stat}_{metric}_ms"
+    if "req/s" in h or "request" in h:
+        return "request_throughput"
+    if "output" in h and "tok" in h:
+        return "output_throughput"
+    if "total" in h and "tok" in h:
+        return "total_token_throughput"
+    if "ok" in h or "success" in h:
+        return "ok/total"
+    return None
+
+
+def assert_cell(cell: str, value: float, where: str) -> None:
+    """The cell shows `value` rounded to the cell's own number of decimals."""
+    text = cell.replace(",", "")
+    decimals = len(text.split(".", 1)[1]) if "." in text else 0
+    shown = float(text)
+    assert math.isclose(shown, value, abs_tol=0.5 * 10**-decimals + 1e-9), (
+        f"{where}: table shows {cell}, record has {value}"
+    )
+
+
+# --------------------------------------------------------------------------- success
+
+
+def test_cpu_smoke_runbook_end_to_end(make_run) -> None:
+    run = make_run("cpu-smoke")
+    page = run.root / "wiki/cpu-smoke.md"
+    before = page.read_text()
+    rc = run(timeout=1200)
+    assert rc == 0, run.output
+    rec = run.record()
+
+    assert rec["schema_version"] == 1
+    assert rec["runbook"] == "cpu-smoke"
+    assert rec["page"] == "wiki/cpu-smoke.md"
+    assert rec["status"] == "ok" and rec["failed_step"] is None and rec["message"] is None
+    assert run.record_path().stem == rec["run_id"]
+    assert re.fullmatch(r"\d{8}T\d{6}Z-[0-9a-f]{8}", rec["run_id"])
+    assert rec["run_id"].endswith(rec["blocks_hash"].removeprefix("sha256:")[:8])
+    assert rec["engine"]["name"] == "vllm"
+    assert rec["engine"]["version"].startswith("0.32.0")
+    assert rec["host"]["cpu_only"] is True and rec["host"]["gpu_count"] == 0
+    assert rec["server"]["port"] == run.port
+    assert f"--port {run.port}" in rec["server"]["command"]
+    assert rec["server"]["env"]["VLLM_CPU_KVCACHE_SPACE"] == "1"
+    assert rec["server"]["log_tail"] == []
+    # 1 GiB of KV cache / (2 layers x 1 KV head x 64 dims x K and V x 2 bytes) = 2,097,152 tokens,
+    # read from the real log line "CPU KV cache size: 2,097,152 tokens, ...".
+    assert rec["markers"]["kv_cache_tokens"] == 2_097_152
+    names = [s["name"] for s in rec["steps"]]
+    for expected in ("preflight", "start", "ready", "client:throughput[1]",
+                     "client:throughput[2]", "client:sglang-client", "teardown"):
+        assert expected in names
+    assert all(s["status"] == "ok" for s in rec["steps"]), rec["steps"]
+    assert 0 < rec["timings"]["ready_s"] < 600
+    assert rec["timings"]["teardown_s"] < 10
+
+    clients = {c["name"]: c for c in rec["clients"]}
+    assert set(clients) == {"throughput", "sglang-client"}
+
+    # vllm bench serve, two sweep points: the record holds the client's own numbers.
+    tp = clients["throughput"]
+    assert tp["kind"] == "serving" and tp["sweep_var"] == "CONCURRENCY"
+    assert [p["value"] for p in tp["points"]] == ["1", "2"]
+    for point in tp["points"]:
+        assert point["status"] == "ok", point
+        assert point["result_file"].startswith(rec["artifacts_dir"] + "/")
+        own = json.loads((run.root / point["result_file"]).read_text())
+        assert own["max_concurrency"] == int(point["value"])  # the sweep reached the client
+        assert own["completed"] == own["num_prompts"] == 8 and own["failed"] == 0
+        for key in (*SERVING_KEYS, "num_prompts", "total_token_throughput"):
+            assert point["metrics"][key] == own[key], (point["value"], key)
+        assert point["metrics"]["spec_decode_acceptance"] is None
+
+    # SGLang's benchmark client (JSONL, last line) against the same server.
+    sg = clients["sglang-client"]
+    (point,) = sg["points"]
+    assert point["status"] == "ok", point
+    lines = (run.root / point["result_file"]).read_text().splitlines()
+    own = json.loads(lines[-1])
+    assert own["backend"] == "vllm" and own["completed"] == 8
+    for key in SERVING_KEYS:
+        assert point["metrics"][key] == own[key], key
+    assert point["metrics"]["total_token_throughput"] == own["total_throughput"]
+
+    # The page's tables were regenerated from the record, one row per point.
+    after = page.read_text()
+    assert after != before
+    for client, points in (("throughput", tp["points"]), ("sglang-client", sg["points"])):
+        body = region(after, client)
+        assert rec["run_id"] in body, body
+        header, rows = table(body)
+        assert len(rows) == len(points)
+        for row, point in zip(rows, points, strict=True):
+            m = point["metrics"]
+            if point["value"] is not None:
+                assert row[0] == point["value"]
+            checked = 0
+            for head, cell in zip(header, row, strict=True):
+                key = column_key(head)
+                if key == "ok/total":
+                    assert cell == f"{m['completed']}/{m['num_prompts']}"
+                elif key is not None and key in m:
+                    assert_cell(cell, m[key], f"{client}[{point['value']}] {head}")
+                    checked += 1
+            assert checked >= 9, header
+    # The committed tables now match the records: render --check is clean.
+    check = subprocess.run(
+        [sys.executable, "-m", "wikitools", "runbook", "render", "--check"],
+        cwd=run.root, env=run.env, capture_output=True, text=True, timeout=120,
+    )
+    assert check.returncode == 0, check.stdout + check.stderr
+
+    run.assert_nothing_left()
+
+
+# --------------------------------------------------------------------------- faults
+
+
+def assert_failed(run: Run, rc: int, failed_step: str) -> dict[str, Any]:
+    assert rc == 1, run.output
+    rec = run.record()
+    assert rec["status"] == "failed", rec
+    assert rec["failed_step"] == failed_step, (rec["failed_step"], rec["message"])
+    assert rec["message"] and "\n" not in rec["message"]
+    assert f"FAILED at {failed_step}" in run.stdout, run.output
+    # An expected failure is reported, not raised: no traceback from the tool itself (the
+    # engine's own traceback may appear in the log tail it prints).
+    assert "wikitools" not in run.stderr.replace("\n", ""), run.output
+    assert step(rec, "teardown")["status"] == "ok", rec["steps"]
+    run.assert_nothing_left()
+    return rec
+
+
+def test_server_exits_during_startup(make_run) -> None:
+    run = make_run("cpu-bad-model")
+    rc = run(timeout=600)
+    rec = run.record()
+    # The executor notices the dead process while waiting for readiness.
+    assert_failed(run, rc, rec["failed_step"] if rec["failed_step"] == "start" else "ready")
+    assert "exited with code 1" in rec["message"], rec["message"]
+    tail = "\n".join(rec["server"]["log_tail"])
+    assert "/nonexistent/tiny-model" in tail, tail
+    # The one-line message says why, not just that a traceback started.
+    assert "HFValidationError" in rec["message"] or "/nonexistent" in rec["message"], (
+        rec["message"]
+    )
+    assert not any(c["points"] for c in rec["clients"])
+
+
+def test_server_never_ready_times_out(make_run) -> None:
+    run = make_run("cpu-never-ready")
+    rc = run(timeout=300)
+    rec = assert_failed(run, rc, "ready")
+    ready = step(rec, "ready")
+    assert ready["status"] == "timeout", ready
+    assert "not ready after 5 s" in rec["message"], rec["message"]
+    # Gave up after 5 s and stopped a server that was still starting: far below a full start-up.
+    assert rec["timings"]["total_s"] < 5 + 20 + 15, rec["timings"]
+    # vLLM has printed little or nothing after 5 s; the log file exists all the same.
+    assert (run.artifacts() / "server.log").is_file()
+
+
+def test_client_fails(make_run) -> None:
+    run = make_run("cpu-bad-client")
+    rc = run(timeout=1200)
+    rec = assert_failed(run, rc, "client:bad-flag")
+    assert step(rec, "ready")["status"] == "ok"
+    assert "exited with code 2" in rec["message"], rec["message"]
+    (client,) = rec["clients"]
+    (point,) = client["points"]
+    assert point["status"] == "failed" and point["metrics"] == {}
+    tail = "\n".join(rec["server"]["log_tail"])
+    assert "unrecognized arguments: --no-such-flag" in tail, tail
+
+
+def test_ctrl_c_during_client(make_run) -> None:
+    run = make_run("cpu-interrupt")
+    run.start()
+    deadline = time.monotonic() + 900
+    client_log = None
+    while time.monotonic() < deadline and client_log is None:
+        assert run.proc is not None and run.proc.poll() is None, (
+            "run ended before the client started:\n" + run.proc.communicate()[0]
+        )
+        client_log = next((run.root / ".artifacts" / "cpu-interrupt").glob("*/slow.log"), None)
+        time.sleep(0.2)
+    assert client_log is not None, "the client never started"
+    time.sleep(3)  # the client is running (importing, then sending requests)
+    assert run.proc.poll() is None
+    run.proc.send_signal(signal.SIGINT)
+    rc = run.wait(timeout=120)
+    rec = assert_failed(run, rc, "client:slow")
+    assert "SIGINT" in rec["message"], rec["message"]
+    (client,) = rec["clients"]
+    assert [p["status"] for p in client["points"]] == ["failed"]
+    assert step(rec, "ready")["status"] == "ok"
+
+
+def test_port_already_in_use(make_run) -> None:
+    run = make_run("cpu-smoke")
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", run.port))
+        busy.listen()
+        rc = run(timeout=120)
+        rec = run.record()
+        assert rc == 1, run.output
+        assert rec["status"] == "failed" and rec["failed_step"] == "preflight"
+        assert f"port {run.port}" in rec["message"] and "in use" in rec["message"]
+        assert step(rec, "preflight")["status"] == "failed"
+        assert "start" not in [s["name"] for s in rec["steps"]]
+        assert not (run.artifacts() / "server.log").exists()
+        assert not tagged_pids(run.tag)
+        # The executor left the port's owner alone.
+        assert not port_free(run.port)
+    # A refused run changes no results region.
+    assert (run.root / "wiki/cpu-smoke.md").read_text() == (TREE / "wiki/cpu-smoke.md").read_text()
+
+
+def test_tiny_model_is_deterministic(tmp_path: Path, tiny_model: Path) -> None:
+    again = tmp_path / "again"
+    script = str(REPO / "tests/e2e/make_tiny_model.py")
+    subprocess.run([str(ENGINE_BIN / "python"), script, str(again)], check=True,
+                   capture_output=True, timeout=120)
+    names = sorted(p.name for p in tiny_model.iterdir())
+    assert names == sorted(p.name for p in again.iterdir())
+    for name in names:
+        assert (tiny_model / name).read_bytes() == (again / name).read_bytes(), name
+    config = json.loads((tiny_model / "config.json").read_text())
+    vocab = json.loads((tiny_model / "tokenizer.json").read_text())["model"]["vocab"]
+    assert config["head_dim"] == 64 and config["vocab_size"] == len(vocab)
+    check = subprocess.run([str(ENGINE_BIN / "python"), script, str(again), "--check"],
+                           capture_output=True, text=True, timeout=120)
+    assert check.returncode == 0, check.stdout
