@@ -20,10 +20,9 @@ from wikitools.runbook.plan import (
     format_plan,
     format_verdict,
     make_plan,
-    mask_command,
-    mask_env,
 )
 from wikitools.runbook.preflight import HostFacts, preflight
+from wikitools.runbook.secrets import mask_command, mask_env
 
 HERE = Path(__file__).parent
 GOOD = HERE / "fixtures" / "runbook-pages" / "good"

@@ -18,10 +18,9 @@ from wikitools.runbook.record import (
     load_records,
     make_run_id,
     read_record,
-    redact_command,
-    redact_env,
     write_record,
 )
+from wikitools.runbook.secrets import mask_command, mask_env
 
 
 def make(run_id="20261130T100000Z-abcdef12", started="2026-11-30T10:00:00Z", status="ok",
@@ -85,11 +84,11 @@ def test_run_id():
 
 
 def test_redaction():
-    env = redact_env({"HF_TOKEN": "hf_abc", "OPENAI_API_KEY": "sk", "CUDA_VISIBLE_DEVICES": "0"})
+    env = mask_env({"HF_TOKEN": "hf_abc", "OPENAI_API_KEY": "sk", "CUDA_VISIBLE_DEVICES": "0"})
     assert env == {"CUDA_VISIBLE_DEVICES": "0", "HF_TOKEN": "***", "OPENAI_API_KEY": "***"}
     cmd = ('HF_TOKEN=hf_abc NCCL_P2P_DISABLE=1 vllm serve m --api-key sk-1 && '
            'curl -H "Authorization: Bearer sk-2" http://x -H "Content-Type: application/json"')
-    out = redact_command(cmd)
+    out = mask_command(cmd)
     assert "hf_abc" not in out and "sk-1" not in out and "sk-2" not in out
     assert "NCCL_P2P_DISABLE=1" in out
     assert '-H "Content-Type: application/json"' in out

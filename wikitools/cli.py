@@ -34,7 +34,9 @@ class _UsageExit(Exception):
 
 
 def build_parser() -> ArgumentParser:
-    parser = ArgumentParser(prog="wiki", description="Tools for the RTX PRO 6000 Blackwell LLM Wiki.")
+    parser = ArgumentParser(
+        prog="wiki", description="Tools for the RTX PRO 6000 Blackwell LLM Wiki."
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=ArgumentParser)
     for name in COMMANDS:
         module = importlib.import_module(f"wikitools.commands.{name}")

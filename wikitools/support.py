@@ -10,9 +10,9 @@ from pathlib import Path
 
 from wikitools.runbook.engines import engine
 from wikitools.runbook.model import Runbook
-from wikitools.runbook.plan import mask_command, mask_env
 from wikitools.runbook.preflight import HostFacts, summarise_topology
 from wikitools.runbook.record import latest_record, record_rel_path
+from wikitools.runbook.secrets import mask_command, mask_env
 
 LOG_TAIL = 60
 LOG_CONTEXT = 2  # lines shown before and after each telling line

@@ -22,10 +22,10 @@ from wikitools.runbook.plan import (
     format_plan,
     format_verdict,
     make_plan,
-    mask_env,
 )
 from wikitools.runbook.preflight import gather_host, preflight, required_gpus
 from wikitools.runbook.scan import scan_pages
+from wikitools.runbook.secrets import mask_env
 
 SMI_ENV = "WIKI_NVIDIA_SMI"  # another nvidia-smi executable (captured outputs, tests)
 

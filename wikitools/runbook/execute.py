@@ -28,9 +28,9 @@ from wikitools.runbook.record import (
     Record,
     Step,
     make_run_id,
-    redact_command,
     utc_stamp,
 )
+from wikitools.runbook.secrets import mask_command
 
 POLL_S = 0.1  # readiness poll interval: readiness is seen within ~0.1 s of the engine answering
 FATAL_GRACE_S = 5.0  # after a fatal-looking log line, how long the process may take to exit
@@ -982,7 +982,7 @@ def _build_record(
             points.append(Point(c.point_value, "skipped", result_file=None,
                                 message="not run: an earlier step failed"))
         first = planned[0]
-        shown = first.display_command or redact_command(first.command)
+        shown = first.display_command or mask_command(first.command)
         clients.append(ClientResult(name, first.kind, shown,
                                     first.sweep_var, tuple(points)))
     status = "ok" if st.failed_step is None else "failed"
@@ -1004,7 +1004,7 @@ def _build_record(
             "image_digest": None,
         },
         server={
-            "command": srv.display_command or redact_command(srv.command),
+            "command": srv.display_command or mask_command(srv.command),
             "env": dict(sorted(srv.display_env.items())),
             "port": srv.port,
             "model": st.model_id,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from wikitools.errors import UsageError
 from wikitools.runbook import engines
-from wikitools.runbook.command import append_args, env_assignments, shell_quote
+from wikitools.runbook.command import append_args, shell_quote
 from wikitools.runbook.model import (
     ClientBlock,
     Plan,
@@ -24,10 +24,9 @@ from wikitools.runbook.model import (
     Verdict,
 )
 from wikitools.runbook.preflight import block_env
+from wikitools.runbook.secrets import mask_command, mask_env
 
 ARTIFACTS_ROOT = ".artifacts"
-MASK = "***"
-_SECRET = re.compile(r"(^HF_TOKEN$|_TOKEN$|^TOKEN$|_KEY$|^KEY$|SECRET|PASSWORD|PASSWD)", re.I)
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,26 +35,6 @@ class PlanOverrides:
     sweep_values: tuple[str, ...] | None = None  # replace the values of every swept client
     clients: tuple[str, ...] | None = None  # run only these clients (by name), in page order
     host: str = "127.0.0.1"  # where clients and probes connect
-
-
-def is_secret(name: str) -> bool:
-    return bool(_SECRET.search(name))
-
-
-def mask_env(env: dict[str, str]) -> dict[str, str]:
-    return {k: (MASK if is_secret(k) and v else v) for k, v in env.items()}
-
-
-def mask_command(text: str) -> str:
-    """`text` with the values of secret assignments (`HF_TOKEN=…`, `-e API_KEY=…`,
-    `export X_TOKEN=…`) replaced by ***."""
-    out = text
-    for name, value, _how in env_assignments(text):
-        if is_secret(name) and value and not value.startswith("$"):
-            out = re.sub(rf"(\b{re.escape(name)}=)(['\"]?){re.escape(value)}\2",
-                         lambda m: m.group(1) + m.group(2) + MASK + m.group(2), out)
-    # bearer tokens on curl command lines
-    return re.sub(r"(Authorization:\s*Bearer\s+)[^\s'\"]+", r"\1" + MASK, out, flags=re.I)
 
 
 def artifacts_dir_for(runbook: Runbook, run_id: str) -> str:

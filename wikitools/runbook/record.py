@@ -1,10 +1,9 @@
 """The run record (`runbooks/<runbook-id>/<run-id>.json`): frozen dataclasses, deterministic JSON,
-atomic writes, loading sorted by start time, and redaction of secrets."""
+atomic writes, loading sorted by start time."""
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -16,14 +15,6 @@ from wikitools.fsio import write_if_changed
 SCHEMA_VERSION = 1
 RECORDS_DIR = "runbooks"
 
-_SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|ACCESS_KEY|CREDENTIAL|AUTH", re.I)
-# `NAME=value` assignments and `--api-key value` / `--api-key=value` flags inside a command.
-_SECRET_ASSIGN = re.compile(r"\b(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>\"[^\"]*\"|'[^']*'|\S+)")
-_SECRET_FLAG = re.compile(
-    r"(?P<flag>--(?:api-key|token|hf-token|password)|-H|--header)(?P<sep>[ =])"
-    r"(?P<value>\"[^\"]*\"|'[^']*'|\S+)"
-)
-MASK = "***"
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,38 +197,6 @@ def make_run_id(started: datetime, blocks_hash: str) -> str:
     return f"{started.astimezone(UTC).strftime('%Y%m%dT%H%M%SZ')}-{hex_part}"
 
 
-# --------------------------------------------------------------------------- secrets
-
-
-def is_secret_name(name: str) -> bool:
-    return bool(_SECRET_NAME.search(name))
-
-
-def redact_env(env: Mapping[str, str]) -> dict[str, str]:
-    """A sorted copy with the values of secret-looking variables replaced by `***`."""
-    return {k: (MASK if is_secret_name(k) else v) for k, v in sorted(env.items())}
-
-
-def redact_command(command: str) -> str:
-    """Mask `SECRET_NAME=value` assignments and the values of `--api-key`-like flags and
-    `Authorization` headers inside a shell command."""
-
-    def assign(m: re.Match[str]) -> str:
-        return f"{m['name']}={MASK}" if is_secret_name(m["name"]) else m.group(0)
-
-    def flag(m: re.Match[str]) -> str:
-        value = m["value"]
-        if m["flag"] in ("-H", "--header"):
-            if not re.search(r"authorization|api-key|token", value, re.I):
-                return m.group(0)
-            quote = value[0] if value[:1] in "\"'" else ""
-            name = value.strip("\"'").split(":", 1)[0]
-            return f"{m['flag']}{m['sep']}{quote}{name}: {MASK}{quote}"
-        return f"{m['flag']}{m['sep']}{MASK}"
-
-    return _SECRET_FLAG.sub(flag, _SECRET_ASSIGN.sub(assign, command))
-
-
 # --------------------------------------------------------------------------- files
 
 
@@ -307,8 +266,6 @@ __all__ = [
     "read_record",
     "record_path",
     "record_rel_path",
-    "redact_command",
-    "redact_env",
     "utc_stamp",
     "write_record",
 ]
