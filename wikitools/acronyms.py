@@ -49,6 +49,7 @@ from __future__ import annotations
 import bisect
 import json
 import re
+import string
 from collections import Counter
 from collections.abc import Container, Iterable, Iterator
 from dataclasses import dataclass
@@ -78,9 +79,9 @@ _WORD_EDGE = re.compile(r"[^\s()\[\]{}<>\"'`,;!?*|]")
 _TRIM = ".:-"
 _FILE_NAME = re.compile(r"\.[A-Za-z][A-Za-z0-9]{0,5}$")
 _JSON = re.compile(r"\{[^{}\n]*\"[^\"\n]*\"\s*:[^{}\n]*\}")
-_LEFT = r"(?<![A-Za-z0-9_])"
 _TAIL = r"(?:(?:es|s)?(?![A-Za-z0-9_])|(?<=[A-Za-z])(?=\d)|(?<=[A-Z])(?=[A-Z][a-z]))"
-_UNKNOWN = r"(?P<u>[A-Z]{2,})(?:s)?(?![A-Za-z0-9_])"
+_WORDCHAR = re.compile(r"[A-Za-z0-9_]")
+_CAPS = re.compile(r"[A-Z]{2,}")
 _ARTICLE = r"(?:(?:an?|the)\s+)?"
 _SUFFIX = re.compile(r"(?:isms?|ing|ed|es|s)$", re.IGNORECASE)
 
@@ -105,16 +106,15 @@ class Matcher:
         self.glossary = glossary
         self.exact: dict[str, Entry] = {}
         self.folded: dict[str, Entry] = {}  # casefolded key, for terms with a digit
-        pieces: dict[str, str] = {}
+        rests: dict[str, dict[str, int]] = {}  # first character -> rest pattern -> length
         for entry in glossary.entries:
-            for spelling, pattern, any_case in _spellings(entry.term):
+            for spelling, firsts, rest, any_case in _spellings(entry.term):
                 table = self.folded if any_case else self.exact
                 key = _key(spelling) if any_case else spelling
                 table.setdefault(key, entry)
-                pieces.setdefault(pattern, spelling)
-        ordered = sorted(pieces, key=lambda p: (-len(pieces[p]), pieces[p], p))
-        terms = "|".join(ordered) if ordered else r"(?!x)x"
-        self.regex = re.compile(f"{_LEFT}(?:(?P<t>{terms}){_TAIL}|{_UNKNOWN})")
+                for first in firsts:
+                    rests.setdefault(first, {}).setdefault(rest, len(spelling))
+        self.regex = re.compile(f"(?P<t>{_grouped(rests)}){_TAIL}")
         self.known_upper = {e.term.upper() for e in glossary.entries}
         self._expansions: dict[str, tuple[re.Pattern[str], re.Pattern[str]]] = {}
 
@@ -138,28 +138,45 @@ def _key(spelling: str) -> str:
     return " ".join(re.split(r"[\s-]+", spelling)).casefold()
 
 
-def _spellings(term: str) -> list[tuple[str, str, bool]]:
-    """(spelling, regex, any_case) for every accepted spelling of a term."""
+def _spellings(term: str) -> list[tuple[str, tuple[str, ...], str, bool]]:
+    """(spelling, first characters, regex for the rest, any_case) for every accepted spelling
+    of a term. The regex is grouped by first character so that `re` can skip ahead to the
+    characters that may start a term (one compiled pattern, no per-term scans)."""
     words = term.split()
     if len(words) > 1:
-        rest = [
+        later = [
             f"[{w[0].upper()}{w[0].lower()}]{re.escape(w[1:])}" if w[0].isalpha() else re.escape(w)
             for w in words[1:]
         ]
-        pattern = re.escape(words[0]) + "".join(r"[\s-]+" + r for r in rest)
-        out = [(" ".join(words), pattern, True)]
-        if term.upper() != term:
-            upper = term.upper().split()
-            out.append((" ".join(upper), r"[\s-]+".join(re.escape(w) for w in upper), True))
+        rest = re.escape(words[0][1:]) + "".join(r"[\s-]+" + r for r in later)
+        out = [(" ".join(words), (words[0][0],), rest, True)]
+        upper = [w.upper() for w in words]
+        if upper != words:
+            rest = re.escape(upper[0][1:]) + "".join(r"[\s-]+" + re.escape(w) for w in upper[1:])
+            out.append((" ".join(upper), (upper[0][0],), rest, True))
         return out
     if any(c.isdigit() for c in term):
-        return [(term, f"(?i:{re.escape(term)})", True)]
-    out = [(term, re.escape(term), False)]
+        firsts = tuple(sorted({term[0].upper(), term[0].lower()}))
+        return [(term, firsts, f"(?i:{re.escape(term[1:])})", True)]
+    out = [(term, (term[0],), re.escape(term[1:]), False)]
     if term.upper() != term:
-        out.append((term.upper(), re.escape(term.upper()), False))
+        out.append((term.upper(), (term[0].upper(),), re.escape(term.upper()[1:]), False))
     if term.islower() and term[0].isalpha():
-        out.append((term.capitalize(), re.escape(term.capitalize()), False))
+        out.append((term.capitalize(), (term[0].upper(),), re.escape(term[1:]), False))
     return out
+
+
+def _grouped(rests: dict[str, dict[str, int]]) -> str:
+    """`A(?:G\\+RS|G|[A-Z]+)|B(?:F16|[A-Z]+)|…`: longest rest first; every capital letter also
+    takes the all-caps fallback that finds unknown acronyms."""
+    branches = []
+    for first in sorted(set(rests) | set(string.ascii_uppercase)):
+        options = sorted(rests.get(first, {}).items(), key=lambda kv: (-kv[1], kv[0]))
+        alts = [rest for rest, _ in options]
+        if first in string.ascii_uppercase:
+            alts.append("[A-Z]+")
+        branches.append(re.escape(first) + "(?:" + "|".join(alts) + ")")
+    return "|".join(branches)
 
 
 def _word_pattern(word: str) -> str:
@@ -221,28 +238,36 @@ def find_uses(page: Page, matcher: Matcher, settled: Container[str] = frozenset(
         text = _JSON.sub(lambda m: " " * len(m.group(0)), text)
     for m in matcher.regex.finditer(text):
         start = m.start()
+        if start and _WORDCHAR.match(text, start - 1):
+            continue  # inside a word: NVFP4 holds no use of FP4
+        head = m.group("t")
+        entry = matcher.entry_for(head)
+        if entry is None and (
+            not _CAPS.fullmatch(head)
+            or head in NOT_ACRONYMS
+            or head in matcher.known_upper
+            or _WORDCHAR.match(text, m.end())
+        ):
+            continue
         word = _word_at(text, start, m.end())
         if _skip_word(word, matcher):
             continue
         k = bisect.bisect_right(starts, start) - 1
         span = spans[k]
         col = span.col + (start - starts[k])
-        if m.group("u") is not None:
-            token = m.group("u")
-            if token in NOT_ACRONYMS or token in matcher.known_upper:
-                continue
-            yield Use(token, None, span.line, col, span.context, False)
-            continue
-        entry = matcher.entry_for(m.group("t"))
-        if entry is None:  # a spelling the dict does not hold; cannot happen, but be safe
+        if entry is None:
+            yield Use(head, None, span.line, col, span.context, False)
             continue
         expanded = False
         if entry.term not in settled and not entry.name:
             before, after = matcher.expansion_patterns(entry)
             end = m.end("t")
+            # Cheap tests first: an expansion needs a "(" or "[" right before or after.
+            opens_before = text[max(0, start - 6) : start].rstrip(" *_").endswith(("(", "["))
+            opens_after = "(" in text[end : end + 12] or "[" in text[end : end + 12]
             expanded = bool(
-                before.search(text, max(0, start - 400), start)
-                or after.match(text[end : end + 400])
+                (opens_before and before.search(text, max(0, start - 400), start))
+                or (opens_after and after.match(text[end : end + 400]))
             )
         yield Use(m.group("t"), entry, span.line, col, span.context, expanded)
 
