@@ -113,14 +113,28 @@ def tagged_pids(tag: str) -> list[int]:
     return found
 
 
-def group_gone(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
+def group_members(pgid: int) -> list[int]:
+    """Live (non-zombie) processes of process group `pgid`."""
+    found = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z" and int(fields[2]) == pgid:
+            found.append(int(d.name))
+    return found
+
+
+def describe(pids: list[int]) -> str:
+    out = []
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")[:200]
+            out.append(f"{pid}: {cmd.decode(errors='replace')}")
+    return "\n".join(out)
 
 
 class Run:
@@ -210,18 +224,17 @@ class Run:
 
     def assert_nothing_left(self) -> None:
         deadline = time.monotonic() + 5
-        while tagged_pids(self.tag) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        left = tagged_pids(self.tag)
-        details = []
-        for pid in left:
-            with contextlib.suppress(OSError):
-                details.append(f"{pid}: {Path(f'/proc/{pid}/cmdline').read_bytes()[:200]!r}")
-        self.cleanup()
-        assert not left, "processes left running:\n" + "\n".join(details)
         pgid = self.server_pgid()
-        if pgid is not None:
-            assert group_gone(pgid), f"server process group {pgid} still exists"
+
+        def leftovers() -> list[int]:
+            return sorted(set(tagged_pids(self.tag)) | set(group_members(pgid) if pgid else ()))
+
+        while leftovers() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        left = leftovers()
+        details = describe(left)
+        self.cleanup()
+        assert not left, f"processes left running:\n{details}"
         assert port_free(self.port), f"port {self.port} still accepts connections"
 
 
