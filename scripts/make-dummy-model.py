@@ -37,10 +37,11 @@ _CHAT_TEMPLATE = (
 
 
 def _corpus() -> list[str]:
-    words = (
-        "the model runs on the card with memory and cache for tokens per second while the "
-        "server answers requests from many clients across layers heads experts and batches"
-    ).split()
+    words = [
+        "the", "model", "runs", "on", "the", "card", "with", "memory", "and", "cache", "for",
+        "tokens", "per", "second", "while", "the", "server", "answers", "requests", "from",
+        "many", "clients", "across", "layers", "heads", "experts", "and", "batches",
+    ]
     return [" ".join(words[(i * 7 + j) % len(words)] for j in range(40)) for i in range(400)]
 
 
