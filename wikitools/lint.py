@@ -11,6 +11,7 @@ import difflib
 import posixpath
 import re
 from collections.abc import Callable, Iterator
+from functools import lru_cache
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -26,7 +27,7 @@ _STRING_KEYS = ("title", "description", "status", "family")
 
 def lint_pages(config: WikiConfig, pages: list[Page]) -> list[Diagnostic]:
     """All lint findings for `pages` (unsorted)."""
-    known = {p.path for p in pages}
+    known = frozenset(p.path for p in pages)
     exists = _Exists(config.root, known)
     out: list[Diagnostic] = []
     for page in pages:
@@ -40,7 +41,7 @@ def lint_pages(config: WikiConfig, pages: list[Page]) -> list[Diagnostic]:
 class _Exists:
     """Cached file-system lookups of paths relative to the root."""
 
-    def __init__(self, root: Path, known: set[str]) -> None:
+    def __init__(self, root: Path, known: frozenset[str]) -> None:
         self.root = root
         self.cache: dict[str, bool] = dict.fromkeys(known, True)
 
@@ -108,8 +109,27 @@ def _local_target(target: str) -> str | None:
     return unquote(path) or None
 
 
+_SUGGEST_LIMIT = 400
+
+
+@lru_cache(maxsize=4096)
+def _suggest_cached(resolved: str, known: frozenset[str]) -> str | None:
+    # Look in the target's own folder first; the whole wiki only when it is small, since
+    # difflib is quadratic in spirit and a big wiki has many stale links.
+    folder = posixpath.dirname(resolved)
+    near = {posixpath.basename(k): k for k in known if posixpath.dirname(k) == folder}
+    if near:
+        names = sorted(near)[:_SUGGEST_LIMIT]
+        hint = difflib.get_close_matches(posixpath.basename(resolved), names, n=1, cutoff=0.75)
+        return near[hint[0]] if hint else None
+    if len(known) > _SUGGEST_LIMIT:
+        return None
+    hint = difflib.get_close_matches(resolved, sorted(known), n=1, cutoff=0.75)
+    return hint[0] if hint else None
+
+
 def check_links(
-    page: Page, known: set[str], exists: Callable[[str], bool]
+    page: Page, known: frozenset[str], exists: Callable[[str], bool]
 ) -> Iterator[Diagnostic]:
     folder = posixpath.dirname(page.path)
     for link in page.links:
@@ -123,9 +143,8 @@ def check_links(
             continue  # outside the tree: not ours to judge
         if exists(resolved):
             continue
-        candidates = sorted(posixpath.relpath(k, folder or ".") for k in known)
-        hint = difflib.get_close_matches(target, candidates, n=1, cutoff=0.6)
-        suffix = f"; did you mean '{hint[0]}'?" if hint else ""
+        hint = _suggest_cached(resolved, known)
+        suffix = f"; did you mean '{posixpath.relpath(hint, folder or '.')}'?" if hint else ""
         what = "image" if link.kind == "image" else "page"
         yield Diagnostic(
             page.path, link.line, link.col, "LNK001", f"link to missing {what} '{target}'{suffix}"
