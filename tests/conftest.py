@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+# Tests parse fresh every time, and never write to the user's cache folder; the cache has
+# its own tests that point WIKI_CACHE_DIR at a temporary folder.
+os.environ["WIKI_CACHE_DIR"] = "off"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -203,3 +204,27 @@ def test_check_parses_each_page_once(tmp_path: Path, capsys, monkeypatch) -> Non
     monkeypatch.setattr(wikitools.config, "read_page", counting)
     run(["check", "--root", str(root)], capsys)
     assert sorted(calls) == ["a.md", "glossary.md"]
+
+
+def test_parse_cache_reuses_unchanged_pages(tmp_path: Path, monkeypatch) -> None:
+    import wikitools.config
+
+    make_tree(tmp_path / "w", {"wiki/a.md": "# A\n", "wiki/b.md": "# B\n"})
+    monkeypatch.setenv("WIKI_CACHE_DIR", str(tmp_path / "cache"))
+    config = load_config(tmp_path / "w")
+    first = load_pages(config)
+    parsed: list[str] = []
+    real = wikitools.config.read_page
+
+    def counting(path: Path, base: Path):
+        parsed.append(path.name)
+        return real(path, base)
+
+    monkeypatch.setattr(wikitools.config, "read_page", counting)
+    assert [p.title for p in load_pages(config)] == [p.title for p in first]
+    assert parsed == []
+    (tmp_path / "w" / "wiki" / "b.md").write_text("# B changed\n")
+    assert [p.title for p in load_pages(config)] == ["A", "B changed"]
+    assert parsed == ["b.md"]
+    (tmp_path / "cache").joinpath(next(iter(os.listdir(tmp_path / "cache")))).write_bytes(b"junk")
+    assert [p.title for p in load_pages(config)] == ["A", "B changed"]

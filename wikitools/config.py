@@ -3,7 +3,9 @@ Every command finds pages through `iter_pages` and reads them once through `load
 
 from __future__ import annotations
 
+import hashlib
 import os
+import pickle
 import re
 from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor
@@ -14,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from wikitools import pages as pages_module
 from wikitools.errors import ConfigError
 from wikitools.pages import Page, read_page
 
@@ -225,11 +228,10 @@ def _read(args: tuple[Path, Path]) -> Page:
 
 # Below this many bytes a worker pool costs more than it saves.
 _PARALLEL_BYTES = 2_000_000
+CACHE_ENV = "WIKI_CACHE_DIR"  # a folder for the parse cache, or "off"
 
 
-def load_pages(config: WikiConfig, paths: Iterable[Path] | None = None) -> list[Page]:
-    """Read and parse each page once (in worker processes for large wikis), in path order."""
-    paths = list(iter_pages(config) if paths is None else paths)
+def _parse_all(config: WikiConfig, paths: list[Path]) -> list[Page]:
     jobs = [(p, config.root) for p in paths]
     workers = min(os.cpu_count() or 1, 8)
     if workers > 1 and len(jobs) > 50:
@@ -238,3 +240,71 @@ def load_pages(config: WikiConfig, paths: Iterable[Path] | None = None) -> list[
             with ProcessPoolExecutor(max_workers=workers) as pool:
                 return list(pool.map(_read, jobs, chunksize=max(1, len(jobs) // (workers * 8))))
     return [_read(job) for job in jobs]
+
+
+@lru_cache(maxsize=1)
+def _parser_version() -> str:
+    """Changes whenever the parser or markdown-it-py changes, so cached pages are rebuilt."""
+    import markdown_it
+
+    source = Path(pages_module.__file__).read_bytes()
+    return hashlib.sha256(source + markdown_it.__version__.encode()).hexdigest()[:16]
+
+
+def _cache_file(config: WikiConfig) -> Path | None:
+    setting = os.environ.get(CACHE_ENV, "")
+    if setting == "off":
+        return None
+    if setting:
+        base = Path(setting)
+    else:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "wikitools"
+    key = hashlib.sha256(f"{config.root}\0{_parser_version()}".encode()).hexdigest()[:20]
+    return base / f"pages-{key}.pickle"
+
+
+def _load_cache(path: Path) -> dict[str, tuple[bytes, Page]]:
+    try:
+        with path.open("rb") as f:
+            data = pickle.load(f)
+    except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ValueError, TypeError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _save_cache(path: Path, entries: dict[str, tuple[bytes, Page]]) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        with tmp.open("wb") as f:
+            pickle.dump(entries, f, protocol=pickle.HIGHEST_PROTOCOL)
+        tmp.replace(path)
+    except OSError:
+        pass  # a cache that cannot be written only costs time
+
+
+def load_pages(config: WikiConfig, paths: Iterable[Path] | None = None) -> list[Page]:
+    """Read and parse each page once, in path order. Parsed pages are cached by content hash
+    (in $WIKI_CACHE_DIR, else ~/.cache/wikitools; WIKI_CACHE_DIR=off disables it), and
+    misses are parsed in worker processes when there are many."""
+    paths = list(iter_pages(config) if paths is None else paths)
+    cache_file = _cache_file(config)
+    if cache_file is None:
+        return _parse_all(config, paths)
+    cached = _load_cache(cache_file)
+    rels = [p.relative_to(config.root).as_posix() for p in paths]
+    digests = [hashlib.blake2b(p.read_bytes(), digest_size=16).digest() for p in paths]
+    result: dict[str, Page] = {}
+    missing: list[int] = []
+    for i, (rel, digest) in enumerate(zip(rels, digests, strict=True)):
+        hit = cached.get(rel)
+        if hit is not None and hit[0] == digest:
+            result[rel] = hit[1]
+        else:
+            missing.append(i)
+    for i, page in zip(missing, _parse_all(config, [paths[i] for i in missing]), strict=True):
+        result[rels[i]] = page
+    if missing or len(cached) != len(rels):
+        entries = {rel: (d, result[rel]) for rel, d in zip(rels, digests, strict=True)}
+        _save_cache(cache_file, entries)
+    return [result[rel] for rel in rels]
