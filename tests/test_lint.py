@@ -228,3 +228,16 @@ def test_parse_cache_reuses_unchanged_pages(tmp_path: Path, monkeypatch) -> None
     assert parsed == ["b.md"]
     (tmp_path / "cache").joinpath(next(iter(os.listdir(tmp_path / "cache")))).write_bytes(b"junk")
     assert [p.title for p in load_pages(config)] == ["A", "B changed"]
+
+
+def test_lint_yaml_comment_cuts_value(tmp_path: Path, capsys) -> None:
+    make_tree(tmp_path, {"wiki/a.md": (
+        "---\ntitle: \"Fine #1 in quotes\"\ndescription: Uses PR #31089 here\n"
+        "status: current  # a real comment after a value\ntags: [a, b] # ok\n---\n# A\n"
+    )})
+    code, out, _ = run(["lint", "--root", str(tmp_path)], capsys)
+    assert code == 0
+    assert out == [
+        "wiki/a.md:3:22: FM005 front matter 'description' is cut short at ' #' (YAML reads the"
+        " rest as a comment); put the value in quotes",
+    ]

@@ -1,6 +1,7 @@
 """Page lint: front matter values, parser problems, titles, and links to pages that do not exist.
 
-Codes: FM003 unknown status value, FM004 front matter key of the wrong type, PG003 more than one
+Codes: FM003 unknown status value, FM004 front matter key of the wrong type, FM005 value cut
+short by a YAML comment (warning), PG003 more than one
 level-1 heading, LNK001 link to a file that does not exist, IDX001 page without a title (shared
 with the index). FM001/FM002/PG001/PG002 come from the parser.
 """
@@ -61,8 +62,25 @@ def _fm_position(page: Page, key: str) -> tuple[int, int]:
     return 1, 1
 
 
+# Only free-text keys: there a ` #` is almost surely part of the text (`PR #31089`), while
+# after `status: current` it is a real comment.
+_COMMENT_CUT = re.compile(r"""^(title|description):[ \t]+(?!["'\[{|>&*!])[^#\n]*?\S[ \t]+#""")
+
+
 def check_front_matter(config: WikiConfig, page: Page) -> Iterator[Diagnostic]:
     fm = page.front_matter
+    for number, line in enumerate(page.lines[1 : page.front_matter_end - 1], start=2):
+        m = _COMMENT_CUT.match(line)
+        if m:
+            yield Diagnostic(
+                page.path,
+                number,
+                m.end(),
+                "FM005",
+                f"front matter '{m.group(1)}' is cut short at ' #' (YAML reads the rest as a "
+                "comment); put the value in quotes",
+                Severity.WARNING,
+            )
     for key in _STRING_KEYS:
         if key in fm and not isinstance(fm[key], str):
             line, col = _fm_position(page, key)
