@@ -14,6 +14,9 @@ from markdown_it.token import Token
 
 from wikitools.diagnostics import Diagnostic
 
+# libyaml's loader when present: front matter is parsed once per page, and the pure-Python
+# loader costs about a millisecond each (seconds on a large wiki).
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _MD = MarkdownIt("commonmark", {"html": True}).enable("table")
 
 # Material containers whose bodies are indented by four spaces: admonitions, collapsible
@@ -217,6 +220,18 @@ def parse_page(text: str, path: str = "<string>") -> Page:
 # --------------------------------------------------------------------------- front matter
 
 
+def _yaml_problem(page: Page, exc: yaml.YAMLError) -> dict[str, Any]:
+    """Record a located FM001 for malformed front matter; the page then has none."""
+    mark = getattr(exc, "problem_mark", None)
+    line = mark.line + 2 if mark else 1
+    col = mark.column + 1 if mark else 1
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    page.problems.append(
+        Diagnostic(page.path, line, col, "FM001", f"malformed front matter: {problem}")
+    )
+    return {}
+
+
 def _take_front_matter(page: Page, lines: list[str]) -> list[str]:
     """Parse a leading `---` YAML block; return the lines with it blanked (numbers kept)."""
     if not lines or lines[0].rstrip() != "---":
@@ -231,16 +246,14 @@ def _take_front_matter(page: Page, lines: list[str]) -> list[str]:
         return list(lines)
     source = "\n".join(lines[1:end])
     try:
-        data = yaml.safe_load(source) if source.strip() else {}
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 2 if mark else 1
-        col = mark.column + 1 if mark else 1
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        page.problems.append(
-            Diagnostic(page.path, line, col, "FM001", f"malformed front matter: {problem}")
-        )
-        data = {}
+        data = yaml.load(source, Loader=_YAML_LOADER) if source.strip() else {}
+    except yaml.YAMLError:
+        data = None
+    if data is None and source.strip():
+        try:  # the pure-Python loader words its errors the same on every machine
+            data = yaml.safe_load(source)
+        except yaml.YAMLError as exc:
+            data = _yaml_problem(page, exc)
     if data is None:
         data = {}
     if not isinstance(data, dict):
