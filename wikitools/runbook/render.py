@@ -179,6 +179,7 @@ def _shown_common(record: Record) -> dict[str, Any]:
         "record_path": record_rel_path(record),
         "blocks_short": record.blocks_hash.split(":", 1)[-1][:8],
         "pipeline_check": pipeline_check(record),
+        "cpu_only": bool(record.host.get("cpu_only")),
     }
 
 
