@@ -173,8 +173,10 @@ fi
 step "tiny model in $TINY_MODEL_DIR"
 
 
+VENV_ABS=$(cd "$VENV" && pwd)
+MODEL_ABS=$(cd "$TINY_MODEL_DIR" && pwd)
 cat <<EOF
-[setup-engine-env] done in $(($(date +%s) - T0))s: $ROOT/$VENV
-  serve:  PATH=$ROOT/$VENV/bin:\$PATH VLLM_CPU_KVCACHE_SPACE=1 HF_HUB_OFFLINE=1 \\
-          vllm serve $ROOT/$TINY_MODEL_DIR --load-format dummy --max-model-len 512 --enforce-eager --port 8000
+[setup-engine-env] done in $(($(date +%s) - T0))s: $VENV_ABS
+  serve:  PATH=$VENV_ABS/bin:\$PATH VLLM_CPU_KVCACHE_SPACE=1 HF_HUB_OFFLINE=1 \\
+          vllm serve $MODEL_ABS --load-format dummy --max-model-len 512 --enforce-eager --port 8000
 EOF
