@@ -42,7 +42,6 @@ STAMP_VERSION=2
 TORCHVISION_VERSION=0.28.0
 
 cd "$(dirname "$0")/.."
-ROOT=$(pwd)
 VENV=${1:-.venv-engine}
 TINY_MODEL_DIR=${TINY_MODEL_DIR:-.cache/tiny-model}
 TORCH_CPU_INDEX=${TORCH_CPU_INDEX:-https://download.pytorch.org/whl/cpu}
