@@ -8,7 +8,8 @@ URLs and link targets never reach it. Inside prose it skips, as a whole, any wor
 file path (`foo/bar.py`, `./x`, `~/y`, `org/model-name`), an environment variable or other
 identifier (anything with `_`: `NCCL_P2P_DISABLE`), a setting (`KEY=value`), a command-line
 flag (`--tp`), a `$VAR`, a Docker image or other `name:tag`, a file name (`config.json`), an
-e-mail or `@version`, and JSON objects (`{"key": …}`).
+e-mail or `@version`, and JSON objects (`{"key": …}`). Generated results regions
+(`<!-- wiki:results … -->` … `<!-- wiki:end -->`) are skipped: their text comes from run records.
 
 Where a use counts (the context policy):
 * Body prose (paragraphs, list items, block quotes, admonition bodies) is where a term must be
@@ -59,6 +60,7 @@ from wikitools.diagnostics import Diagnostic, Severity
 from wikitools.errors import ConfigError
 from wikitools.glossary import Entry, Glossary
 from wikitools.pages import Page
+from wikitools.runbook.regions import find_regions
 
 BODY_CONTEXTS = frozenset({"paragraph"})
 
@@ -223,7 +225,11 @@ def find_uses(page: Page, matcher: Matcher, settled: Container[str] = frozenset(
     """Every use of a glossary term and every unknown all-caps token in the page's prose,
     in document order, with whether it is written out next to its expansion (worked out only
     for terms not in `settled`, which the caller may grow while iterating)."""
-    spans = sorted(page.spans, key=lambda s: (s.line, s.col))
+    generated = [(r.start, r.end) for r in find_regions(page)[0]]
+    spans = sorted(
+        (s for s in page.spans if not any(a < s.line < b for a, b in generated)),
+        key=lambda s: (s.line, s.col),
+    )
     if not spans:
         return
     starts: list[int] = []
