@@ -33,6 +33,8 @@ from wikitools.runbook.record import (
 from wikitools.runbook.secrets import mask_command
 
 POLL_S = 0.1  # readiness poll interval: readiness is seen within ~0.1 s of the engine answering
+# An exception line as Python prints it, e.g. "RuntimeError: CUDA error: …".
+_EXCEPTION_LINE = re.compile(r"\b(?:[A-Z]\w*(?:Error|Exception)|[a-z]\w*\.\w*Error): \S")
 FATAL_GRACE_S = 5.0  # after a fatal-looking log line, how long the process may take to exit
 CLIENT_GRACE_S = 5.0  # TERM → KILL grace for a client's process group
 LOG_TAIL = 40
@@ -292,6 +294,7 @@ class LogWatcher:
         self.fatal = [re.compile(p) for p in fatal_patterns]
         self.lines: list[str] = []
         self.fatal_line: str | None = None
+        self.fatal_index: int | None = None
         self._pos = 0
         self._partial = ""
 
@@ -311,6 +314,17 @@ class LogWatcher:
             self.lines.append(line)
             if self.fatal_line is None and any(p.search(line) for p in self.fatal):
                 self.fatal_line = line.strip()
+                self.fatal_index = len(self.lines) - 1
+
+    def cause(self) -> str | None:
+        """The most telling line about a failure: the first exception line (`RuntimeError:
+        CUDA error: …`) at or after the first fatal line, else the fatal line itself."""
+        if self.fatal_index is None:
+            return None
+        for line in self.lines[self.fatal_index :]:
+            if _EXCEPTION_LINE.search(line):
+                return line.strip()
+        return self.fatal_line
 
     def tail(self, n: int = LOG_TAIL) -> list[str]:
         self.poll()
@@ -582,12 +596,12 @@ def _start_and_wait(
                 watcher.poll()
                 msg = f"server exited with code {code} during start-up"
                 if watcher.fatal_line:
-                    msg += f": {watcher.fatal_line}"
+                    msg += f": {watcher.cause()}"
                 _ready_failed(st, watcher, now - t_start, msg, emit)
             if watcher.fatal_line is not None:
                 fatal_since = fatal_since or now
                 if now - fatal_since >= FATAL_GRACE_S:
-                    msg = f"fatal log line: {watcher.fatal_line}"
+                    msg = f"fatal log line: {watcher.cause()}"
                     _ready_failed(st, watcher, now - t_start, msg, emit)
             if now >= deadline:
                 _ready_failed(

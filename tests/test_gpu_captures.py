@@ -1,0 +1,53 @@
+"""Parsers on real outputs captured on NVIDIA H200 hosts (tests/fixtures/gpu): they keep
+passing here, without a GPU."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from wikitools.runbook.engines import VLLM
+from wikitools.runbook.execute import LogWatcher, scan_markers
+from wikitools.runbook.preflight import HostFacts, parse_topology, summarise_topology
+
+GPU = Path(__file__).parent / "fixtures" / "gpu"
+
+
+def test_cuda_graph_log_markers() -> None:
+    lines = (GPU / "h200-x1" / "vllm-server-cudagraphs.log").read_text().splitlines()
+    markers = scan_markers(lines)
+    assert markers["attention_backend"] == "FLASH_ATTN"
+    assert markers["flash_attn_version"] == 3
+    assert markers["kv_cache_tokens"] == 2_188_848
+    assert markers["kv_cache_gib"] == 66.8
+    assert markers["max_concurrency"] == 534.39
+    assert markers["cuda_graph_gib"] == 0.44
+    assert markers["engine_version"] == "0.26.0"
+    assert "cuda_graphs" not in markers  # graphs were on: no "disabled" line
+
+
+def test_failed_tp2_start_names_the_cuda_error() -> None:
+    watcher = LogWatcher(GPU / "h200-x2" / "vllm-server-tp2-failed.log", VLLM.fatal_log)
+    watcher.poll()
+    assert watcher.fatal_line is not None and "Traceback" in watcher.fatal_line
+    cause = watcher.cause()
+    assert cause is not None
+    assert cause.endswith(
+        "RuntimeError: CUDA error: CUBLAS_STATUS_INTERNAL_ERROR when calling `cublasCreate(handle)`"
+    )
+
+
+def test_two_gpu_topology_is_nvlink() -> None:
+    links = parse_topology((GPU / "h200-x2" / "topo.txt").read_text())
+    assert links[(0, 1)] == "NV18"
+    assert summarise_topology(links, (0, 1)) == "NV18"
+
+
+def test_two_gpu_banner() -> None:
+    facts = HostFacts.from_outputs(
+        "0, NVIDIA H200, 9.0, 143771, 0, 143156, 580.159.04, 00000000:00:06.0, GPU-a\n"
+        "1, NVIDIA H200, 9.0, 143771, 0, 143156, 580.159.04, 00000000:00:07.0, GPU-b\n",
+        (GPU / "h200-x2" / "nvidia-smi.txt").read_text(),
+        (GPU / "h200-x2" / "topo.txt").read_text(),
+    )
+    assert (facts.driver, facts.cuda) == ("580.159.04", "13.0")
+    assert [g.arch for g in facts.gpus] == ["sm90", "sm90"]
