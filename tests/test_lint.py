@@ -166,8 +166,6 @@ def _fresh_tree(root: Path, capsys) -> Path:
 
 def test_check_clean_then_findings(tmp_path: Path, capsys) -> None:
     root = _fresh_tree(tmp_path, capsys)
-    if not (root / "includes" / "abbreviations.md").exists():
-        pytest.skip("wiki glossary does not write the abbreviations file yet")
     code, out, err = run(["check", "--root", str(root)], capsys)
     assert (code, out) == (0, []), err
     (root / "wiki" / "b.md").write_text("---\nstatus: nope\n---\nTP is used [x](y.md).\n")
@@ -179,6 +177,19 @@ def test_check_clean_then_findings(tmp_path: Path, capsys) -> None:
         "INDEX.md:1:1: IDX100 would change: INDEX.md (run `wiki index` to regenerate it)"
     )
     assert "errors" in err
+
+
+def test_check_reports_runbook_block_and_region_findings(tmp_path: Path, capsys) -> None:
+    root = _fresh_tree(tmp_path, capsys)
+    (root / "wiki" / "b.md").write_text(
+        "# B\n\n```{ .bash .runbook-client for=nowhere }\nvllm bench serve --model m\n```\n\n"
+        "<!-- wiki:results runbook=ghost view=serving -->\n<!-- wiki:end -->\n"
+    )
+    code, out, _ = run(["check", "--root", str(root)], capsys)
+    assert code == 1
+    found = [line for line in out if line.startswith("wiki/b.md")]
+    assert found[0].startswith("wiki/b.md:3:") and " RB002 " in found[0]
+    assert any(line.startswith("wiki/b.md:7:1: RB009 ") for line in found), found
 
 
 def test_check_reports_stale_abbreviations(tmp_path: Path, capsys) -> None:
