@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,8 +25,6 @@ from wikitools.runbook.plan import (
 from wikitools.runbook.preflight import gather_host, preflight, required_gpus
 from wikitools.runbook.scan import scan_pages
 from wikitools.runbook.secrets import mask_env
-
-SMI_ENV = "WIKI_NVIDIA_SMI"  # another nvidia-smi executable (captured outputs, tests)
 
 
 def add_parsers(sub: Any) -> None:
@@ -201,8 +198,7 @@ def run_plan(args: argparse.Namespace) -> int:
     rb, _diags = _resolve(args.root, args.ref)
     if args.port is not None and not 1 <= args.port <= 65535:
         raise UsageError(f"--port {args.port}: expected 1-65535")
-    smi = os.environ.get(SMI_ENV)
-    facts = gather_host(smi) if smi else gather_host()
+    facts = gather_host()
     verdict = preflight(rb, force=args.force, port=args.port, facts=facts)
     run_id = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + rb.short_hash
     plan = make_plan(rb, root=args.root, artifacts_dir=artifacts_dir_for(rb, run_id),

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,8 +30,6 @@ from wikitools.runbook.plan import (
 from wikitools.runbook.preflight import gather_host, preflight
 from wikitools.runbook.record import Record, make_run_id, write_record
 from wikitools.runbook.render import render_pages
-
-SMI_ENV = "WIKI_NVIDIA_SMI"  # another nvidia-smi executable (captured outputs, tests)
 
 
 def add_parsers(sub: Any) -> None:
@@ -144,8 +141,7 @@ def run_run(args: argparse.Namespace) -> int:
     runbook = runbooks.get(args.ref)
     sweep = _parse_sweep(args.sweep, runbook)
 
-    smi = os.environ.get(SMI_ENV)
-    facts = gather_host(smi) if smi else gather_host()
+    facts = gather_host()
     verdict = preflight(runbook, force=args.force, port=args.port, facts=facts)
     started = datetime.now(UTC)
     run_id = make_run_id(started, runbook.blocks_hash)

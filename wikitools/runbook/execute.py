@@ -22,6 +22,7 @@ import httpx
 
 from wikitools.runbook import clients as result_parsers
 from wikitools.runbook.model import Plan, PlannedClient, Verdict
+from wikitools.runbook.preflight import nvidia_smi
 from wikitools.runbook.record import (
     ClientResult,
     Point,
@@ -423,7 +424,7 @@ def gpu_memory_used() -> dict[int, int] | None:
     """Used MiB per GPU index from nvidia-smi; None when there is no nvidia-smi or it fails."""
     try:
         out = subprocess.run(
-            [os.environ.get("WIKI_NVIDIA_SMI") or "nvidia-smi", "--query-gpu=index,memory.used",
+            [nvidia_smi(), "--query-gpu=index,memory.used",
              "--format=csv,noheader,nounits"],
             capture_output=True, text=True, timeout=15, check=False,
         )

@@ -155,10 +155,18 @@ def _run(argv: list[str], timeout: float = 20.0) -> tuple[int, str, str]:
     return proc.returncode, proc.stdout, proc.stderr
 
 
-def gather_host(smi: str = "nvidia-smi") -> HostFacts:
+SMI_ENV = "WIKI_NVIDIA_SMI"  # another nvidia-smi executable (replayed captures in tests)
+
+
+def nvidia_smi() -> str:
+    """The nvidia-smi to run: $WIKI_NVIDIA_SMI when set, else the one on PATH."""
+    return os.environ.get(SMI_ENV) or "nvidia-smi"
+
+
+def gather_host(smi: str | None = None) -> HostFacts:
     """Run nvidia-smi (query, banner, topology, compute apps) and look for docker."""
     docker = shutil.which("docker") is not None
-    path = shutil.which(smi)
+    path = shutil.which(smi or nvidia_smi())
     if path is None:
         return HostFacts(smi_found=False, docker_found=docker)
     try:
