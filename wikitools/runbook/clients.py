@@ -200,13 +200,17 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def _load_json(path: Path) -> Any:
+def _read_text(path: Path) -> str:
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ResultError(f"result file {path.name} was not written") from None
     except OSError as exc:
         raise ResultError(f"cannot read {path.name}: {exc.strerror}") from None
+
+
+def _load_json(path: Path) -> Any:
+    text = _read_text(path)
     try:
         return json.loads(text)
     except ValueError as exc:
@@ -215,12 +219,7 @@ def _load_json(path: Path) -> Any:
 
 def _last_json_object(path: Path) -> dict[str, Any]:
     """The whole file as one JSON object, else its last non-empty line (JSONL / appended)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ResultError(f"result file {path.name} was not written") from None
-    except OSError as exc:
-        raise ResultError(f"cannot read {path.name}: {exc.strerror}") from None
+    text = _read_text(path)
     try:
         data = json.loads(text)
     except ValueError:
