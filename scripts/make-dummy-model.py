@@ -1,87 +1,193 @@
-"""Write a dummy-weight model folder (config.json + a tokenizer trained on the spot) with the
-architecture of a well-known dense model, for `vllm serve DIR --load-format dummy`.
+"""Write a model directory that vLLM serves offline with --load-format dummy: a config.json
+with a chosen architecture shape and a small tokenizer trained on the spot, no weights.
 
-    python scripts/make-dummy-model.py DIR [--preset llama-3.2-1b]
+Usage: python scripts/make-dummy-model.py DIR [--preset llama-3.2-1b|tiny] [--check]
+
+Presets: `tiny` (two layers, hidden size 128: the CPU end-to-end tests) and `llama-3.2-1b` (the
+shape published in Meta's Llama 3.2 1B config: 16 layers, hidden 2048, 32 heads, 8 KV heads,
+vocabulary 128,256; the SM90 reference page). The model's vocabulary may be larger than the
+tokenizer's: the extra rows are never produced by the tokenizer and cost only memory.
+
+The directory holds config.json, generation_config.json, tokenizer.json, tokenizer_config.json,
+special_tokens_map.json and chat_template.jinja; no weights (vLLM fills them with
+`--load-format dummy`). The tokenizer is a byte-level BPE trained on a fixed, generated corpus, so
+the output is byte-for-byte the same on every run. Needs the `tokenizers` package (present in the
+engine environment, where vLLM brings it).
+
+With --check nothing is written; the exit status is 1 when DIR differs from what would be written.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import random
+import sys
 from pathlib import Path
 
-# Shapes as published in each model's config.json; weights are never downloaded.
-PRESETS: dict[str, dict[str, object]] = {
+VOCAB_SIZE = 512
+SPECIALS = ["<unk>", "<s>", "</s>"]
+CHAT_TEMPLATE = (
+    "{{ bos_token }}{% for message in messages %}"
+    "<|{{ message['role'] }}|>\n{{ message['content'] }}{{ eos_token }}\n"
+    "{% endfor %}{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
+)
+WORDS = (  # noqa: SIM905 (a word list reads better as prose)
+    "the a an of to in on for with by from at as is are was be been being it this that these "
+    "those model server client token tokens request requests latency throughput batch cache "
+    "memory kernel tensor parallel pipeline expert attention decode prefill sequence length "
+    "prompt output input time first second third per mean median p99 value run runs running "
+    "gpu cpu card cards blackwell workstation wiki page table record benchmark sweep point "
+    "concurrency rate quant fp8 fp4 nvfp4 bf16 int4 weights dummy tiny small large fast slow "
+    "start stop ready health metrics log logs step steps fail failed ok error warning note "
+    "what which when where why how one two three four five six seven eight nine ten hundred "
+    "thousand and or not but if then else so because while until after before during over"
+).split()
+
+
+_LLAMA = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+    "torch_dtype": "bfloat16",
+    "hidden_act": "silu",
+    "rms_norm_eps": 1e-5,
+}
+# Shapes, as published in each model's config.json; weights are never downloaded.
+PRESETS: dict[str, dict] = {
+    "tiny": {
+        "hidden_size": 128,
+        "intermediate_size": 256,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 1,
+        "head_dim": 64,
+        "max_position_embeddings": 2048,
+        "rope_theta": 10000.0,
+        "tie_word_embeddings": False,
+    },
     "llama-3.2-1b": {
-        "architectures": ["LlamaForCausalLM"],
-        "model_type": "llama",
         "hidden_size": 2048,
         "intermediate_size": 8192,
         "num_hidden_layers": 16,
         "num_attention_heads": 32,
         "num_key_value_heads": 8,
         "head_dim": 64,
-        "vocab_size": 128256,
         "max_position_embeddings": 131072,
         "rope_theta": 500000.0,
-        "rms_norm_eps": 1e-05,
         "tie_word_embeddings": True,
-        "torch_dtype": "bfloat16",
+        "vocab_size": 128256,
     },
 }
 
-_CHAT_TEMPLATE = (
-    "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"
-    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
-)
+
+def model_config(preset: str, tokenizer_vocab: int) -> dict:
+    return {**_LLAMA, "vocab_size": tokenizer_vocab, **PRESETS[preset]}
 
 
-def _corpus() -> list[str]:
-    words = [
-        "the", "model", "runs", "on", "the", "card", "with", "memory", "and", "cache", "for",
-        "tokens", "per", "second", "while", "the", "server", "answers", "requests", "from",
-        "many", "clients", "across", "layers", "heads", "experts", "and", "batches",
-    ]
-    return [" ".join(words[(i * 7 + j) % len(words)] for j in range(40)) for i in range(400)]
+def corpus() -> list[str]:
+    rng = random.Random(20261130)
+    lines = []
+    for _ in range(4000):
+        n = rng.randint(4, 16)
+        words = [rng.choice(WORDS) for _ in range(n)]
+        if rng.random() < 0.3:
+            words.append(str(rng.randint(0, 99999)))
+        line = " ".join(words)
+        lines.append(line.capitalize() + rng.choice([".", ",", "?", "!", ":", ";"]))
+    return lines
 
 
-def write_model(dest: Path, preset: str) -> None:
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+def build_tokenizer_json() -> str:
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
-    dest.mkdir(parents=True, exist_ok=True)
-    config = dict(PRESETS[preset], bos_token_id=1, eos_token_id=2, pad_token_id=0)
-    (dest / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
     tok = Tokenizer(models.BPE(unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
+    tok.post_processor = processors.ByteLevel(trim_offsets=False)
     trainer = trainers.BpeTrainer(
-        vocab_size=2000,
-        special_tokens=["<pad>", "<s>", "</s>", "<unk>"],
+        vocab_size=VOCAB_SIZE,
+        special_tokens=SPECIALS,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
     )
-    tok.train_from_iterator(_corpus(), trainer)
-    tok.save(str(dest / "tokenizer.json"))
-    tok_config = {
-        "tokenizer_class": "PreTrainedTokenizerFast",
+    tok.train_from_iterator(corpus(), trainer=trainer)
+    data = json.loads(tok.to_str())
+    return json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False) + "\n"
+
+
+def dumps(obj: dict) -> str:
+    return json.dumps(obj, indent=2, sort_keys=True) + "\n"
+
+
+def files(preset: str) -> dict[str, str]:
+    tokenizer_json = build_tokenizer_json()
+    vocab_size = len(json.loads(tokenizer_json)["model"]["vocab"])
+    added = {
+        str(i): {
+            "content": s,
+            "lstrip": False,
+            "normalized": False,
+            "rstrip": False,
+            "single_word": False,
+            "special": True,
+        }
+        for i, s in enumerate(SPECIALS)
+    }
+    tokenizer_config = {
+        "added_tokens_decoder": added,
         "bos_token": "<s>",
         "eos_token": "</s>",
         "unk_token": "<unk>",
-        "pad_token": "<pad>",
-        "model_max_length": 131072,
-        "chat_template": _CHAT_TEMPLATE,
+        "pad_token": "</s>",
+        "clean_up_tokenization_spaces": False,
+        "model_max_length": PRESETS[preset]["max_position_embeddings"],
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "chat_template": CHAT_TEMPLATE,
     }
-    (dest / "tokenizer_config.json").write_text(json.dumps(tok_config, indent=2) + "\n")
-    gen = {"bos_token_id": 1, "eos_token_id": 2, "do_sample": False}
-    (dest / "generation_config.json").write_text(json.dumps(gen, indent=2) + "\n")
+    return {
+        "config.json": dumps(model_config(preset, vocab_size)),
+        "generation_config.json": dumps({"bos_token_id": 1, "eos_token_id": 2}),
+        "tokenizer.json": tokenizer_json,
+        "tokenizer_config.json": dumps(tokenizer_config),
+        "special_tokens_map.json": dumps(
+            {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "pad_token": "</s>"}
+        ),
+        "chat_template.jinja": CHAT_TEMPLATE + "\n",
+    }
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("dest", type=Path)
-    parser.add_argument("--preset", default="llama-3.2-1b", choices=sorted(PRESETS))
-    args = parser.parse_args()
-    write_model(args.dest, args.preset)
+    parser.add_argument("dir", type=Path)
+    parser.add_argument("--preset", choices=sorted(PRESETS), default="llama-3.2-1b")
+    parser.add_argument("--check", action="store_true", help="report differences, write nothing")
+    args = parser.parse_args(argv)
+    try:
+        wanted = files(args.preset)
+    except ImportError as exc:
+        print(f"error: {exc} (run this with the engine environment's python)", file=sys.stderr)
+        return 2
+    changed = []
+    for name, text in sorted(wanted.items()):
+        path = args.dir / name
+        if path.exists() and path.read_text(encoding="utf-8") == text:
+            continue
+        changed.append(name)
+        if not args.check:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(path.suffix + ".tmp")
+            tmp.write_text(text, encoding="utf-8", newline="\n")
+            tmp.replace(path)
+    if args.check:
+        for name in changed:
+            print(f"{args.dir / name}: would change")
+        return 1 if changed else 0
+    status = f"wrote {len(changed)} file(s)" if changed else "up to date"
+    print(f"{args.dir}: {args.preset} model {status}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

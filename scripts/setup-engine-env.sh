@@ -168,7 +168,7 @@ EOF
   step "stamp written"
 fi
 
-"$PY" tests/e2e/make_tiny_model.py "$TINY_MODEL_DIR"
+"$PY" scripts/make-dummy-model.py "$TINY_MODEL_DIR" --preset tiny
 step "tiny model in $TINY_MODEL_DIR"
 
 

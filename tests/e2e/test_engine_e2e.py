@@ -34,6 +34,7 @@ REPO = Path(__file__).resolve().parents[2]
 ENGINE_VENV = Path(os.environ.get("WIKI_ENGINE_VENV", REPO / ".venv-engine"))
 ENGINE_BIN = ENGINE_VENV / "bin"
 TREE = Path(__file__).resolve().parent / "tree"
+MAKE_MODEL = REPO / "scripts" / "make-dummy-model.py"
 TAG_VAR = "WIKI_E2E_TAG"
 
 pytestmark = [
@@ -68,7 +69,7 @@ SERVING_KEYS = (
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("tiny-model")
     subprocess.run(
-        [str(ENGINE_BIN / "python"), str(REPO / "tests/e2e/make_tiny_model.py"), str(out)],
+        [str(ENGINE_BIN / "python"), str(MAKE_MODEL), str(out), "--preset", "tiny"],
         check=True, capture_output=True, timeout=120,
     )
     return out
@@ -507,9 +508,9 @@ def test_port_already_in_use(make_run) -> None:
 
 def test_tiny_model_is_deterministic(tmp_path: Path, tiny_model: Path) -> None:
     again = tmp_path / "again"
-    script = str(REPO / "tests/e2e/make_tiny_model.py")
-    subprocess.run([str(ENGINE_BIN / "python"), script, str(again)], check=True,
-                   capture_output=True, timeout=120)
+    script = str(MAKE_MODEL)
+    subprocess.run([str(ENGINE_BIN / "python"), script, str(again), "--preset", "tiny"],
+                   check=True, capture_output=True, timeout=120)
     names = sorted(p.name for p in tiny_model.iterdir())
     assert names == sorted(p.name for p in again.iterdir())
     for name in names:
@@ -517,6 +518,7 @@ def test_tiny_model_is_deterministic(tmp_path: Path, tiny_model: Path) -> None:
     config = json.loads((tiny_model / "config.json").read_text())
     vocab = json.loads((tiny_model / "tokenizer.json").read_text())["model"]["vocab"]
     assert config["head_dim"] == 64 and config["vocab_size"] == len(vocab)
-    check = subprocess.run([str(ENGINE_BIN / "python"), script, str(again), "--check"],
+    check = subprocess.run([str(ENGINE_BIN / "python"), script, str(again), "--preset", "tiny",
+                            "--check"],
                            capture_output=True, text=True, timeout=120)
     assert check.returncode == 0, check.stdout
