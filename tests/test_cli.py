@@ -1,0 +1,44 @@
+"""The `wiki` command as a whole: every subcommand is documented on the contributing page, and
+the module entry point runs."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+from wikitools.cli import build_parser, main
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _subcommands(parser: argparse.ArgumentParser, prefix: str = "wiki") -> list[str]:
+    names: list[str] = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                names.append(f"{prefix} {name}")
+                names.extend(_subcommands(sub, f"{prefix} {name}"))
+    return names
+
+
+def test_every_subcommand_is_documented_on_the_contributing_page() -> None:
+    page = (REPO / "wiki" / "contributing.md").read_text(encoding="utf-8")
+    commands = _subcommands(build_parser())
+    assert "wiki runbook run" in commands and "wiki support-bundle" in commands
+    missing = [c for c in commands if c not in page]
+    assert missing == []
+
+
+def test_module_entry_point_runs() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "wikitools", "--help"], capture_output=True, text=True, check=False
+    )
+    assert out.returncode == 0
+    assert "runbook" in out.stdout and "support-bundle" in out.stdout
+
+
+def test_usage_errors_exit_2(capsys) -> None:
+    assert main(["no-such-command"]) == 2
+    assert "invalid choice" in capsys.readouterr().err
