@@ -2,19 +2,12 @@
 """Write INDEX.md, the catalog of every wiki page (same as `wiki index`).
 
 Usage: python scripts/generate-wiki-index.py [--check [--diff]] [--stdout] [--root DIR]
+Without --root it indexes the repository this script belongs to.
 """
 
-from __future__ import annotations
-
 import sys
-from pathlib import Path
 
-try:
-    import wikitools  # noqa: F401
-except ImportError:  # running from a checkout without `pip install -e .`
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from wikitools.cli import main
+from _entry import run
 
 if __name__ == "__main__":
-    raise SystemExit(main(["index", *sys.argv[1:]]))
+    raise SystemExit(run("index", sys.argv[1:]))

@@ -1,0 +1,29 @@
+"""Start-up shared by the scripts: use the `wikitools` of this checkout (installed or not), run
+one `wiki` subcommand on this repository unless `--root` says otherwise, and say how to install
+the dependencies when they are missing."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def run(command: str, argv: list[str]) -> int:
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+    try:
+        from wikitools.cli import build_parser, main
+
+        build_parser()  # imports every command, hence every dependency
+    except ModuleNotFoundError as exc:
+        print(
+            f"{Path(sys.argv[0]).name}: error: the Python package {exc.name!r} is missing; "
+            "run `make site` (or `pip install -e .`) and use .venv/bin/python",
+            file=sys.stderr,
+        )
+        return 2
+    if not any(a == "--root" or a.startswith("--root=") for a in argv):
+        argv = ["--root", str(REPO), *argv]
+    return main([command, *argv])
