@@ -211,9 +211,9 @@ def parse_page(text: str, path: str = "<string>") -> Page:
     page = Page(path=path, text=text)
     lines = text.split("\n")
     body_lines = _take_front_matter(page, lines)
-    body_lines, offsets = _flatten_containers(page, body_lines)
+    body_lines = _flatten_containers(page, body_lines)
     tokens = _MD.parse("\n".join(body_lines))
-    _Walker(page, lines, offsets).walk(tokens)
+    _Walker(page, lines).walk(tokens)
     return page
 
 
@@ -273,11 +273,10 @@ def _indent(line: str) -> int:
     return len(line) - len(line.lstrip(" "))
 
 
-def _flatten_containers(page: Page, lines: list[str]) -> tuple[list[str], list[int]]:
+def _flatten_containers(page: Page, lines: list[str]) -> list[str]:
     """Dedent the bodies of admonitions and content tabs so that markdown-it parses them as
-    ordinary Markdown; returns the new lines and, per line, the number of columns removed."""
+    ordinary Markdown. Line numbers are kept; columns are read back from the original lines."""
     out: list[str] = []
-    offsets: list[int] = []
     depth = 0  # open containers; each one removed four columns from its body
     fence: tuple[str, int] | None = None  # (char, length) of an open fence in the dedented text
     for number, original in enumerate(lines, start=1):
@@ -305,8 +304,7 @@ def _flatten_containers(page: Page, lines: list[str]) -> tuple[list[str], list[i
                 depth += 1
                 line = ""
         out.append(line)
-        offsets.append(removed)
-    return out, offsets
+    return out
 
 
 def _add_container_title(page: Page, original: str, removed: int, number: int, rest: str) -> None:
@@ -397,10 +395,9 @@ def _code_span_end(content: str, markup: str, cursor: int) -> int:
 class _Walker:
     """Turns the token stream into Page elements, mapping positions back to the source."""
 
-    def __init__(self, page: Page, lines: list[str], offsets: list[int]) -> None:
+    def __init__(self, page: Page, lines: list[str]) -> None:
         self.page = page
         self.lines = lines
-        self.offsets = offsets
 
     # positions -------------------------------------------------------------
 
