@@ -252,3 +252,20 @@ def test_lint_yaml_comment_cuts_value(tmp_path: Path, capsys) -> None:
         "wiki/a.md:3:22: FM005 front matter 'description' is cut short at ' #' (YAML reads the"
         " rest as a comment); put the value in quotes",
     ]
+
+
+def test_pages_unreachable_from_home_are_reported(tmp_path: Path, capsys) -> None:
+    make_tree(tmp_path, {
+        "wiki/index.md": "# Home\n\nSee [models](models/) and [a](a.md#part).\n",
+        "wiki/a.md": "# A\n",
+        "wiki/models/index.md": "# Models\n\n[x](x.md)\n",
+        "wiki/models/x.md": "# X\n\nBack [home](../index.md).\n",
+        "wiki/orphan.md": "# Orphan\n\nLinks out to [a](a.md) but nothing links here.\n",
+        "wiki/models/stray.md": "# Stray\n",
+    })
+    code, out, _ = run(["lint", "--root", str(tmp_path)], capsys)
+    assert code == 0  # warnings only
+    assert [line.split(" LNK002 ")[0] for line in out if " LNK002 " in line] == [
+        "wiki/models/stray.md:1:1:",
+        "wiki/orphan.md:1:1:",
+    ]

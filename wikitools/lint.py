@@ -2,8 +2,9 @@
 
 Codes: FM003 unknown status value, FM004 front matter key of the wrong type, FM005 value cut
 short by a YAML comment (warning), PG003 more than one
-level-1 heading, LNK001 link to a file that does not exist, IDX001 page without a title (shared
-with the index). FM001/FM002/PG001/PG002 come from the parser.
+level-1 heading, LNK001 link to a file that does not exist, LNK002 page that no chain of links
+from the home page reaches (warning), IDX001 page without a title (shared with the index).
+FM001/FM002/PG001/PG002 come from the parser.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ def lint_pages(config: WikiConfig, pages: list[Page]) -> list[Diagnostic]:
         out.extend(check_front_matter(config, page))
         out.extend(check_headings(page))
         out.extend(check_links(page, known, exists))
+    out.extend(check_reachable(config, pages))
     return out
 
 
@@ -166,4 +168,41 @@ def check_links(
         what = "image" if link.kind == "image" else "page"
         yield Diagnostic(
             page.path, link.line, link.col, "LNK001", f"link to missing {what} '{target}'{suffix}"
+        )
+
+
+def _link_targets(page: Page) -> Iterator[str]:
+    """Pages that `page` links to, as root-relative POSIX paths (folders mean their index.md)."""
+    folder = posixpath.dirname(page.path)
+    for link in page.links:
+        target = _local_target(link.target) if link.kind == "link" else None
+        if target is None:
+            continue
+        resolved = posixpath.normpath(posixpath.join(folder, target))
+        if target.endswith("/") or not resolved.endswith(".md"):
+            resolved = posixpath.join(resolved, "index.md")
+        yield resolved
+
+
+def check_reachable(config: WikiConfig, pages: list[Page]) -> Iterator[Diagnostic]:
+    """LNK002 for each page under docs_dir that no chain of links from its home page
+    (`index.md` or `README.md` at the top of docs_dir) reaches. Silent without a home page."""
+    docs = "" if config.docs_dir in ("", ".") else config.docs_dir.rstrip("/") + "/"
+    in_docs = {p.path: p for p in pages if p.path.startswith(docs)}
+    home = next((docs + n for n in ("index.md", "README.md") if docs + n in in_docs), None)
+    if home is None:
+        return
+    seen: set[str] = set()
+    todo = [home]
+    while todo:
+        path = todo.pop()
+        if path in seen or path not in in_docs:
+            continue
+        seen.add(path)
+        todo.extend(_link_targets(in_docs[path]))
+    for path in sorted(set(in_docs) - seen):
+        yield Diagnostic(
+            path, 1, 1, "LNK002",
+            f"no chain of links from {home} reaches this page; link it from a hub or section index",
+            Severity.WARNING,
         )
