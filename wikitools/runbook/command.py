@@ -317,6 +317,11 @@ _DOCKER_VALUE = {
 _DOCKER_BOOL_SHORT = set("dit")  # -d -i -t and combinations (-it, -dit)
 
 
+def _assignments(words: list[str]) -> list[tuple[str, str]]:
+    """The `NAME=value` words among `words`, as (name, value), in order."""
+    return [(m.group(1), m.group(2)) for m in map(_ASSIGN.match, words) if m]
+
+
 def _strip_prefixes(argv: list[str], env: list[tuple[str, str]], wrappers: list[str]) -> int:
     """Index of the real command after `K=V` prefixes and exec/env/nohup/time/sudo/uv run."""
     i = 0
@@ -541,20 +546,15 @@ def _find_in_script(script: str, depth: int = 0) -> tuple[_Found, list[tuple[str
         if not argv:
             continue
         if argv[0] == "export":
-            for a in argv[1:]:
-                m = _ASSIGN.match(a)
-                if m:
-                    env.append((m.group(1), m.group(2)))
+            env.extend(_assignments(argv[1:]))
             continue
         if argv[0] == "unset":
             names = {a for a in argv[1:] if not a.startswith("-")}
             env = [(k, v) for k, v in env if k not in names]
             continue
-        if all(_ASSIGN.match(a) for a in argv):
-            for a in argv:
-                m = _ASSIGN.match(a)
-                assert m
-                env.append((m.group(1), m.group(2)))
+        pairs = _assignments(argv)
+        if len(pairs) == len(argv):
+            env.extend(pairs)
             continue
         found = _find(argv, cmd.words if depth == 0 else None, depth)
         if found is not None:
@@ -909,10 +909,7 @@ def _collect_env(text: str, out: list[tuple[str, str, str]], depth: int) -> None
         if not argv:
             continue
         if argv[0] == "export":
-            for a in argv[1:]:
-                m = _ASSIGN.match(a)
-                if m:
-                    out.append((m.group(1), m.group(2), "export"))
+            out.extend((k, v, "export") for k, v in _assignments(argv[1:]))
             continue
         i = 0
         while i < len(argv) and _ASSIGN.match(argv[i]):
