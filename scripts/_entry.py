@@ -1,13 +1,17 @@
 """Start-up shared by the scripts: use the `wikitools` of this checkout (installed or not), run
-one `wiki` subcommand on this repository unless `--root` says otherwise, and say how to install
-the dependencies when they are missing."""
+one `wiki` subcommand on this repository unless `--root` says otherwise. When the running Python
+lacks the dependencies, the scripts run again under the checkout's `.venv` (made by `make site`),
+or say how to install them."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+VENV_PYTHON = REPO / ".venv" / "bin" / "python"
+_REEXEC = "WIKI_SCRIPT_REEXEC"  # set once, so a broken .venv cannot loop
 
 
 def run(command: str, argv: list[str]) -> int:
@@ -18,6 +22,9 @@ def run(command: str, argv: list[str]) -> int:
 
         build_parser()  # imports every command, hence every dependency
     except ModuleNotFoundError as exc:
+        if VENV_PYTHON.is_file() and not os.environ.get(_REEXEC):
+            os.environ[_REEXEC] = "1"
+            os.execv(VENV_PYTHON, [str(VENV_PYTHON), sys.argv[0], *sys.argv[1:]])
         print(
             f"{Path(sys.argv[0]).name}: error: the Python package {exc.name!r} is missing; "
             "run `make site` (or `pip install -e .`) and use .venv/bin/python",

@@ -42,3 +42,17 @@ def test_module_entry_point_runs() -> None:
 def test_usage_errors_exit_2(capsys) -> None:
     assert main(["no-such-command"]) == 2
     assert "invalid choice" in capsys.readouterr().err
+
+
+def test_scripts_run_again_under_the_checkout_venv_when_dependencies_are_missing() -> None:
+    if not (REPO / ".venv" / "bin" / "python").is_file():
+        import pytest
+
+        pytest.skip("no .venv in this checkout")
+    # -S hides site-packages, as a system Python without the dependencies would.
+    out = subprocess.run(
+        [sys.executable, "-S", str(REPO / "scripts" / "generate-wiki-index.py"), "--check"],
+        capture_output=True, text=True, check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "INDEX.md is up to date" in out.stderr + out.stdout
