@@ -183,17 +183,23 @@ def _client(client: ClientBlock, value: str | None, artifacts_dir: str, base: st
     )
 
 
+def _command_lines(env: dict[str, str], command: str) -> list[str]:
+    """The `env added` and `command` lines shared by the server and each client."""
+    out = []
+    if env:
+        pairs = " ".join(f"{k}={shell_quote(v)}" for k, v in sorted(env.items()))
+        out.append(f"  env added: {pairs}")
+    out.append("  command (bash -c, in the wiki root):")
+    return out + ["    " + line for line in command.splitlines()]
+
+
 def format_plan(plan: Plan) -> str:
     """Human-readable plan (what `wiki runbook plan` prints, before the verdict)."""
     rb = plan.runbook
     srv = plan.server
     out = [f"runbook {rb.ref}", f"blocks  {rb.blocks_hash}", f"artifacts {plan.artifacts_dir}/",
            "", "server:"]
-    if srv.display_env:
-        out.append("  env added: " + " ".join(f"{k}={shell_quote(v)}"
-                                              for k, v in sorted(srv.display_env.items())))
-    out.append("  command (bash -c, in the wiki root):")
-    out += ["    " + line for line in srv.display_command.splitlines()]
+    out += _command_lines(srv.display_env, srv.display_command)
     out.append(f"  ready: {srv.health_url} within {srv.ready_timeout:g} s; "
                f"stop: TERM, KILL after {srv.stop_timeout:g} s")
     out.append(f"  log: {srv.log_path}")
@@ -203,11 +209,7 @@ def format_plan(plan: Plan) -> str:
         out.append("")
         point = f" [{c.sweep_var}={c.point_value}]" if c.point_value is not None else ""
         out.append(f"client {c.name} ({c.kind}){point}:")
-        if c.display_env:
-            out.append("  env added: " + " ".join(f"{k}={shell_quote(v)}"
-                                                  for k, v in sorted(c.display_env.items())))
-        out.append("  command (bash -c, in the wiki root):")
-        out += ["    " + line for line in c.display_command.splitlines()]
+        out += _command_lines(c.display_env, c.display_command)
         out.append(f"  timeout: {c.timeout:g} s; result: {c.result_path or '(output only)'} "
                    f"({c.parser}); log: {c.log_path}")
     if not plan.clients:
