@@ -4,12 +4,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: site test setup engine check serve clean
+.PHONY: site test setup engine docker check serve clean
 
 site: setup
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
-test: setup engine
+test: setup engine docker
 	$(BIN)/ruff check wikitools tests scripts benchmarks
 	$(BIN)/wiki check
 	$(BIN)/pytest -q
@@ -26,6 +26,10 @@ $(STAMP): pyproject.toml
 # The real vLLM (CPU build) used by the end-to-end runbook tests, in its own environment.
 engine:
 	bash scripts/setup-engine-env.sh .venv-engine
+
+# A Docker daemon (started when none answers) and the local images of the container runbook tests.
+docker:
+	bash scripts/setup-docker.sh
 
 check: setup
 	$(BIN)/wiki check
