@@ -1,0 +1,397 @@
+"""Container runbooks end to end against a real Docker daemon and the real vLLM CPU engine.
+
+`wiki runbook run` runs the pages in tests/e2e/docker-tree: `docker run` (detached, with a shell
+entrypoint), `docker compose up -d`, and an image whose entrypoint is the server, each serving the
+tiny model from the engine environment bind-mounted into a local Debian image; and the faults:
+image missing, container exiting during start-up, container name taken by someone else's
+container, `--gpus` without the NVIDIA container runtime, Ctrl-C during the client.
+
+Needs a Docker daemon and the local images from `scripts/setup-docker.sh` (which `make test`
+runs), and `.venv-engine`; skipped with the reason otherwise. Every container of these pages
+carries the label wiki-e2e=<tag of the test>; after each run none may be left, nor any process
+carrying the tag in its environment, and the port must be free.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+ENGINE_VENV = Path(os.environ.get("WIKI_ENGINE_VENV", REPO / ".venv-engine"))
+ENGINE_BIN = ENGINE_VENV / "bin"
+TREE = Path(__file__).resolve().parent / "docker-tree"
+MAKE_MODEL = REPO / "scripts" / "make-dummy-model.py"
+DOCKER_CACHE = REPO / ".cache" / "docker"
+TAG_VAR = "WIKI_E2E_TAG"
+IMAGES = ("wiki-test/bookworm:minbase-v1", "wiki-test/vllm-openai:cpu-v1")
+
+
+def _docker(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout,
+                          check=False)
+
+
+def _why_no_docker() -> str | None:
+    if shutil.which("docker") is None:
+        return "docker is not installed (scripts/setup-docker.sh installs it)"
+    try:
+        info = _docker("info", "--format", "{{.ServerVersion}}", timeout=20)
+    except subprocess.TimeoutExpired:
+        return "the Docker daemon did not answer within 20 s"
+    if info.returncode != 0:
+        note = DOCKER_CACHE / "unavailable"
+        why = note.read_text().strip() if note.is_file() else info.stderr.strip()[:200]
+        return f"no Docker daemon answers ({why}); scripts/setup-docker.sh starts one"
+    missing = [i for i in IMAGES if _docker("image", "inspect", i).returncode != 0]
+    if missing:
+        return f"local images missing ({', '.join(missing)}); scripts/setup-docker.sh builds them"
+    return None
+
+
+_NO_DOCKER = _why_no_docker()
+
+pytestmark = [
+    pytest.mark.engine,
+    pytest.mark.docker,
+    pytest.mark.skipif(_NO_DOCKER is not None, reason=_NO_DOCKER or ""),
+    pytest.mark.skipif(
+        not (ENGINE_BIN / "vllm").is_file(),
+        reason=f"engine environment missing ({ENGINE_VENV}); create it with "
+        "scripts/setup-engine-env.sh",
+    ),
+]
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("tiny-model")
+    subprocess.run([str(ENGINE_BIN / "python"), str(MAKE_MODEL), str(out), "--preset", "tiny"],
+                   check=True, capture_output=True, timeout=120)
+    return out
+
+
+def _python_home() -> str:
+    """The base installation of the engine's Python (its bin/python is a link into it)."""
+    out = subprocess.run([str(ENGINE_BIN / "python"), "-c", "import sys; print(sys.base_prefix)"],
+                         check=True, capture_output=True, text=True, timeout=60)
+    return os.path.realpath(out.stdout.strip())
+
+
+def tagged_pids(tag: str) -> list[int]:
+    needle = f"{TAG_VAR}={tag}".encode()
+    found = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            env = (d / "environ").read_bytes()
+            state = (d / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z" and needle in env.split(b"\0"):
+            found.append(int(d.name))
+    return found
+
+
+def labelled(tag: str) -> list[str]:
+    """IDs of containers (running or not) labelled with this test's tag."""
+    out = _docker("ps", "-aq", "--no-trunc", "--filter", f"label=wiki-e2e={tag}")
+    return out.stdout.split()
+
+
+def container_exists(ref: str) -> bool:
+    return _docker("container", "inspect", ref).returncode == 0
+
+
+def port_free(port: int) -> bool:
+    import socket
+
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return False
+    except OSError:
+        return True
+
+
+class Run:
+    def __init__(self, root: Path, runbook: str, tiny_model: Path, port: int) -> None:
+        self.root = root
+        self.runbook = runbook
+        self.port = port
+        self.tag = uuid.uuid4().hex[:16]
+        self.env = dict(os.environ)
+        self.env.update(
+            PATH=f"{ENGINE_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+            TINY_MODEL=str(tiny_model),
+            ENGINE_ENV=str(ENGINE_VENV.resolve()),
+            PYTHON_HOME=_python_home(),
+            HF_HUB_OFFLINE="1",
+            NO_COLOR="1",
+            **{TAG_VAR: self.tag},
+        )
+        self.env.pop("VIRTUAL_ENV", None)
+        self.argv = [sys.executable, "-m", "wikitools", "runbook", "run", runbook, "--yes"]
+        self.proc: subprocess.Popen[str] | None = None
+        self.stdout = ""
+        self.stderr = ""
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(self.argv, cwd=self.root, env=self.env, text=True,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    def wait(self, timeout: float) -> int:
+        assert self.proc is not None
+        try:
+            self.stdout, self.stderr = self.proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.stdout, self.stderr = self.proc.communicate()
+            self.cleanup()
+            pytest.fail(f"wiki runbook run {self.runbook} did not finish in {timeout:g} s\n"
+                        f"{self.output}")
+        return self.proc.returncode
+
+    def __call__(self, timeout: float = 900) -> int:
+        self.start()
+        return self.wait(timeout)
+
+    @property
+    def output(self) -> str:
+        return f"--- stdout\n{self.stdout}\n--- stderr\n{self.stderr}"
+
+    def record(self) -> dict[str, Any]:
+        paths = sorted((self.root / "runbooks" / self.runbook).glob("*.json"))
+        assert len(paths) == 1, f"expected one record, found {paths}\n{self.output}"
+        text = paths[0].read_text(encoding="utf-8")
+        data = json.loads(text)
+        assert text == json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+        return data
+
+    def cleanup(self) -> None:
+        """Last resort after a failed test: only what carries this test's tag."""
+        for cid in labelled(self.tag):
+            _docker("rm", "-f", cid)
+        for pid in tagged_pids(self.tag):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+
+    def assert_nothing_left(self) -> None:
+        deadline = time.monotonic() + 10
+        while (labelled(self.tag) or tagged_pids(self.tag)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        containers, pids = labelled(self.tag), tagged_pids(self.tag)
+        self.cleanup()
+        assert not containers, f"containers left: {containers}"
+        assert not pids, f"processes left: {pids}"
+        assert port_free(self.port), f"port {self.port} still accepts connections"
+
+
+@pytest.fixture
+def make_run(tmp_path: Path, tiny_model: Path):
+    runs: list[Run] = []
+    root = tmp_path / "wiki-root"
+    shutil.copytree(TREE, root)
+
+    def make(runbook: str, port: int) -> Run:
+        run = Run(root, runbook, tiny_model, port)
+        runs.append(run)
+        return run
+
+    yield make
+    for run in runs:
+        run.cleanup()
+
+
+def step(record: dict[str, Any], name: str) -> dict[str, Any]:
+    for s in record["steps"]:
+        if s["name"] == name:
+            return s
+    raise AssertionError(f"no step {name!r} in {[s['name'] for s in record['steps']]}")
+
+
+def image_id(image: str) -> str:
+    out = _docker("image", "inspect", "--format", "{{.Id}}", image)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
+def assert_containers_gone(rec: dict[str, Any]) -> list[str]:
+    ids = rec["server"]["containers"]
+    assert ids, rec["server"]
+    for cid in ids:
+        assert re.fullmatch(r"[0-9a-f]{64}", cid), cid
+        assert not container_exists(cid), f"container {cid} is still there"
+    return ids
+
+
+def assert_failed(run: Run, rc: int, failed_step: str) -> dict[str, Any]:
+    assert rc == 1, run.output
+    rec = run.record()
+    assert rec["status"] == "failed", rec
+    assert rec["failed_step"] == failed_step, (rec["failed_step"], rec["message"])
+    assert rec["message"] and "\n" not in rec["message"]
+    assert "Traceback" not in run.stderr, run.output
+    return rec
+
+
+# --------------------------------------------------------------------------- success
+
+
+def test_docker_run_detached_end_to_end(make_run) -> None:
+    run = make_run("docker-vllm", 18471)
+    rc = run(timeout=900)
+    assert rc == 0, run.output
+    rec = run.record()
+    assert rec["status"] == "ok", rec["message"]
+    assert all(s["status"] == "ok" for s in rec["steps"]), rec["steps"]
+
+    # Image name and its content digest (a local image has no registry digest: its ID).
+    assert rec["engine"]["image"] == "wiki-test/bookworm:minbase-v1"
+    assert rec["engine"]["image_id"] == image_id("wiki-test/bookworm:minbase-v1")
+    assert rec["engine"]["image_digest"] == rec["engine"]["image_id"]
+    assert rec["engine"]["version"].startswith("0.32.0")
+
+    # `-e` settings are the server's environment, secrets masked everywhere.
+    env = rec["server"]["env"]
+    assert env["VLLM_CPU_KVCACHE_SPACE"] == "1" and env["HF_HUB_OFFLINE"] == "1"
+    assert env["HF_TOKEN"] == "***"
+    assert "hf_e2e_not_a_real_token" not in json.dumps(rec)
+    # The executor asked docker for the container ID and followed the detached container's log.
+    assert "--cidfile" in rec["server"]["command"]
+    assert rec["markers"]["kv_cache_tokens"] == 2_097_152
+    (cid,) = assert_containers_gone(rec)
+    assert cid[:12] in step(rec, "teardown")["message"]
+
+    (client,) = rec["clients"]
+    (point,) = client["points"]
+    assert point["status"] == "ok", point
+    own = json.loads((run.root / point["result_file"]).read_text())
+    assert own["completed"] == 8 and point["metrics"]["completed"] == 8
+    assert point["metrics"]["output_throughput"] == own["output_throughput"]
+    run.assert_nothing_left()
+
+
+def test_compose_up_detached_end_to_end(make_run) -> None:
+    run = make_run("compose-vllm", 18472)
+    rc = run(timeout=900)
+    assert rc == 0, run.output
+    rec = run.record()
+    assert rec["status"] == "ok", rec["message"]
+    assert rec["engine"]["image"] == "wiki-test/bookworm:minbase-v1"
+    assert rec["engine"]["image_digest"] == image_id("wiki-test/bookworm:minbase-v1")
+    # The compose file's environment is the server's environment.
+    assert rec["server"]["env"]["VLLM_CPU_KVCACHE_SPACE"] == "1"
+    assert rec["server"]["model"] == "tiny"
+    assert rec["markers"]["kv_cache_tokens"] == 2_097_152  # `docker compose logs -f` followed
+    # The compose file from the page was written beside the run's artifacts and run from there.
+    art = run.root / rec["artifacts_dir"]
+    assert (art / "compose.yaml").read_text().startswith("services:\n")
+    assert "compose" in step(rec, "teardown")["message"]
+    assert_containers_gone(rec)
+    (client,) = rec["clients"]
+    assert client["points"][0]["status"] == "ok"
+    run.assert_nothing_left()
+
+
+# --------------------------------------------------------------------------- faults
+
+
+def test_ctrl_c_during_client_stops_entrypoint_container(make_run) -> None:
+    run = make_run("entrypoint-vllm", 18473)
+    run.start()
+    deadline = time.monotonic() + 900
+    client_log = None
+    while time.monotonic() < deadline and client_log is None:
+        assert run.proc is not None and run.proc.poll() is None, (
+            "run ended before the client started:\n" + run.proc.communicate()[0])
+        client_log = next((run.root / ".artifacts" / "entrypoint-vllm").glob("*/slow.log"), None)
+        time.sleep(0.2)
+    assert client_log is not None, "the client never started"
+    time.sleep(3)
+    assert run.proc.poll() is None
+    run.proc.send_signal(signal.SIGINT)
+    rc = run.wait(timeout=120)
+    rec = assert_failed(run, rc, "client:slow")
+    assert "SIGINT" in rec["message"]
+    assert step(rec, "ready")["status"] == "ok"  # the entrypoint image served
+    assert step(rec, "teardown")["status"] == "ok", rec["steps"]
+    assert rec["engine"]["image"] == "wiki-test/vllm-openai:cpu-v1"
+    assert_containers_gone(rec)
+    run.assert_nothing_left()
+
+
+def test_image_missing(make_run) -> None:
+    run = make_run("docker-no-image", 18474)
+    rc = run(timeout=300)
+    rec = run.record()
+    assert_failed(run, rc, rec["failed_step"])
+    assert rec["failed_step"] in ("start", "ready")
+    assert "Unable to find image 'wiki-test/no-such-image:v0' locally" in rec["message"]
+    assert rec["server"]["containers"] == []
+    assert step(rec, "teardown")["status"] == "ok"
+    run.assert_nothing_left()
+
+
+def test_container_exits_during_startup(make_run) -> None:
+    run = make_run("docker-exits", 18475)
+    rc = run(timeout=600)
+    rec = assert_failed(run, rc, "ready")
+    assert "exited with code 1" in rec["message"], rec["message"]
+    # The cause comes from the container's own log (docker logs), not from docker run.
+    assert "/nonexistent/tiny-model" in rec["message"] or "HFValidationError" in rec["message"]
+    assert any("/nonexistent/tiny-model" in line for line in rec["server"]["log_tail"])
+    # Not started with --rm: the run removes the container it created.
+    assert_containers_gone(rec)
+    assert step(rec, "teardown")["status"] == "ok"
+    run.assert_nothing_left()
+
+
+def test_container_name_taken_by_someone_else(make_run) -> None:
+    run = make_run("docker-name-taken", 18476)
+    name = f"wiki-e2e-busy-{run.tag}"
+    made = _docker("run", "-d", "--name", name, "--label", f"wiki-e2e-foreign={run.tag}",
+                   "--network", "none", "wiki-test/bookworm:minbase-v1", "sleep", "300")
+    assert made.returncode == 0, made.stderr
+    foreign = made.stdout.strip()
+    try:
+        rc = run(timeout=300)
+        rec = assert_failed(run, rc, "preflight")
+        assert (f"container name {name} already in use by a container this run did not "
+                f"start") in rec["message"], rec["message"]
+        assert foreign[:12] in rec["message"]
+        # That container is untouched: same ID, still running.
+        state = _docker("container", "inspect", "--format", "{{.Id}} {{.State.Running}}", name)
+        assert state.stdout.split() == [foreign, "true"], state
+        assert "start" not in [s["name"] for s in rec["steps"]]
+    finally:
+        _docker("rm", "-f", foreign)
+    run.assert_nothing_left()
+
+
+def test_gpus_without_nvidia_runtime_refused_in_preflight(make_run) -> None:
+    info = _docker("info", "--format", "{{json .Runtimes}}")
+    if "nvidia" in info.stdout or shutil.which("nvidia-container-runtime-hook"):
+        pytest.skip("this host has the NVIDIA container runtime")
+    run = make_run("docker-gpus", 18477)
+    rc = run(timeout=120)
+    rec = assert_failed(run, rc, "preflight")
+    assert "--gpus" in rec["message"] and "NVIDIA container runtime" in rec["message"]
+    assert "could not select device driver" not in rec["message"]  # not docker's raw error
+    assert "start" not in [s["name"] for s in rec["steps"]]
+    run.assert_nothing_left()
