@@ -1,0 +1,284 @@
+"""Reading Compose files: the services of a `docker compose` file as community pages write them
+(`command:` / `entrypoint:` as lists or strings, `environment:` as a map or a list, `$$`
+escapes, `${VAR:-default}` interpolation) turned into the argv each container runs, its
+environment and image. What is a launcher inside that argv is `launcher`'s job."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+# Compose interpolation: $$ (a literal $), ${VAR}, ${VAR:-default}, ${VAR-default},
+# ${VAR:?message}, ${VAR?message}, ${VAR:+alt}, $VAR.
+_INTERP = re.compile(
+    r"\$(?:(?P<dollar>\$)|\{(?P<name>[A-Za-z_]\w*)(?:(?P<op>:?[-?+])(?P<arg>[^}]*))?\}"
+    r"|(?P<bare>[A-Za-z_]\w*))"
+)
+# Default file names `docker compose` looks for, in its order.
+DEFAULT_FILES = ("compose.yaml", "compose.yml", "docker-compose.yml", "docker-compose.yaml")
+
+
+class ComposeError(ValueError):
+    """A compose file that cannot be read (YAML error, no services)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Service:
+    name: str
+    image: str | None
+    container_name: str | None
+    argv: tuple[str, ...]  # entrypoint + command as the container runs them ( () = image default)
+    entrypoint_set: bool  # the file sets entrypoint (the image's own entrypoint is replaced)
+    env: tuple[tuple[str, str], ...]  # environment, interpolated, in file order
+    gpus: bool  # asks for NVIDIA GPUs (deploy devices, runtime: nvidia, gpus:)
+    network_mode: str | None
+    labels: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ComposeFile:
+    services: tuple[Service, ...]
+    name: str | None = None  # top-level `name:` (the project name), interpolated
+    problems: tuple[str, ...] = field(default=())
+
+    def service(self, name: str) -> Service | None:
+        for s in self.services:
+            if s.name == name:
+                return s
+        return None
+
+
+def looks_like_compose(text: str) -> bool:
+    """A YAML text with a top-level `services:` key (cheap test before parsing)."""
+    return re.search(r"(?m)^services:\s*$", text) is not None
+
+
+def interpolate(value: str, env: Mapping[str, str]) -> str:
+    """Compose's variable substitution with `env` as the host environment: unknown variables
+    take their default, or become empty as Compose does; `$$` becomes `$`."""
+
+    def sub(m: re.Match[str]) -> str:
+        if m["dollar"]:
+            return "$"
+        name = m["name"] or m["bare"]
+        op, arg = m["op"], m["arg"] or ""
+        have = name in env
+        val = env.get(name, "")
+        if op in (":-", "-"):
+            use_default = not have or (op == ":-" and val == "")
+            return interpolate(arg, env) if use_default else val
+        if op in (":+", "+"):
+            present = have and (op == "+" or val != "")
+            return interpolate(arg, env) if present else ""
+        return val if have else (f"${{{name}}}" if op in (":?", "?") else "")
+
+    return _INTERP.sub(sub, value)
+
+
+def _strings(value: Any) -> list[str] | None:
+    if value is None:
+        return None
+    if isinstance(value, list):
+        return [str(v) for v in value]
+    return [str(value)]
+
+
+def _split(text: str) -> list[str]:
+    try:
+        return shlex.split(text)
+    except ValueError:
+        return text.split()
+
+
+def _env_items(value: Any, host: Mapping[str, str]) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    if isinstance(value, dict):
+        for k, v in value.items():
+            out.append((str(k), "" if v is None else interpolate(_scalar(v), host)))
+    elif isinstance(value, list):
+        for item in value:
+            k, eq, v = str(item).partition("=")
+            out.append((k, interpolate(v, host) if eq else host.get(k, f"${{{k}}}")))
+    return out
+
+
+def _scalar(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
+def _wants_gpus(svc: dict[str, Any]) -> bool:
+    if str(svc.get("runtime", "")).lower() == "nvidia" or svc.get("gpus"):
+        return True
+    devices = (((svc.get("deploy") or {}).get("resources") or {}).get("reservations") or {}).get(
+        "devices") or []
+    for d in devices if isinstance(devices, list) else []:
+        if isinstance(d, dict) and ("gpu" in (d.get("capabilities") or []) or
+                                    str(d.get("driver", "")).lower() == "nvidia"):
+            return True
+    return False
+
+
+def service_argv(entrypoint: Any, command: Any, host: Mapping[str, str]) -> tuple[list[str], bool]:
+    """The argv a service's container runs: entrypoint then command, each a list or a string
+    (a string is split the way a shell would, as Compose does). When the entrypoint ends with a
+    shell's `-c`, a string command is kept whole as the script: that is what page authors mean
+    by `entrypoint: ["/bin/bash", "-lc"]` + `command: |`."""
+    ep = _strings(entrypoint)
+    cmd = _strings(command)
+    ep_list = [interpolate(a, host) for a in (ep if isinstance(entrypoint, list) else
+                                              _split(ep[0]) if ep else [])]
+    script = bool(ep_list) and re.fullmatch(r"-\w*c", ep_list[-1]) is not None
+    if cmd is None:
+        cmd_list: list[str] = []
+    elif isinstance(command, list):
+        cmd_list = [interpolate(a, host) for a in cmd]
+        if script and len(cmd_list) > 1:
+            cmd_list = [" ".join(cmd_list)]
+    else:
+        text = interpolate(cmd[0], host)
+        cmd_list = [text] if script else _split(text)
+    return ep_list + cmd_list, entrypoint is not None
+
+
+def parse_compose(text: str, host: Mapping[str, str] | None = None) -> ComposeFile:
+    """The services of a compose file. `host` stands for the environment `docker compose` would
+    interpolate from (default: none, so every `${VAR:-default}` takes its default)."""
+    host = host or {}
+    try:
+        data = yaml.load(text, Loader=_YAML_LOADER)  # noqa: S506 - safe loader
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        raise ComposeError(f"compose file is not valid YAML{where}: "
+                           f"{getattr(exc, 'problem', None) or exc}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("services"), dict):
+        raise ComposeError("compose file has no `services:` map")
+    services: list[Service] = []
+    problems: list[str] = []
+    for name, svc in data["services"].items():
+        if not isinstance(svc, dict):
+            problems.append(f"service {name} is not a map")
+            continue
+        argv, ep_set = service_argv(svc.get("entrypoint"), svc.get("command"), host)
+        labels = svc.get("labels") or {}
+        label_items = (
+            [(str(k), interpolate(_scalar(v), host)) for k, v in labels.items()]
+            if isinstance(labels, dict) else
+            [(str(x).partition("=")[0], interpolate(str(x).partition("=")[2], host))
+             for x in labels] if isinstance(labels, list) else []
+        )
+        image = svc.get("image")
+        cname = svc.get("container_name")
+        services.append(Service(
+            name=str(name),
+            image=interpolate(str(image), host) if image is not None else None,
+            container_name=interpolate(str(cname), host) if cname is not None else None,
+            argv=tuple(argv),
+            entrypoint_set=ep_set,
+            env=tuple(_env_items(svc.get("environment"), host)),
+            gpus=_wants_gpus(svc),
+            network_mode=str(svc["network_mode"]) if svc.get("network_mode") else None,
+            labels=tuple(label_items),
+        ))
+    top = data.get("name")
+    return ComposeFile(tuple(services), interpolate(str(top), host) if top else None,
+                       tuple(problems))
+
+
+# --------------------------------------------------------------------------- the CLI
+
+
+@dataclass(frozen=True, slots=True)
+class ComposeCall:
+    """A `docker compose …` / `docker-compose …` command: which program, its global options,
+    the subcommand and that subcommand's arguments."""
+
+    program: tuple[str, ...]  # ("docker", "compose") or ("docker-compose",)
+    globals: tuple[str, ...]  # e.g. ("-f", "compose.yaml", "-p", "demo")
+    subcommand: str | None
+    args: tuple[str, ...]
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        return tuple(_option_values(self.globals, ("-f", "--file")))
+
+    @property
+    def project(self) -> str | None:
+        values = _option_values(self.globals, ("-p", "--project-name"))
+        return values[-1] if values else None
+
+    @property
+    def detached(self) -> bool:
+        return self.subcommand == "up" and any(
+            a in ("-d", "--detach") or (re.fullmatch(r"-[a-zA-Z]+", a) is not None and "d" in a)
+            for a in self.args)
+
+    @property
+    def services(self) -> tuple[str, ...]:
+        """Service names given to the subcommand (its non-option arguments)."""
+        out: list[str] = []
+        skip = False
+        for a in self.args:
+            if skip:
+                skip = False
+                continue
+            if a in _UP_VALUE_OPTIONS:
+                skip = True
+                continue
+            if not a.startswith("-"):
+                out.append(a)
+        return tuple(out)
+
+
+_GLOBAL_VALUE_OPTIONS = {"-f", "--file", "-p", "--project-name", "--env-file",
+                         "--project-directory", "--profile", "--ansi", "--parallel", "-H",
+                         "--host", "--context", "-c"}
+_UP_VALUE_OPTIONS = {"-t", "--timeout", "--scale", "--exit-code-from", "--pull", "--wait-timeout",
+                     "--attach", "--no-attach"}
+
+
+def _option_values(args: tuple[str, ...], names: tuple[str, ...]) -> list[str]:
+    out: list[str] = []
+    i = 0
+    while i < len(args):
+        a = args[i]
+        name, eq, val = a.partition("=")
+        if name in names:
+            if eq:
+                out.append(val)
+            elif i + 1 < len(args):
+                out.append(args[i + 1])
+                i += 1
+        i += 1
+    return out
+
+
+def compose_call(argv: list[str], i: int) -> ComposeCall | None:
+    """Read `docker compose …` or `docker-compose …` starting at argv[i]; None otherwise."""
+    if i < len(argv) and argv[i].rsplit("/", 1)[-1] == "docker-compose":
+        program: tuple[str, ...] = (argv[i],)
+        j = i + 1
+    elif argv[i : i + 2] and argv[i].rsplit("/", 1)[-1] in ("docker", "podman") and \
+            argv[i + 1 : i + 2] == ["compose"]:
+        program = (argv[i], "compose")
+        j = i + 2
+    else:
+        return None
+    globals_: list[str] = []
+    while j < len(argv) and argv[j].startswith("-"):
+        a = argv[j]
+        globals_.append(a)
+        if "=" not in a and a in _GLOBAL_VALUE_OPTIONS and j + 1 < len(argv):
+            globals_.append(argv[j + 1])
+            j += 1
+        j += 1
+    sub = argv[j] if j < len(argv) else None
+    return ComposeCall(program, tuple(globals_), sub, tuple(argv[j + 1 :]))
