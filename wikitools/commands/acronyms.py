@@ -24,7 +24,7 @@ def add_parser(sub: Any) -> None:
         description="Report the first prose use of each glossary term that is not expanded "
         "(ACR001, error), all-caps acronyms the glossary does not define (ACR002, "
         "warning) and terms expanded a second time on a page (ACR003, warning). "
-        " Exit 0 when clean, 1 on errors (or on warnings with --strict), 2 on usage "
+        "Exit 0 when clean, 1 on errors (or on warnings with --strict), 2 on usage "
         "or configuration errors.",
     )
     add_arguments(parser)
