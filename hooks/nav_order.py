@@ -16,8 +16,8 @@ from typing import Any
 from mkdocs.structure.nav import Navigation, Section
 from mkdocs.structure.pages import Page
 
-LEADING = ("index.md", "onboarding.md", "hardware/", "engines/", "models/", "topics/",
-           "reference/")
+LEADING = ("index.md", "onboarding.md", "community.md", "hardware/", "engines/", "models/",
+           "topics/", "reference/")
 TRAILING = ("glossary.md", "sources.md", "contributing.md")
 
 
