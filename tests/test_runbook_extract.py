@@ -240,7 +240,8 @@ vllm serve m
 ```
 
 ```{ .bash .runbook-client for=g name=grid sweep="CONCURRENCY=1,8;INPUT_LEN=512,2048" }
-vllm bench serve --model m --random-input-len "${INPUT_LEN:-512}" --max-concurrency "${CONCURRENCY:-8}"
+vllm bench serve --model m --random-input-len "${INPUT_LEN:-512}" \
+  --max-concurrency "${CONCURRENCY:-8}"
 ```
 
 ```{ .bash .runbook-client for=g name=plain sweep="C=1,2" }
