@@ -95,7 +95,8 @@ def test_a_real_run_starts_the_server_with_multicast_off(tmp_path: Path, monkeyp
     (tmp_path / "wiki" / "m.md").write_text(
         "# m\n\n"
         "```{ .bash #mc .runbook-server engine=vllm gpus=0 ready_timeout=30 stop_timeout=3 }\n"
-        "python3 -c 'import json, os; print(json.dumps(dict(os.environ)))' > server-env.json && \\\n"
+        "python3 -c 'import json, os; print(json.dumps(dict(os.environ)))' "
+        "> server-env.json && \\\n"
         f"vllm serve fake-model --port {port}\n"
         "```\n"
     )
