@@ -38,4 +38,5 @@ def test_tag_links_to_the_rule() -> None:
     for path in WIKI.rglob("*.md"):
         for m in re.finditer(r"\[unverified\]\(([^)]*)\)\{ \.wiki-unverified \}", path.read_text()):
             target = m.group(1)
-            assert re.fullmatch(r"(?:[./]*contributing\.md)?#marking-an-unverified-claim", target), path
+            rule = r"(?:[./]*contributing\.md)?#marking-an-unverified-claim"
+            assert re.fullmatch(rule, target), path
