@@ -492,10 +492,23 @@ def render_pages(
                         "results region is out of date (run `wiki runbook render`)",
                     ))
         if bodies:
-            new_text = replace_regions(page.text, bodies, regions)
-            if new_text != page.text:
-                changes.append(Change(page.path, page.text, new_text))
+            stored = stored_text(root, page)
+            new_text = replace_regions(stored, bodies, regions)
+            if new_text != stored:
+                changes.append(Change(page.path, stored, new_text))
     return changes, diags
+
+
+def stored_text(root: Path, page: Page) -> str:
+    """The page's text as stored on disk (byte-order mark and CRLF kept), so that rendering
+    changes the bytes of its regions only; the page model's text when the file is not there or
+    no longer holds what was parsed."""
+    try:
+        text = (root / page.path).read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return page.text
+    plain = text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+    return text if plain == page.text else page.text
 
 
 def _unknown_runbook(region: Region, by_id: Mapping[str, Runbook]) -> Diagnostic:
