@@ -19,6 +19,7 @@ from wikitools.runbook import serving
 from wikitools.runbook.charts import XY, Chart, Series, figure, render_chart
 from wikitools.runbook.extract import extract_runbooks
 from wikitools.runbook.failure import better_message
+from wikitools.runbook.gpustate import describe_state
 from wikitools.runbook.model import Runbook, RunbookSet
 from wikitools.runbook.record import (
     ClientResult,
@@ -130,8 +131,14 @@ def server_facts(record: Record) -> str:
         )
     if m.get("moe_backend"):
         parts.append(f"MoE backend {m['moe_backend']}")
+    if m.get("compiled") is True:
+        parts.append("torch.compile on")
+    elif m.get("compiled") is False:
+        parts.append("eager (no torch.compile)")
     if m.get("cuda_graphs") is False:
         parts.append("CUDA graphs off")
+    elif m.get("cuda_graphs") is True:
+        parts.append("CUDA graphs on")
     return "; ".join(parts)
 
 
@@ -188,6 +195,8 @@ def _shown_common(record: Record) -> dict[str, Any]:
         "record_path": record_rel_path(record),
         "blocks_short": record.blocks_hash.split(":", 1)[-1][:8],
         "pipeline_check": pipeline_check(record),
+        "gpu_before": describe_state(record.gpu_state.get("before"), "before the run"),
+        "gpu_after": describe_state(record.gpu_state.get("after"), "after the clients"),
         "cpu_only": bool(record.host.get("cpu_only")),
     }
 
