@@ -21,7 +21,6 @@ from wikitools.lint import lint_pages
 from wikitools.pages import Page
 from wikitools.runbook.extract import extract_runbooks
 from wikitools.runbook.render import check_regions
-from wikitools.runbook.status import check_partial
 
 
 def add_parser(sub: Any) -> None:
@@ -79,8 +78,7 @@ def check_acronyms(
 def check_runbooks(config: WikiConfig, pages: list[Page]) -> list[Diagnostic]:
     """RB findings on runbook blocks, then result regions rendered against the records."""
     runbooks, diags = extract_runbooks(pages)
-    return [*diags, *check_regions(pages, config.root, runbooks),
-            *check_partial(config, runbooks)]
+    return [*diags, *check_regions(pages, config.root, runbooks)]
 
 
 def run(args: argparse.Namespace) -> int:
