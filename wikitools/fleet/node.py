@@ -50,7 +50,7 @@ def run_job(job: Job, node_id: str, send: Send) -> dict[str, Any]:
     root = Path(job.workdir)
     if not root.is_dir():
         raise FileNotFoundError(f"the wiki root {job.workdir} does not exist on this node")
-    with _port_for(rb, job.port) as port:
+    with _port_for(rb, job.port) as port, _launch_environment():
         override = None if port == rb.server.port else port
         facts = gather_host()
         verdict = preflight(rb, force=job.force, port=port, facts=facts)
@@ -69,7 +69,7 @@ def run_job(job: Job, node_id: str, send: Send) -> dict[str, Any]:
 
 
 def _forward(base: Message, send: Send) -> Callable[[Event], None]:
-    last_wait = [0.0]
+    last_wait = [time.monotonic()]
 
     def on_event(e: Event) -> None:
         if e.kind == "waiting":
@@ -81,6 +81,42 @@ def _forward(base: Message, send: Send) -> Callable[[Event], None]:
               "message": e.message, "elapsed": e.elapsed, "index": e.index, "total": e.total})
 
     return on_event
+
+
+# --------------------------------------------------------------------------- environment
+
+# Ray's own: a worker adds these to what `ray start` had (OMP_NUM_THREADS=1 would starve a CPU
+# engine). CUDA_VISIBLE_DEVICES stays: it is Ray's choice of GPUs for this task.
+KEEP_FROM_RAY = ("CUDA_VISIBLE_DEVICES",)
+
+
+@contextlib.contextmanager
+def _launch_environment() -> Iterator[None]:
+    """For the run, the environment the node was started with (the raylet's), so commands
+    see what they would see in a shell on that host; restored afterwards (workers are reused)."""
+    launch = _raylet_environ()
+    if launch is None:
+        yield
+        return
+    removed = {k: v for k, v in os.environ.items() if k not in launch and k not in KEEP_FROM_RAY}
+    for k in removed:
+        del os.environ[k]
+    try:
+        yield
+    finally:
+        os.environ.update(removed)
+
+
+def _raylet_environ() -> dict[str, str] | None:
+    pid = os.environ.get("RAY_RAYLET_PID", "")
+    if not pid.isdigit():
+        return None
+    try:
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return None
+    pairs = (item.split(b"=", 1) for item in raw.split(b"\0") if b"=" in item)
+    return {k.decode(errors="replace"): v.decode(errors="replace") for k, v in pairs}
 
 
 # --------------------------------------------------------------------------- ports
