@@ -14,6 +14,7 @@ from wikitools.acronyms import DEFAULT_BASELINE, apply_baseline, check_pages, lo
 from wikitools.config import WikiConfig, load_config, load_pages
 from wikitools.diagnostics import Diagnostic, Severity, sort_diagnostics, summary
 from wikitools.errors import WikiError
+from wikitools.expansions import check_pages as check_expansions
 from wikitools.glossary import ABBREVIATIONS_PATH, Glossary, load_glossary, render_abbreviations
 from wikitools.index import render_index
 from wikitools.lint import lint_pages
@@ -68,6 +69,7 @@ def check_acronyms(
         baseline = default
     checked = [p for p in pages if p.path != config.index_output]
     diags = check_pages(checked, glossary, glossary_path=config.glossary)
+    diags += check_expansions(checked, glossary, glossary_path=config.glossary)
     if baseline is not None:
         diags, _suppressed, _gone = apply_baseline(diags, load_baseline(baseline))
     return diags
