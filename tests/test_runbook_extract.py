@@ -238,3 +238,47 @@ def test_cli_scan_paths(capsys: pytest.CaptureFixture[str]) -> None:
 def test_load_runbooks_uses_config(tmp_path: Path) -> None:
     runbooks, diags, pages = load_runbooks(GOOD)
     assert len(runbooks) == 2 and diags == [] and len(pages) == 2
+
+
+GRID_PAGE = """# Grid
+
+```{ .bash #g .runbook-server engine=vllm gpus=1 }
+vllm serve m
+```
+
+```{ .bash .runbook-client for=g name=grid sweep="CONCURRENCY=1,8;INPUT_LEN=512,2048" }
+vllm bench serve --model m --random-input-len "${INPUT_LEN:-512}" \
+  --max-concurrency "${CONCURRENCY:-8}"
+```
+
+```{ .bash .runbook-client for=g name=plain sweep="C=1,2" }
+vllm bench serve --model m --max-concurrency "${C:-1}"
+```
+
+```{ .bash .runbook-client for=g name=bad sweep="A=1;B=2;C=3" }
+vllm bench serve --model m
+```
+
+```{ .bash .runbook-client for=g name=twice sweep="A=1;A=2" }
+vllm bench serve --model m
+```
+"""
+
+
+def test_grid_sweep_of_two_variables() -> None:
+    page = parse_page(GRID_PAGE, "wiki/grid.md")
+    runbooks, diags = extract_runbooks([page])
+    grid = runbooks.get("g").client("grid")
+    assert grid.sweep == (("CONCURRENCY", ("1", "8")), ("INPUT_LEN", ("512", "2048")))
+    assert (grid.sweep_var, grid.sweep_values) == ("CONCURRENCY", ("1", "8"))
+    assert grid.sweep_vars == ("CONCURRENCY", "INPUT_LEN")
+    assert grid.sweep_points() == (
+        (("CONCURRENCY", "1"), ("INPUT_LEN", "512")), (("CONCURRENCY", "1"), ("INPUT_LEN", "2048")),
+        (("CONCURRENCY", "8"), ("INPUT_LEN", "512")), (("CONCURRENCY", "8"), ("INPUT_LEN", "2048")),
+    )
+    plain = runbooks.get("g").client("plain")
+    assert plain.sweep_points() == ((("C", "1"),), (("C", "2"),))
+    assert [d.message for d in diags] == [
+        "bad value for sweep: 'A=1;B=2;C=3' sweeps 3 variables (at most two: a grid)",
+        "bad value for sweep: 'A=1;A=2' names A twice",
+    ]

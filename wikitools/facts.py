@@ -31,7 +31,9 @@ if TYPE_CHECKING:
 CACHE_ENV = "WIKI_CACHE_DIR"  # a folder for the cache, or "off"
 MAX_WORKERS = 4  # each worker holds the parser (~40 MB): keeps a cold run under 300 MB
 # Modules whose code decides the facts: a change to any of them empties the cache.
-_SOURCES = ("pages", "facts", "index", "lint", "acronyms", "glossary", "runbook/regions")
+_SOURCES = (
+    "pages", "facts", "index", "lint", "acronyms", "expansions", "glossary", "runbook/regions"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,11 +109,16 @@ def _matcher(context: AcronymContext) -> Any:
 
 
 def _acronym_findings(page: Page, context: AcronymContext) -> list[Diagnostic]:
+    from wikitools import expansions
     from wikitools.acronyms import check_page, is_checked
 
     if page.path == context.index_output or not is_checked(page, context.glossary_path):
         return []
-    return check_page(page, _matcher(context), context.glossary_path)
+    matcher = _matcher(context)
+    return [
+        *check_page(page, matcher, context.glossary_path),
+        *expansions.check_page(page, matcher),
+    ]
 
 
 # Set in each worker process by _start_worker.

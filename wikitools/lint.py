@@ -3,7 +3,9 @@
 Codes: FM003 unknown status value, FM004 front matter key of the wrong type, FM005 value cut
 short by a YAML comment (warning), PG003 more than one
 level-1 heading, LNK001 link to a file that does not exist, LNK002 page that no chain of links
-from the home page reaches (warning), IDX001 page without a title (shared with the index).
+from the home page reaches (warning), IDX001 page without a title (shared with the index),
+FM006 page marked `current` whose runbooks have no successful record on their target
+architecture.
 FM001/FM002/PG001/PG002 come from the parser.
 """
 
@@ -12,7 +14,7 @@ from __future__ import annotations
 import difflib
 import posixpath
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -39,7 +41,19 @@ def lint_pages(config: WikiConfig, pages: list[Page]) -> list[Diagnostic]:
     for page in pages:
         out.extend(page_findings(config, page))
     out.extend(link_findings(config, {page.path: page_links(page) for page in pages}))
+    out.extend(current_status_findings(config, pages))
     return out
+
+
+def current_status_findings(config: WikiConfig, pages: Iterable[Page]) -> list[Diagnostic]:
+    """FM006 for `status: current` pages whose runbooks have no record on their target.
+    Only pages with runbook blocks can have any, so callers may pass just those."""
+    from wikitools.runbook.extract import extract_runbooks
+    from wikitools.runbook.status import check_current_pages
+
+    pages = list(pages)
+    runbooks, _ = extract_runbooks(pages)
+    return check_current_pages(pages, runbooks, config.root, _fm_position)
 
 
 def page_findings(config: WikiConfig, page: Page) -> list[Diagnostic]:

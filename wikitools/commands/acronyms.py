@@ -21,9 +21,10 @@ def add_parser(sub: Any) -> None:
         "acronyms",
         help="check that acronyms are expanded on first use and defined in the glossary",
         description="Report the first prose use of each glossary term that is not expanded "
-        "(ACR001, error) and all-caps acronyms the glossary does not define (ACR002, "
-        "error: add a glossary row). Exit 0 when clean, 1 on errors (or on warnings with "
-        "--strict), 2 on usage or configuration errors.",
+        "(ACR001, error), all-caps acronyms the glossary does not define (ACR002, "
+        "error: add a glossary row) and terms expanded a second time on a page (ACR003, "
+        "warning). Exit 0 when clean, 1 on errors (or on warnings with --strict), 2 on usage "
+        "or configuration errors.",
     )
     add_arguments(parser)
     parser.set_defaults(handler=run)

@@ -116,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
     if glossary is not None:
         step("abbreviations", lambda: check_abbreviations(config, glossary))
         step("acronyms", lambda: check_acronyms(config, facts, args.baseline))
-    step("lint", lambda: lint_findings(config, facts))
+    step("lint", lambda: lint_findings(config, gathered))
     step("runbooks", lambda: check_runbooks(config, gathered.runbook_pages))
 
     diags = sort_diagnostics(diags)

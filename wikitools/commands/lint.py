@@ -9,7 +9,7 @@ from typing import Any
 
 from wikitools.config import list_pages, load_config
 from wikitools.diagnostics import Diagnostic, Severity, sort_diagnostics, summary
-from wikitools.facts import Facts, gather
+from wikitools.facts import Gathered, gather
 
 
 def add_parser(sub: Any) -> None:
@@ -24,20 +24,23 @@ def add_parser(sub: Any) -> None:
     parser.set_defaults(handler=run)
 
 
-def lint_findings(config: Any, facts: tuple[Facts, ...]) -> list[Diagnostic]:
-    from wikitools.lint import link_findings
+def lint_findings(config: Any, gathered: Gathered) -> list[Diagnostic]:
+    """Every lint finding, from the facts (and the pages that hold runbooks, for FM006)."""
+    from wikitools.lint import current_status_findings, link_findings
 
+    facts = gathered.facts
     out = [d for f in facts for d in f.findings]
     out += link_findings(config, {f.path: f.links for f in facts})
+    out += current_status_findings(config, gathered.runbook_pages)
     return out
 
 
 def run(args: argparse.Namespace) -> int:
     config = load_config(args.root)
     files = list_pages(config)
-    facts = gather(config, files).facts
-    diags = sort_diagnostics([*files.problems, *lint_findings(config, facts)])
+    gathered = gather(config, files, runbook_pages=True)
+    diags = sort_diagnostics([*files.problems, *lint_findings(config, gathered)])
     for diag in diags:
         print(diag.format())
-    print(f"{summary(diags)} ({len(facts)} pages)", file=sys.stderr)
+    print(f"{summary(diags)} ({len(gathered.facts)} pages)", file=sys.stderr)
     return 1 if any(d.severity is Severity.ERROR for d in diags) else 0
