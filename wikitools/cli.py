@@ -19,6 +19,7 @@ COMMANDS = (
     "glossary",
     "lint",
     "runbook",
+    "fleet",
     "support_bundle",
 )
 
