@@ -20,7 +20,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -e '.[test,fleet]'
 	touch $(STAMP)
 
 # The real vLLM (CPU build) used by the end-to-end runbook tests, in its own environment.

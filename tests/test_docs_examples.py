@@ -12,7 +12,8 @@ import pytest
 from wikitools.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
-COPY = ("wiki", "runbooks", "includes", "INDEX.md", "README.md", "mkdocs.yml", "wiki.yml")
+COPY = ("wiki", "runbooks", "includes", "overrides", "INDEX.md", "README.md", "mkdocs.yml",
+        "wiki.yml")
 
 
 @pytest.fixture

@@ -185,3 +185,17 @@ def test_schema_1_records_still_read():
     assert point.coords == (("CONCURRENCY", "1"),)
     assert old[0].clients[0].sweep_vars == ("CONCURRENCY",)
     assert point.spread("output_throughput").count == 1
+
+
+def test_point_from_samples_takes_medians_and_keeps_every_run():
+    from wikitools.runbook.record import point_from_samples
+    runs = [Sample("ok", {"output_throughput": t, "completed": 64}, 10.0, f"r{i}.json")
+            for i, t in enumerate((452.0, 541.0, 499.0))]
+    point = point_from_samples("1", runs, (("C", "1"),))
+    assert (point.status, point.metrics, point.seconds) == (
+        "ok", {"output_throughput": 499.0, "completed": 64}, 30.0)
+    assert point.samples == tuple(runs) and point.result_file == "r0.json"
+    failed = point_from_samples("8", [*runs[:1], Sample("timeout", {}, 900.0, None, "no result")])
+    assert (failed.status, failed.message, failed.metrics) == (
+        "timeout", "no result", {"output_throughput": 452.0, "completed": 64})
+    assert point_from_samples("32", []).status == "skipped"

@@ -18,6 +18,7 @@ COMMANDS = (
     "glossary",
     "lint",
     "runbook",
+    "fleet",
     "support_bundle",
 )
 

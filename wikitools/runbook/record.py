@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,7 +19,7 @@ from typing import Any
 
 from wikitools.errors import InputError
 from wikitools.runbook.secrets import mask_data
-from wikitools.runbook.stats import Spread, spread_of
+from wikitools.runbook.stats import Spread, median_metrics, spread_of
 
 SCHEMA_VERSION = 2
 READABLE_VERSIONS = (1, 2)
@@ -248,6 +248,25 @@ class Record:
             raise RecordError(f"missing or malformed field {exc}") from None
 
 
+def point_from_samples(value: str | None, samples: Sequence[Sample],
+                       coords: tuple[tuple[str, str], ...] = ()) -> Point:
+    """One sweep point from its runs: ok when every run is; metrics are the median over the
+    successful runs; the first failing run's status and message otherwise."""
+    oks = [s for s in samples if s.status == "ok"]
+    bad = next((s for s in samples if s.status != "ok"), None)
+    status = "ok" if samples and bad is None else (bad.status if bad else "skipped")
+    return Point(
+        value=value,
+        status=status,
+        metrics=median_metrics([s.metrics for s in oks]),
+        result_file=samples[0].result_file if samples else None,
+        message=bad.message if bad else None,
+        seconds=round(sum(s.seconds for s in samples), 3),
+        samples=tuple(samples),
+        coords=tuple(sorted(coords)),
+    )
+
+
 def _point(p: Mapping[str, Any], sweep_var: str | None) -> Point:
     value = p.get("value")
     coords = p.get("coords")
@@ -389,6 +408,7 @@ __all__ = [
     "load_records",
     "make_run_id",
     "masked",
+    "point_from_samples",
     "read_record",
     "record_path",
     "record_rel_path",

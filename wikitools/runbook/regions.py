@@ -32,7 +32,9 @@ class Region:
     attrs: tuple[tuple[str, str], ...]
     sum: str | None  # the checksum written on the end marker, None when absent
     body: str  # body lines, each with its "\n"
-    indent: str  # leading whitespace of the opening marker (regions inside admonitions)
+    # Leading whitespace of the markers (regions inside admonitions): the shorter of the two,
+    # so that a rewritten region is read back as the same region.
+    indent: str
 
     @property
     def runbook(self) -> str | None:
@@ -133,6 +135,8 @@ def find_regions(page: Page) -> tuple[list[Region], list[Diagnostic]]:
             continue
         start, col, start_attrs, indent = open_marker
         open_marker = None
+        end_indent = line_text[: len(line_text) - len(line_text.lstrip())]
+        indent = min(indent, end_indent, key=len)
         body_lines = lines[start : comment.line - 1]
         body = "".join(line + "\n" for line in body_lines)
         regions.append(Region(
