@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: site test setup engine docker check serve clean
+.PHONY: site test setup engine docker check serve clean search-check
 
 site: setup
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
@@ -36,6 +36,12 @@ check: setup
 
 serve: setup
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve -a 127.0.0.1:8000
+
+# Site search in a real browser (needs Chromium: apt-get install -y chromium). Not part of
+# `make test`: CI machines have no Chromium and cannot install system packages.
+search-check: setup
+	$(BIN)/pip install -q -e '.[browser]'
+	$(BIN)/python scripts/check-search.py
 
 clean:
 	rm -rf site .artifacts

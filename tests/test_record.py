@@ -12,6 +12,7 @@ from wikitools.runbook.record import (
     Point,
     Record,
     RecordError,
+    Sample,
     Step,
     dumps,
     latest_record,
@@ -24,7 +25,7 @@ from wikitools.runbook.secrets import mask_command, mask_env
 
 
 def make(run_id="20261130T100000Z-abcdef12", started="2026-11-30T10:00:00Z", status="ok",
-         **kw) -> Record:
+         clients=None, **kw) -> Record:
     return Record(
         runbook="rb", page="wiki/p.md", blocks_hash="sha256:abcdef12" + "0" * 56,
         run_id=run_id, started_at=started, finished_at=started, status=status,
@@ -34,7 +35,7 @@ def make(run_id="20261130T100000Z-abcdef12", started="2026-11-30T10:00:00Z", sta
         markers={"kv_cache_tokens": 1274576},
         timings={"ready_s": 48.1},
         steps=(Step("preflight", "ok", 0.1),),
-        clients=(ClientResult("bench", "serving", "vllm bench serve", "C", (
+        clients=clients or (ClientResult("bench", "serving", "vllm bench serve", "C", (
             Point("1", "ok", {"output_throughput": 435.76204086905074, "completed": 16},
                   "a/b.json"),
         )),),
@@ -49,7 +50,7 @@ def test_json_is_deterministic_and_round_trips(tmp_path):
     assert text.endswith("}\n") and "\r" not in text
     data = json.loads(text)
     assert list(data) == sorted(data)
-    assert data["schema_version"] == 1
+    assert data["schema_version"] == 2
     assert data["clients"][0]["points"][0]["metrics"]["output_throughput"] == 435.76204086905074
     path = write_record(tmp_path, rec)
     assert path == tmp_path / "runbooks" / "rb" / "20261130T100000Z-abcdef12.json"
@@ -93,3 +94,36 @@ def test_redaction():
     assert "NCCL_P2P_DISABLE=1" in out
     assert '-H "Content-Type: application/json"' in out
     assert "--api-key ***" in out
+
+
+def test_samples_and_gpu_state_round_trip(tmp_path):
+    samples = (Sample("ok", {"output_throughput": 100.0}, 3.0, "r1.json"),
+               Sample("ok", {"output_throughput": 110.0}, 3.1, "r2.json"),
+               Sample("failed", {}, 0.5, None, "exit 1"))
+    point = Point("8", "ok", {"output_throughput": 105.0}, samples=samples,
+                  coords=(("C", "8"),))
+    rec = make(clients=(ClientResult("bench", "serving", "cmd", "C", (point,), ("C",), 3, True),),
+               gpu_state={"before": {"gpus": [{"index": 0, "pstate": "P0"}]}})
+    path = write_record(tmp_path, rec)
+    back = read_record(path)
+    assert back == rec
+    got = back.clients[0].points[0]
+    assert got.repeats == 2
+    sp = got.spread("output_throughput")
+    assert (sp.median, sp.low, sp.high, sp.count) == (105.0, 100.0, 110.0, 2)
+    assert sp.noisy is False and round(sp.relative, 4) == 0.0952
+
+
+def test_schema_1_records_still_read():
+    """The committed H200 records are schema 1: one sample per point, coordinates from the
+    sweep variable."""
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent
+    recs = load_records(root, "sm90-llama1b-shape-tp1")
+    old = [r for r in recs if r.schema_version == 1]
+    assert old, "the first H200 record is schema 1"
+    point = old[0].clients[0].points[0]
+    assert point.samples == () and point.repeats == 1
+    assert point.coords == (("CONCURRENCY", "1"),)
+    assert old[0].clients[0].sweep_vars == ("CONCURRENCY",)
+    assert point.spread("output_throughput").count == 1

@@ -208,7 +208,7 @@ def test_cli_render_check_and_write(tmp_path, capsys):
     before = (root / "wiki/fake.md").read_text()
     assert main(["runbook", "render", "--root", str(root), "--check", "--diff"]) == 1
     out, err = capsys.readouterr()
-    assert "RGN004" in out and "+| 1 | 13.62 |" in out
+    assert "RGN004" in out and "+| 1 | 435.8 | 39.5 | 7.37 |" in out
     assert "would change: wiki/fake.md" in err
     assert (root / "wiki/fake.md").read_text() == before
     assert main(["runbook", "render", "--root", str(root)]) == 0

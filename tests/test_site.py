@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from mkdocs.utils import yaml_load
 
 from wikitools.pages import read_page
 
@@ -204,7 +205,7 @@ def _pages(root: Path) -> list[tuple[str, str]]:
 
 def test_config_is_strict_and_offline() -> None:
     text = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
-    config = yaml.load(text, Loader=yaml.UnsafeLoader)  # trusted: our own file
+    config = yaml_load(text)  # MkDocs' own loader: resolves !ENV and the theme's !! tags
     assert config["strict"] is True
     assert config["docs_dir"] == "wiki"
     assert config["theme"]["font"] is False

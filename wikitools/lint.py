@@ -3,7 +3,9 @@
 Codes: FM003 unknown status value, FM004 front matter key of the wrong type, FM005 value cut
 short by a YAML comment (warning), PG003 more than one
 level-1 heading, LNK001 link to a file that does not exist, LNK002 page that no chain of links
-from the home page reaches (warning), IDX001 page without a title (shared with the index).
+from the home page reaches (warning), IDX001 page without a title (shared with the index),
+FM006 page marked `current` whose runbooks have no successful record on their target
+architecture.
 FM001/FM002/PG001/PG002 come from the parser.
 """
 
@@ -21,6 +23,8 @@ from wikitools.config import WikiConfig
 from wikitools.diagnostics import Diagnostic, Severity
 from wikitools.index import title_of
 from wikitools.pages import Page
+from wikitools.runbook.extract import extract_runbooks
+from wikitools.runbook.status import check_current_pages
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 _LIST_KEYS = ("tags",)
@@ -38,6 +42,8 @@ def lint_pages(config: WikiConfig, pages: list[Page]) -> list[Diagnostic]:
         out.extend(check_headings(page))
         out.extend(check_links(page, known, exists))
     out.extend(check_reachable(config, pages))
+    runbooks, _ = extract_runbooks(pages)
+    out.extend(check_current_pages(pages, runbooks, config.root, _fm_position))
     return out
 
 

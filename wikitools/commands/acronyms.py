@@ -12,6 +12,7 @@ from wikitools.acronyms import apply_baseline, check_pages, load_baseline, rende
 from wikitools.config import WikiConfig, load_config, load_pages
 from wikitools.diagnostics import Diagnostic, Severity, sort_diagnostics, summary
 from wikitools.errors import ConfigError
+from wikitools.expansions import check_pages as check_expansions
 from wikitools.fsio import write_if_changed
 from wikitools.glossary import Glossary, load_glossary
 
@@ -21,8 +22,9 @@ def add_parser(sub: Any) -> None:
         "acronyms",
         help="check that acronyms are expanded on first use and defined in the glossary",
         description="Report the first prose use of each glossary term that is not expanded "
-        "(ACR001, error) and all-caps acronyms the glossary does not define (ACR002, "
-        "warning). Exit 0 when clean, 1 on errors (or on warnings with --strict), 2 on usage "
+        "(ACR001, error), all-caps acronyms the glossary does not define (ACR002, "
+        "warning) and terms expanded a second time on a page (ACR003, warning). "
+        "Exit 0 when clean, 1 on errors (or on warnings with --strict), 2 on usage "
         "or configuration errors.",
     )
     add_arguments(parser)
@@ -77,6 +79,7 @@ def gather(args: argparse.Namespace) -> tuple[Glossary, list[Diagnostic], int]:
     glossary = load_glossary(resolve_glossary(config, args.glossary), config.root)
     pages = load_pages(config)
     diags = check_pages(pages, glossary, glossary_path=glossary.path)
+    diags.extend(check_expansions(pages, glossary, glossary_path=glossary.path))
     diags.extend(glossary.problems)
     if not args.warnings:
         diags = [d for d in diags if d.severity is Severity.ERROR]

@@ -14,12 +14,14 @@ from wikitools.acronyms import DEFAULT_BASELINE, apply_baseline, check_pages, lo
 from wikitools.config import WikiConfig, load_config, load_pages
 from wikitools.diagnostics import Diagnostic, Severity, sort_diagnostics, summary
 from wikitools.errors import WikiError
+from wikitools.expansions import check_pages as check_expansions
 from wikitools.glossary import ABBREVIATIONS_PATH, Glossary, load_glossary, render_abbreviations
 from wikitools.index import render_index
 from wikitools.lint import lint_pages
 from wikitools.pages import Page
 from wikitools.runbook.extract import extract_runbooks
 from wikitools.runbook.render import check_regions
+from wikitools.runbook.status import check_partial
 
 
 def add_parser(sub: Any) -> None:
@@ -68,6 +70,7 @@ def check_acronyms(
         baseline = default
     checked = [p for p in pages if p.path != config.index_output]
     diags = check_pages(checked, glossary, glossary_path=config.glossary)
+    diags += check_expansions(checked, glossary, glossary_path=config.glossary)
     if baseline is not None:
         diags, _suppressed, _gone = apply_baseline(diags, load_baseline(baseline))
     return diags
@@ -76,7 +79,8 @@ def check_acronyms(
 def check_runbooks(config: WikiConfig, pages: list[Page]) -> list[Diagnostic]:
     """RB findings on runbook blocks, then result regions rendered against the records."""
     runbooks, diags = extract_runbooks(pages)
-    return [*diags, *check_regions(pages, config.root, runbooks)]
+    return [*diags, *check_regions(pages, config.root, runbooks),
+            *check_partial(config, runbooks)]
 
 
 def run(args: argparse.Namespace) -> int:

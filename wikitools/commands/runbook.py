@@ -1,5 +1,5 @@
 """`wiki runbook …`: groups the runbook subcommands, which live in runbook_inspect (list, show,
-plan, scan) and runbook_run (run, render)."""
+plan, scan), runbook_run (run, render) and runbook_compare (compare, history)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import argparse
 import importlib
 from typing import Any
 
-_PARTS = ("wikitools.commands.runbook_inspect", "wikitools.commands.runbook_run")
+_PARTS = ("wikitools.commands.runbook_inspect", "wikitools.commands.runbook_run",
+          "wikitools.commands.runbook_compare")
 
 
 def add_parser(sub: Any) -> None:

@@ -1,5 +1,9 @@
 """The run record (`runbooks/<runbook-id>/<run-id>.json`): frozen dataclasses, deterministic JSON,
-atomic writes, loading sorted by start time."""
+atomic writes, loading sorted by start time.
+
+Schema 2 adds the repeats of each sweep point (`samples`, every one kept; `metrics` is their
+median), grid-sweep coordinates, and the GPU state before and after the run (`gpu_state`).
+Schema 1 records are read as points of one sample each."""
 
 from __future__ import annotations
 
@@ -11,8 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from wikitools.fsio import write_if_changed
+from wikitools.runbook.stats import Spread, spread_of
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 RECORDS_DIR = "runbooks"
 
 
@@ -34,8 +40,35 @@ class Step:
 
 
 @dataclass(frozen=True, slots=True)
+class Sample:
+    """One measurement of a sweep point (one client run)."""
+
+    status: str  # ok | failed | timeout
+    metrics: Mapping[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+    result_file: str | None = None
+    message: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "metrics": dict(self.metrics),
+            "seconds": self.seconds,
+            "result_file": self.result_file,
+            "message": self.message,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Sample:
+        return cls(data.get("status", "ok"), data.get("metrics") or {}, data.get("seconds", 0.0),
+                   data.get("result_file"), data.get("message"))
+
+
+@dataclass(frozen=True, slots=True)
 class Point:
-    """One client sweep point (or the single run of a client without a sweep: value None)."""
+    """One client sweep point (or the single run of a client without a sweep: value None).
+    `metrics` is the median over the successful `samples`; `coords` names the value of each
+    swept variable (one for a plain sweep, two for a grid)."""
 
     value: str | None
     status: str
@@ -43,6 +76,23 @@ class Point:
     result_file: str | None = None
     message: str | None = None
     seconds: float = 0.0
+    samples: tuple[Sample, ...] = ()
+    coords: tuple[tuple[str, str], ...] = ()
+
+    def spread(self, key: str) -> Spread | None:
+        """Median, min and max of metric `key` over the successful samples (the point's own
+        value when it has no samples)."""
+        oks = [s.metrics.get(key) for s in self.samples if s.status == "ok"]
+        return spread_of(oks if oks else [self.metrics.get(key)])
+
+    @property
+    def repeats(self) -> int:
+        """How many successful samples the point's numbers come from."""
+        return sum(s.status == "ok" for s in self.samples) if self.samples else int(
+            self.status == "ok")
+
+    def coord(self, var: str) -> str | None:
+        return dict(self.coords).get(var)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -52,6 +102,8 @@ class Point:
             "result_file": self.result_file,
             "message": self.message,
             "seconds": self.seconds,
+            "samples": [s.to_dict() for s in self.samples],
+            "coords": dict(self.coords),
         }
 
 
@@ -62,6 +114,17 @@ class ClientResult:
     command: str
     sweep_var: str | None
     points: tuple[Point, ...] = ()
+    sweep_vars: tuple[str, ...] = ()  # every swept variable; two for a grid sweep
+    repeats: int = 1  # samples asked for per point
+    warmup: bool = False  # an unrecorded run preceded each point
+
+    def __post_init__(self) -> None:
+        if not self.sweep_vars and self.sweep_var:
+            object.__setattr__(self, "sweep_vars", (self.sweep_var,))
+
+    @property
+    def grid(self) -> bool:
+        return len(self.sweep_vars) > 1
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -69,6 +132,9 @@ class ClientResult:
             "kind": self.kind,
             "command": self.command,
             "sweep_var": self.sweep_var,
+            "sweep_vars": list(self.sweep_vars),
+            "repeats": self.repeats,
+            "warmup": self.warmup,
             "points": [p.to_dict() for p in self.points],
         }
 
@@ -92,6 +158,7 @@ class Record:
     steps: tuple[Step, ...] = ()
     clients: tuple[ClientResult, ...] = ()
     artifacts_dir: str | None = None
+    gpu_state: Mapping[str, Any] = field(default_factory=dict)  # {"before": …, "after": …}
     schema_version: int = SCHEMA_VERSION
 
     @property
@@ -124,13 +191,15 @@ class Record:
             "steps": [s.to_dict() for s in self.steps],
             "clients": [c.to_dict() for c in self.clients],
             "artifacts_dir": self.artifacts_dir,
+            "gpu_state": dict(self.gpu_state),
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Record:
         version = data.get("schema_version")
-        if version != SCHEMA_VERSION:
-            raise RecordError(f"schema_version {version!r} is not {SCHEMA_VERSION}")
+        if version not in READABLE_VERSIONS:
+            known = " or ".join(str(v) for v in READABLE_VERSIONS)
+            raise RecordError(f"schema_version {version!r} is not {known}")
         try:
             clients = tuple(
                 ClientResult(
@@ -138,17 +207,11 @@ class Record:
                     kind=c.get("kind", "serving"),
                     command=c.get("command", ""),
                     sweep_var=c.get("sweep_var"),
-                    points=tuple(
-                        Point(
-                            value=p.get("value"),
-                            status=p.get("status", "ok"),
-                            metrics=p.get("metrics") or {},
-                            result_file=p.get("result_file"),
-                            message=p.get("message"),
-                            seconds=p.get("seconds", 0.0),
-                        )
-                        for p in c.get("points", ())
-                    ),
+                    points=tuple(_point(p, c.get("sweep_var")) for p in c.get("points", ())),
+                    sweep_vars=tuple(c.get("sweep_vars") or
+                                     ([c["sweep_var"]] if c.get("sweep_var") else [])),
+                    repeats=c.get("repeats", 1),
+                    warmup=c.get("warmup", False),
                 )
                 for c in data.get("clients", ())
             )
@@ -174,13 +237,32 @@ class Record:
                 steps=steps,
                 clients=clients,
                 artifacts_dir=data.get("artifacts_dir"),
+                gpu_state=data.get("gpu_state") or {},
+                schema_version=version,
             )
         except (KeyError, TypeError, AttributeError) as exc:
             raise RecordError(f"missing or malformed field {exc}") from None
 
 
+def _point(p: Mapping[str, Any], sweep_var: str | None) -> Point:
+    value = p.get("value")
+    coords = p.get("coords")
+    if coords is None:  # schema 1: the value of the one swept variable
+        coords = {sweep_var: value} if sweep_var and value is not None else {}
+    return Point(
+        value=value,
+        status=p.get("status", "ok"),
+        metrics=p.get("metrics") or {},
+        result_file=p.get("result_file"),
+        message=p.get("message"),
+        seconds=p.get("seconds", 0.0),
+        samples=tuple(Sample.from_dict(s) for s in p.get("samples") or ()),
+        coords=tuple(sorted((str(k), str(v)) for k, v in coords.items())),
+    )
+
+
 class RecordError(Exception):
-    """A record file that cannot be read as schema version 1."""
+    """A record file that cannot be read (unknown schema version, missing fields)."""
 
 
 # --------------------------------------------------------------------------- ids and times
@@ -258,6 +340,7 @@ __all__ = [
     "Point",
     "Record",
     "RecordError",
+    "Sample",
     "Step",
     "dumps",
     "latest_record",

@@ -14,8 +14,8 @@ from wikitools.pages import Page
 
 START = "wiki:results"
 END = "wiki:end"
-VIEWS = ("serving", "history", "quality")
-KEYS = ("runbook", "view", "client", "arch")
+VIEWS = ("serving", "history", "quality", "tradeoff")
+KEYS = ("runbook", "view", "client", "arch", "with")
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +50,11 @@ class Region:
         """`arch=sm90,sm120`: only records measured on these architectures (`cpu` for CPU-only
         hosts); empty = every record."""
         return tuple(a.strip() for a in (self.get("arch") or "").split(",") if a.strip())
+
+    @property
+    def compared(self) -> tuple[str, ...]:
+        """`with=a,b`: the other runbooks a trade-off region draws beside `runbook`."""
+        return tuple(a.strip() for a in (self.get("with") or "").split(",") if a.strip())
 
     def get(self, key: str) -> str | None:
         for k, v in self.attrs:

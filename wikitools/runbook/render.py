@@ -7,7 +7,7 @@ from __future__ import annotations
 import difflib
 import functools
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +15,18 @@ import jinja2
 
 from wikitools.diagnostics import Diagnostic, Severity
 from wikitools.pages import Page
+from wikitools.runbook import serving
+from wikitools.runbook.charts import XY, Chart, Series, figure, render_chart
 from wikitools.runbook.extract import extract_runbooks
+from wikitools.runbook.failure import better_message
 from wikitools.runbook.model import Runbook, RunbookSet
-from wikitools.runbook.record import Record, RecordError, load_records, record_rel_path
+from wikitools.runbook.record import (
+    ClientResult,
+    Record,
+    RecordError,
+    load_records,
+    record_rel_path,
+)
 from wikitools.runbook.regions import (
     Region,
     edited_diagnostic,
@@ -187,29 +196,14 @@ def serving_table(record: Record, client_name: str | None) -> dict[str, Any]:
     shown = _shown_common(record)
     client = record.client(client_name)
     if client is None:
-        shown.update(header=[], aligns=[], rows=[])
+        shown.update(header=[], aligns=[], rows=[], short=None, charts="", grid=None, note="")
         return shown
     show_accept = shown["pipeline_check"] is None and any(
         isinstance(p.metrics.get("spec_decode_acceptance"), int | float) for p in client.points
     )
-    header = [client.sweep_var or "run"] + [h for h, _, _ in SERVING_COLUMNS]
-    if show_accept:
-        header.append("spec acceptance")
-    header.append("ok/total")
-    rows = []
-    for point in client.points:
-        m = point.metrics
-        row = [cell(point.value if point.value is not None else DASH)]
-        row += [fmt(m.get(key), pattern) for _, key, pattern in SERVING_COLUMNS]
-        if show_accept:
-            acc = m.get("spec_decode_acceptance")
-            row.append(fmt(acc * 100, "{:.1f} %") if isinstance(acc, int | float) else DASH)
-        if point.status == "ok":
-            row.append(f"{fmt(m.get('completed'), '{:d}')}/{fmt(m.get('num_prompts'), '{:d}')}")
-        else:
-            row.append(point.status)
-        rows.append(row)
-    shown.update(header=header, aligns=["---"] + ["--:"] * (len(header) - 1), rows=rows)
+    full = serving.full_table(client, show_accept)
+    shown.update(full, short=serving.short_table(client), charts=serving.sweep_charts(client),
+                 grid=serving.grid_view(client), note=serving.repeats_note(client))
     return shown
 
 
@@ -283,9 +277,11 @@ def for_region(region: Region, records: list[Record]) -> list[Record]:
 
 
 def render_region(
-    region: Region, runbook: Runbook | None, records: list[Record], *, ref: str
+    region: Region, runbook: Runbook | None, records: list[Record], *, ref: str,
+    others: Mapping[str, list[Record]] | None = None,
 ) -> str:
-    """The Markdown body of one region (each line ending in LF; a blank line first and last)."""
+    """The Markdown body of one region (each line ending in LF; a blank line first and last).
+    `others`: the records of the runbooks a trade-off region compares with (`with=`)."""
     records = for_region(region, records)
     runbook_id = region.runbook or ""
     page_hash = runbook.blocks_hash if runbook is not None else ""
@@ -306,7 +302,10 @@ def render_region(
              cell(hardware(r)), headline(r)]
             for r in reversed(records)
         ]
-        return _finish(_env().get_template("history.md.j2").render(ctx, rows=rows))
+        return _finish(_env().get_template("history.md.j2").render(
+            ctx, rows=rows, trend=history_trend(records, runbook, region.client)))
+    if region.view == "tradeoff":
+        return _finish(_tradeoff(region, runbook, records, others or {}, ctx))
     # A run refused by preflight measured nothing and says only that a host lacked something.
     records = [r for r in records if r.failed_step != "preflight"]
     ctx["current"] = records[-1] if records else None
@@ -318,7 +317,8 @@ def render_region(
                 "date": _date(latest.started_at),
                 "record_path": record_rel_path(latest),
                 "step": latest.failed_step,
-                "message": " ".join((latest.message or "no message").split()),
+                "message": " ".join((better_message(
+                    latest.message, latest.server.get("log_tail") or ()) or "no message").split()),
             }
         if ok is not None:
             if region.view == "quality":
@@ -332,6 +332,66 @@ def render_region(
             ctx["stale"] = bool(page_hash) and ok.blocks_hash != page_hash
     template = "quality.md.j2" if region.view == "quality" else "serving.md.j2"
     return _finish(_env().get_template(template).render(ctx))
+
+
+def _latest_ok_serving(runbook: Runbook | None, records: list[Record], wanted: str | None,
+                       ) -> tuple[Record, ClientResult] | None:
+    ok = next((r for r in reversed(records) if r.ok and r.failed_step != "preflight"), None)
+    if ok is None:
+        return None
+    client = ok.client(_serving_client(runbook, ok, wanted))
+    return (ok, client) if client is not None else None
+
+
+def _tradeoff(region: Region, runbook: Runbook | None, records: list[Record],
+              others: Mapping[str, list[Record]], ctx: dict[str, Any]) -> str:
+    entries = []
+    missing = []
+    ids = [region.runbook or "", *region.compared]
+    for rid in ids:
+        recs = records if rid == region.runbook else for_region(region, list(others.get(rid, [])))
+        got = _latest_ok_serving(runbook if rid == region.runbook else None, recs, region.client)
+        if got is None:
+            missing.append(rid)
+        else:
+            entries.append((rid, got[0], got[1]))
+    shown = serving.tradeoff(entries)
+    sources = [f"`{record_rel_path(r)}` ({_date(r.started_at)}, {cell(hardware(r))}; "
+               f"{cell(engine_text(r))})" for _, r, _ in entries]
+    return _env().get_template("tradeoff.md.j2").render(
+        ctx, tradeoff=shown, sources=sources, missing=missing)
+
+
+def history_trend(records: list[Record], runbook: Runbook | None, wanted: str | None) -> str:
+    """Best median output tok/s of each successful run, one line per hardware; '' when fewer
+    than two runs have a number."""
+    by_hw: dict[str, list[tuple[int, float]]] = {}
+    dates: list[str] = []
+    oks = [r for r in records if r.ok]
+    for i, rec in enumerate(oks):
+        client = rec.client(_serving_client(runbook, rec, wanted))
+        values = [p.metrics.get("output_throughput") for p in client.points
+                  if p.status == "ok"] if client else []
+        nums = [v for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+        if not nums:
+            continue
+        dates.append(f"{_date(rec.started_at)[5:]} #{i + 1}")
+        by_hw.setdefault(short_hardware(rec), []).append((len(dates) - 1, max(nums)))
+    if len(dates) < 2:
+        return ""
+    chart = Chart("Best output throughput per run", "run (month-day #)", "tok/s",
+                  tuple(Series(hw, tuple(XY(float(x), y) for x, y in pts))
+                        for hw, pts in sorted(by_hw.items())), x_ticks=tuple(dates))
+    return figure([render_chart(chart)])
+
+
+def short_hardware(record: Record) -> str:
+    """`1 × NVIDIA H200` style label of a record's GPUs; `CPU` for a CPU-only host."""
+    gpus = record.host.get("gpus") or []
+    if record.host.get("cpu_only") or not gpus:
+        return "CPU"
+    names = sorted({str(g.get("name", "?")).removeprefix("NVIDIA ") for g in gpus})
+    return f"{len(gpus)} × {' + '.join(names)}"
 
 
 def _finish(text: str) -> str:
@@ -409,7 +469,20 @@ def render_pages(
                     f"{latest_ok.run_id} was measured with other blocks than the page now has",
                     Severity.WARNING,
                 ))
-            body = render_region(region, runbook, records, ref=runbook.ref)
+            others = {}
+            try:
+                for rid in region.compared:
+                    others[rid] = store.get(rid)
+            except RecordError as exc:
+                diags.append(Diagnostic(region.path, region.start, region.col, "RGN006",
+                                        f"cannot read records: {exc}"))
+                continue
+            unknown = [rid for rid in region.compared if rid not in by_id]
+            if unknown:
+                diags.append(_unknown_runbook(replace(region, attrs=(("runbook", unknown[0]),)),
+                                              by_id))
+                continue
+            body = render_region(region, runbook, records, ref=runbook.ref, others=others)
             new_body = indent_body(body, region.indent)
             if new_body != region.body or region.sum is None:
                 bodies[region.start] = body

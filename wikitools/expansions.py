@@ -1,0 +1,61 @@
+"""The second-expansion rule: a term is written out once per page, at its first use; writing
+it out again ("Mixture of Experts (MoE)" twice) is ACR003.
+
+Code: ACR003 (warning) a glossary term expanded a second time on the same page, located at the
+second expansion, naming the line of the first.
+
+It reads the same uses as the first-use rule (`wikitools.acronyms.find_uses`: prose only, code
+and generated results regions skipped, the same match and expansion policies), so the two
+rules never disagree about what counts as a use or an expansion. Every context counts here,
+labels included: an expansion in a heading or a status box title followed by another in the
+body is the repetition a reader notices.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from wikitools.acronyms import Matcher, find_uses, is_checked
+from wikitools.diagnostics import Diagnostic, Severity
+from wikitools.glossary import Glossary
+from wikitools.pages import Page
+
+CODE = "ACR003"
+
+
+def check_page(page: Page, matcher: Matcher) -> list[Diagnostic]:
+    """ACR003 for every expansion of a term after its first expansion on the page."""
+    first: dict[str, int] = {}
+    diags: list[Diagnostic] = []
+    for use in find_uses(page, matcher):
+        if use.entry is None or not use.expanded:
+            continue
+        term = use.entry.term
+        if term not in first:
+            first[term] = use.line
+            continue
+        diags.append(
+            Diagnostic(
+                page.path,
+                use.line,
+                use.col,
+                CODE,
+                f'"{term}" is expanded again (first expanded on line {first[term]}): '
+                f'write "{use.token}" alone',
+                Severity.WARNING,
+            )
+        )
+    return diags
+
+
+def check_pages(
+    pages: Iterable[Page], glossary: Glossary, *, glossary_path: str | None = None
+) -> list[Diagnostic]:
+    """ACR003 findings for every page the acronym checker checks, sorted."""
+    gpath = glossary_path or glossary.path
+    matcher = Matcher(glossary)
+    diags: list[Diagnostic] = []
+    for page in pages:
+        if is_checked(page, gpath):
+            diags.extend(check_page(page, matcher))
+    return sorted(diags)
