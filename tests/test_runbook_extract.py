@@ -65,8 +65,9 @@ EXPECTED_BAD = [
     "the attribute list)",
     "wiki/errors.md:19:38: RB003 unknown attribute 'gpu' on a runbook-server block; did you mean "
     "'gpus'?",
-    "wiki/errors.md:20:1: RB007 server command not understood: no engine launcher found (vllm "
-    "serve, python -m vllm.entrypoints.openai.api_server, python -m sglang.launch_server)",
+    "wiki/errors.md:20:1: RB007 server command not understood: docker compose up needs its "
+    "compose file (compose.yaml) on the page, in a block marked "
+    "`{ .yaml .runbook-file for=ID path=… }`",
     "wiki/errors.md:23:38: RB010 engine=sglang but the command starts vllm (vllm serve)",
     "wiki/errors.md:27:28: RB002 for=mismatc names no runbook; did you mean 'mismatch'?",
     "wiki/errors.md:35:41: RB008 duplicate client name 'a' in runbook 'mismatch' (first at "
