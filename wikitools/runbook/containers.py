@@ -25,14 +25,6 @@ from wikitools.runbook.processes import spawn, stop_group
 DOCKER_TIMEOUT_S = 30.0  # any single docker CLI call
 GONE_TIMEOUT_S = 15.0  # how long a stopped container may take to disappear
 HOOK = "nvidia-container-runtime-hook"  # what dockerd runs for `--gpus`
-# docker / compose error lines that say why a container never started.
-DOCKER_FATAL = (
-    r"Unable to find image ",
-    r"^docker: Error response from daemon: ",
-    r"^Error response from daemon: ",
-    r"^ERROR: ",  # docker-compose 1.x
-    r"^Error: ",
-)
 
 
 def short(cid: str) -> str:
@@ -59,6 +51,19 @@ def first_error(text: str) -> str:
         if "Error" in ln or "error" in ln or ln.startswith("ERROR"):
             return ln
     return lines[-1] if lines else "no output"
+
+
+_CONFLICT = re.compile(r'container name "/?(?P<name>[^"]+)" is already in use by container '
+                       r'"(?P<id>[0-9a-f]+)"')
+
+
+def explain(line: str) -> str:
+    """A docker error line in the words of the run: a name conflict says whose container."""
+    m = _CONFLICT.search(line)
+    if m:
+        return (f"container name {m['name']} already in use by a container this run did not "
+                f"start (ID {short(m['id'])})")
+    return line
 
 
 # --------------------------------------------------------------------------- facts for preflight

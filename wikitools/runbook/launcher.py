@@ -584,3 +584,21 @@ def append_args(text: str, args: list[str]) -> str | None:
         return text
     return text[:at] + " " + " ".join(shell_quote(a) for a in args) + text[at:]
 
+
+def docker_run_offset(text: str) -> int | None:
+    """Offset just after `run` in the block's first top-level `docker run` (or `docker container
+    run`), where docker options can be added; None when there is none."""
+    try:
+        cmds = split_commands(text)
+    except ShellSyntaxError:
+        return None
+    for cmd in cmds:
+        argv = cmd.argv
+        i = _strip_prefixes(argv, [], [])
+        if i + 1 >= len(argv) or basename(argv[i]) not in ("docker", "podman", "nerdctl"):
+            continue
+        if argv[i + 1] == "run":
+            return cmd.words[i + 1].end
+        if argv[i + 1 : i + 3] == ["container", "run"]:
+            return cmd.words[i + 2].end
+    return None
