@@ -5,8 +5,14 @@ block that is not a launcher is reported as one. benchmarks/bench_scan.py prints
 from __future__ import annotations
 
 import importlib.util
+import shutil
 import sys
 from pathlib import Path
+
+import pytest
+
+from wikitools.cli import main
+from wikitools.runbook.extract import load_runbooks
 
 REPO = Path(__file__).resolve().parents[1]
 _SPEC = importlib.util.spec_from_file_location("bench_scan", REPO / "benchmarks" / "bench_scan.py")
@@ -37,3 +43,53 @@ def test_scan_reads_community_launchers() -> None:
     assert s.model_right >= 0.95 * s.found, report
     assert s.tp_right >= 0.95 * s.found, report
     assert s.false_positives == 0, report
+
+
+def _tree(tmp_path: Path) -> Path:
+    root = tmp_path / "wiki-root"
+    shutil.copytree(PAGES, root / "wiki")
+    return root
+
+
+def test_scan_write_marks_blocks_in_place_and_check_reports_drift(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = _tree(tmp_path)
+    page = root / "wiki" / "models" / "ds4-flash-v2.md"
+    before = {p: p.read_text() for p in root.rglob("*.md")}
+
+    assert main(["runbook", "scan", "--check", "--root", str(root)]) == 1
+    out = capsys.readouterr().out
+    assert "wiki/models/ds4-flash-v2.md:49:1: would mark server block" in out
+    assert {p: p.read_text() for p in root.rglob("*.md")} == before  # --check writes nothing
+
+    assert main(["runbook", "scan", "--write", "--root", str(root)]) == 0
+    out = capsys.readouterr().out
+    # Blocks that cannot become runbooks are left alone, with the reason.
+    assert ("wiki/troubleshooting/inside-a-running-container.md:14:1: RB012 server block not "
+            "converted: the server starts inside a running container (dev)") in out
+    assert ("wiki/models/minimax-m25.md:6:1: RB012 file block not converted: no `docker compose "
+            "… up` block follows it on the page to run it") in out
+    changed = 0
+    for path, old in before.items():
+        new = path.read_text()
+        old_lines, new_lines = old.split("\n"), new.split("\n")
+        assert len(old_lines) == len(new_lines), path
+        for a, b in zip(old_lines, new_lines, strict=True):
+            if a != b:  # only opening fences change, and only their info string
+                changed += 1
+                assert a.startswith("```") and b.startswith("```{ ."), (path, a, b)
+    assert changed >= 100
+    text = page.read_text()
+    assert "```{ .yaml .runbook-file for=deepseek-v4-flash-tp4 path=compose.yaml }" in text
+    assert "```{ .bash #deepseek-v4-flash-tp4 .runbook-server engine=vllm gpus=4 }" in text
+
+    # The result is a valid wiki of runbooks, and a second pass has nothing left to do.
+    runbooks, diags, _pages = load_runbooks(root)
+    assert [d.format() for d in diags] == []
+    assert len(runbooks) >= 90
+    compose = runbooks.get("deepseek-v4-flash-tp4")
+    assert [f.path for f in compose.files] == ["compose.yaml"]
+    assert compose.server.command.model == "/models/DeepSeek-V4-Flash"
+    assert compose.server.command.tp == 4
+    assert main(["runbook", "scan", "--check", "--root", str(root)]) == 0
+    capsys.readouterr()

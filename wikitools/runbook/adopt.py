@@ -9,7 +9,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from wikitools.diagnostics import Diagnostic
+from wikitools.diagnostics import Diagnostic, Severity
 from wikitools.pages import Page, parse_page
 from wikitools.runbook.extract import extract_runbooks
 from wikitools.runbook.scan import Suggestion
@@ -42,6 +42,14 @@ def adopt_page(page: Page, suggestions: Sequence[Suggestion],
     out with its diagnostics; its client blocks go with it."""
     mine = [s for s in suggestions if s.path == page.path]
     skipped: list[Diagnostic] = []
+    served = {s.runbook for s in mine if s.role == "server"}
+    for s in mine:
+        if s.role != "server" and s.runbook not in served:
+            what = ("no `docker compose … up` block follows it on the page to run it"
+                    if s.role == "file" else "no server block before it on the page")
+            skipped.append(Diagnostic(page.path, s.line, s.col, "RB012",
+                                      f"{s.role} block not converted: {what}", Severity.WARNING))
+    mine = [s for s in mine if s.role == "server" or s.runbook in served]
     while True:
         text = _rewrite(page.text, mine)
         new = parse_page(text, page.path)
@@ -51,11 +59,13 @@ def adopt_page(page: Page, suggestions: Sequence[Suggestion],
         if not bad_ids:
             return Adopted(page.path, text, tuple(mine), tuple(skipped))
         for s in mine:
-            if s.runbook in bad_ids and s.role == "server":
-                why = next((d.message for d in diags
-                            if d.path == page.path and d.line in _block_lines(s)), "invalid")
+            if s.runbook in bad_ids:
+                why = next((d.message for d in diags if d.path == page.path
+                            and d.line in _block_lines(s)), None)
+                why = why or "another block of the same runbook cannot be converted"
                 skipped.append(Diagnostic(page.path, s.line, s.col, "RB012",
-                                          f"not converted: {why}"))
+                                          f"{s.role} block not converted: {why}",
+                                          Severity.WARNING))
         mine = [s for s in mine if s.runbook not in bad_ids]
 
 

@@ -73,7 +73,10 @@ def _describe(cmd: EngineCommand) -> str:
 
 
 def _gpus(cmd: EngineCommand) -> int:
-    return (cmd.tp or 1) * (cmd.pp or 1) * (cmd.dp or 1)
+    dp = cmd.dp or 1
+    if cmd.engine == "sglang" and cmd.has_flag("--enable-dp-attention"):
+        dp = 1  # SGLang's DP attention runs its data-parallel ranks on the TP GPUs
+    return (cmd.tp or 1) * (cmd.pp or 1) * dp
 
 
 def scan_pages(pages: Iterable[Page], taken: Iterable[str] = ()) -> list[Suggestion]:
@@ -102,7 +105,8 @@ def scan_pages(pages: Iterable[Page], taken: Iterable[str] = ()) -> list[Suggest
                 continue
             if lang in YAML_LANGS and looks_like_compose(block.content):
                 cmd = understand_compose(block.content)
-                if cmd is None:
+                if cmd is None:  # the image decides the flags: a later `up` is not understood
+                    compose, pending_file = None, None
                     continue
                 rid = new_id(cmd)
                 compose = (block, cmd, rid)
