@@ -24,6 +24,7 @@ from wikitools.diagnostics import Diagnostic, Severity
 from wikitools.index import title_of
 from wikitools.pages import Page
 from wikitools.runbook.extract import extract_runbooks
+from wikitools.runbook.scan import container_findings
 from wikitools.runbook.status import check_current_pages
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
@@ -41,6 +42,7 @@ def lint_pages(config: WikiConfig, pages: list[Page]) -> list[Diagnostic]:
         out.extend(check_front_matter(config, page))
         out.extend(check_headings(page))
         out.extend(check_links(page, known, exists))
+        out.extend(container_findings(page))
     out.extend(check_reachable(config, pages))
     runbooks, _ = extract_runbooks(pages)
     out.extend(check_current_pages(pages, runbooks, config.root, _fm_position))

@@ -9,11 +9,17 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from wikitools.diagnostics import Diagnostic, Severity
 from wikitools.pages import CodeBlock, Page
 from wikitools.runbook.command import mentions_launcher, parse_server_command
-from wikitools.runbook.compose import DEFAULT_FILES, looks_like_compose
+from wikitools.runbook.compose import (
+    DEFAULT_FILES,
+    ComposeError,
+    looks_like_compose,
+    parse_compose,
+)
 from wikitools.runbook.extract import is_runbook_block
-from wikitools.runbook.launcher import ANY_FILE
+from wikitools.runbook.launcher import ANY_FILE, find_launcher
 from wikitools.runbook.model import ClientCommand, EngineCommand
 from wikitools.runbook.shell import heredoc_files
 
@@ -155,3 +161,57 @@ def _with_path(s: Suggestion, path: str) -> Suggestion:
     brace = s.brace.replace(f"path={DEFAULT_FILES[0]}", f"path={path}")
     return Suggestion(s.path, s.line, s.col, s.role, s.summary, brace, s.runbook, s.end_line,
                       s.source_line, s.command)
+
+
+def container_findings(page: Page) -> list[Diagnostic]:
+    """Plain container blocks that could not become runbooks, and why (warnings for `wiki
+    lint`): a compose file whose services start no engine themselves, `docker compose up`
+    without its compose file on the page, a server started with `docker exec` in a container
+    the page does not start, or `docker run` hidden inside a shell string."""
+    out: list[Diagnostic] = []
+    compose: str | None = None
+    helper_line: int | None = None  # the last compose file shown, when it starts no engine
+
+    def warn(block: CodeBlock, message: str) -> None:
+        out.append(Diagnostic(page.path, block.line, block.col, "RB013", message,
+                              Severity.WARNING))
+
+    for block in page.code_blocks:
+        if is_runbook_block(block) or block.attrs.brace:
+            continue
+        lang = _lang(block)
+        if lang in YAML_LANGS and looks_like_compose(block.content):
+            try:
+                services = parse_compose(block.content).services
+            except ComposeError as exc:
+                warn(block, f"compose file not readable: {exc}")
+                compose = None
+                continue
+            compose, helper_line = block.content, None
+            if understand_compose(block.content) is None:
+                runs = "; ".join(
+                    f"service {s.name} runs {' '.join(s.argv) or 'its image default'}"
+                    f"{f' in {s.image}' if s.image else ''}" for s in services[:3])
+                warn(block, "compose file whose services start no engine themselves "
+                     f"({runs}): a runbook cannot tell the engine, model or port from it")
+                compose, helper_line = None, block.line
+            continue
+        if lang not in SHELL_LANGS:
+            continue
+        found, _env, problems = find_launcher(block.content,
+                                              {ANY_FILE: compose} if compose else None)
+        if found is None:
+            if any("compose" in p for p in problems):
+                warn(block, problems[0] if helper_line is None else
+                     "docker compose runs the compose file shown at line "
+                     f"{helper_line}, whose services start no engine themselves")
+            continue
+        use = found.container
+        if use is not None and use.kind == "exec":
+            warn(block, f"the server starts inside a running container ({use.name}) that the "
+                 "page does not start: a runbook could not stop it; start it with docker run "
+                 "or docker compose")
+        elif use is not None and use.kind == "run" and not use.top_level:
+            warn(block, "docker run inside a shell string: a runbook could not learn the "
+                 "container's ID to stop it")
+    return out
