@@ -25,6 +25,7 @@ from wikitools.runbook.processes import spawn, stop_group
 DOCKER_TIMEOUT_S = 30.0  # any single docker CLI call
 GONE_TIMEOUT_S = 15.0  # how long a stopped container may take to disappear
 HOOK = "nvidia-container-runtime-hook"  # what dockerd runs for `--gpus`
+REMOVED = -1  # `exited()` when the container was removed before its exit code was read
 
 
 def short(cid: str) -> str:
@@ -213,7 +214,7 @@ class Containers:
         assert self.exit_path is not None
         codes = [int(x) for x in self.exit_path.read_text().split() if x.lstrip("-").isdigit()]
         if not codes:
-            return 125 if waiter.returncode else 0
+            return REMOVED  # gone (docker run --rm) before `docker wait` could read its code
         return next((c for c in codes if c != 0), 0)
 
     def stop(self, grace: float) -> tuple[list[str], list[str]]:
@@ -223,6 +224,10 @@ class Containers:
         notes: list[str] = []
         spec = self.spec
         if spec.kind == "compose":
+            # The run's own project: whatever it holds now was created by this run.
+            for cid in project_containers(spec.project) if spec.project else []:
+                if cid not in self.ids:
+                    self.ids.append(cid)
             down = _docker([*spec.compose_program, *spec.compose_args, "down", "--timeout",
                             str(int(grace))], env=self.env, cwd=self.workdir,
                            timeout=grace + DOCKER_TIMEOUT_S)

@@ -382,6 +382,8 @@ def _server_down(st: RunState, elapsed: float | None = None) -> str | None:
                     return "no container of the run was found after its launcher returned"
                 return None
             ex = box.exited()
+            if ex == docker.REMOVED:
+                return f"container {docker.short(box.ids[0])} stopped and was removed (--rm)"
             if ex is not None:
                 return f"container {docker.short(box.ids[0])} exited with code {ex}"
             return None

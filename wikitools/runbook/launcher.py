@@ -11,16 +11,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 
 from wikitools.runbook import engines
-from wikitools.runbook.compose import (
-    DEFAULT_FILES,
-    ComposeError,
-    compose_call,
-    parse_compose,
-)
-from wikitools.runbook.model import ContainerUse
+from wikitools.runbook import launch_containers as lc
+from wikitools.runbook.compose import compose_call
+from wikitools.runbook.found import ANY_FILE, Found, Scope
 from wikitools.runbook.shell import (
     ShellSyntaxError,
     Word,
@@ -33,51 +28,14 @@ from wikitools.runbook.shell import (
     tokenize,
 )
 
-
-@dataclass(slots=True)
-class Found:
-    kind: str  # server | client
-    argv: list[str]
-    words: list[Word] | None  # top-level words (None when found inside a bash -c string)
-    start: int  # index in argv/words where the launcher starts
-    engine: str | None = None
-    tool: str | None = None
-    launcher: str = ""
-    rest: list[str] = field(default_factory=list)  # arguments after the launcher
-    image: str | None = None
-    docker: bool = False
-    docker_gpus: str | None = None
-    docker_env: list[tuple[str, str]] = field(default_factory=list)
-    docker_ports: list[str] = field(default_factory=list)
-    wrappers: list[str] = field(default_factory=list)
-    env: list[tuple[str, str]] = field(default_factory=list)
-    container: ContainerUse | None = None
-    compose_problem: str | None = None  # why a `docker compose up` could not be read
-    positional: list[str] = field(default_factory=list)  # $1 $2 … from a wrapper's call
-
-
-ANY_FILE = "*"  # key of `files` for a compose file shown on the page under no stated name
-
-
-@dataclass(slots=True)
-class Scope:
-    """What a block knows besides its own command: files (the page's file blocks and the
-    block's here-documents), wrapper functions and scripts, and bash arrays."""
-
-    files: dict[str, str] = field(default_factory=dict)
-    callables: dict[str, str | None] = field(default_factory=dict)  # name → script (None: fn)
-    arrays: dict[str, list[str]] = field(default_factory=dict)
-    problems: list[str] = field(default_factory=list)
-
+__all__ = ["ANY_FILE", "Found", "Scope", "append_args", "docker_run_offset", "find_in_script",
+           "find_launcher", "insertion_point"]
 
 _PY = re.compile(r"^(?:.*/)?python(?:\d+(?:\.\d+)?)?$")
 _PY_OPTS_WITH_VALUE = {"-X", "-W", "-c"}
 _UV_VALUE_OPTIONS = {"--with", "--python", "-p", "--project", "--directory", "--env-file",
                      "--extra", "--group", "--index", "--with-requirements", "--package"}
 _SHELLS = ("bash", "sh", "zsh", "dash")
-# docker exec / compose exec options that take a value
-_EXEC_VALUE = {"-e", "--env", "-w", "--workdir", "-u", "--user", "--env-file", "--detach-keys",
-               "--index"}
 
 
 def _strip_prefixes(argv: list[str], env: list[tuple[str, str]], wrappers: list[str]) -> int:
@@ -217,210 +175,23 @@ def _find(argv: list[str], words: list[Word] | None, scope: Scope, depth: int = 
         found.wrappers.insert(0, f"{base} {argv[j]}")
         found.env = env + inner_env + found.env
         if found.container is not None and found.container.top_level:
-            found.container = _not_top(found.container)
+            found.container = lc.not_top(found.container)
         return found
     call = compose_call(argv, i)
     if call is not None:
-        found = _compose(call, scope, depth, env)
+        found = lc.compose_up(call, scope, depth, env, _find)
         if found is not None and not top and found.container is not None:
-            found.container = _not_top(found.container)
+            found.container = lc.not_top(found.container)
         return found
     if base in ("docker", "podman", "nerdctl"):
         sub = argv[i + 1 : i + 3]
         if sub[:1] == ["run"] or sub == ["container", "run"]:
             j = i + 2 if argv[i + 1] == "run" else i + 3
-            return _docker(argv, words, j, base, env, scope, depth, top)
+            return lc.docker_run(argv, words, j, base, env, scope, depth, top, _find)
         if sub[:1] == ["exec"] or sub == ["container", "exec"]:
             j = i + 2 if argv[i + 1] == "exec" else i + 3
-            return _exec(argv, j, f"{base} exec", env, scope, depth)
+            return lc.docker_exec(argv, j, f"{base} exec", env, scope, depth, _find)
     return None
-
-
-def _not_top(use: ContainerUse) -> ContainerUse:
-    from dataclasses import replace
-
-    return replace(use, top_level=False)
-
-
-def _docker(
-    argv: list[str], words: list[Word] | None, j: int, base: str, env: list[tuple[str, str]],
-    scope: Scope, depth: int, top: bool,
-) -> Found | None:
-    denv: list[tuple[str, str]] = []
-    gpus = None
-    entrypoint = None
-    name = None
-    detached = remove = False
-    ports: list[str] = []
-    while j < len(argv):
-        a = argv[j]
-        if a == "--":
-            j += 1
-            break
-        if not a.startswith("-") or a == "-":
-            break
-        flag, eq, val = a.partition("=")
-        if eq:
-            value: str | None = val
-            j += 1
-        elif flag in engines.DOCKER_VALUE_FLAGS:
-            value = argv[j + 1] if j + 1 < len(argv) else None
-            j += 2
-        elif re.fullmatch(r"-[a-zA-Z]+", flag) and flag[-1] in "evpwuml" and set(flag[1:-1]) <= (
-            engines.DOCKER_BOOL_SHORT
-        ):
-            # combined short flags ending with a value flag, e.g. -itv /x:/y is rare; -e handled
-            detached = detached or "d" in flag[1:-1]
-            value = argv[j + 1] if j + 1 < len(argv) else None
-            flag = "-" + flag[-1]
-            j += 2
-        else:
-            if flag in ("-d", "--detach") or (re.fullmatch(r"-[dit]+", flag) and "d" in flag):
-                detached = True
-            elif flag == "--rm":
-                remove = True
-            value = None
-            j += 1
-        if value is None:
-            continue
-        if flag in ("-e", "--env"):
-            k, eq2, v = value.partition("=")
-            denv.append((k, v if eq2 else f"${{{k}}}"))  # bare `-e K` passes the host's K
-        elif flag == "--gpus":
-            gpus = value
-        elif flag == "--entrypoint":
-            entrypoint = value
-        elif flag in ("-p", "--publish"):
-            ports.append(value)
-        elif flag == "--name":
-            name = value
-    if j >= len(argv):
-        return None
-    image = argv[j]
-    cmd = argv[j + 1 :]
-    if entrypoint:
-        cmd = entrypoint.split() + cmd
-    sub_words = words[j + 1 :] if words is not None and not entrypoint else None
-    found = _find(cmd, sub_words, scope, depth + 1, top=False) if cmd else None
-    if found is None:
-        found = _image_entrypoint(image, cmd, sub_words)
-        if found is None:
-            return None
-    if found.words is not None and sub_words is None:
-        found.words = None
-    found.wrappers.insert(0, f"{base} run")
-    found.image = image
-    found.docker = True
-    found.docker_gpus = gpus
-    found.docker_env = denv
-    found.docker_ports = ports
-    found.env = env + denv + found.env
-    found.container = ContainerUse(kind="run", detached=detached, remove=remove, name=name,
-                                   top_level=top)
-    return found
-
-
-_MODEL_REF = re.compile(r"[\w.-]+/[\w.@:+-]+|/\S+")
-
-
-def _image_entrypoint(image: str, cmd: list[str], words: list[Word] | None) -> Found | None:
-    """An image whose entrypoint is the server (the vllm-openai images: `vllm serve`, before
-    that the API server): `IMAGE serve MODEL …`, `IMAGE --model X …`, `IMAGE MODEL --flag …`.
-    SGLang images have no server entrypoint, but `IMAGE --model-path …` reads the same way."""
-    eng = engines.engine_for_image(image)
-    if eng is None or not cmd:
-        return None
-    if eng == "vllm" and cmd[0] == "serve":
-        return Found(kind="server", argv=cmd, words=words, start=0, engine=eng,
-                     launcher=f"{image} serve", rest=cmd[1:])
-    if cmd[0].startswith("--") or (
-            _MODEL_REF.fullmatch(cmd[0]) and any(a.startswith("--") for a in cmd[1:])):
-        return Found(kind="server", argv=cmd, words=words, start=0, engine=eng,
-                     launcher=f"{image} (entrypoint)", rest=cmd)
-    return None
-
-
-def _exec(argv: list[str], j: int, spelling: str, env: list[tuple[str, str]], scope: Scope,
-          depth: int) -> Found | None:
-    """`docker exec [options] CONTAINER CMD…` (also `docker compose exec SERVICE CMD…`): the
-    launcher runs inside a container that something else started."""
-    denv: list[tuple[str, str]] = []
-    while j < len(argv) and argv[j].startswith("-"):
-        flag, eq, val = argv[j].partition("=")
-        value = val if eq else (argv[j + 1] if flag in _EXEC_VALUE and j + 1 < len(argv)
-                                else None)
-        j += 1 if eq or flag not in _EXEC_VALUE else 2
-        if flag in ("-e", "--env") and value:
-            k, eq2, v = value.partition("=")
-            denv.append((k, v if eq2 else f"${{{k}}}"))
-    if j + 1 >= len(argv):
-        return None
-    target = argv[j]
-    found = _find(argv[j + 1 :], None, scope, depth + 1, top=False)
-    if found is None:
-        return None
-    found.words = None
-    found.wrappers.insert(0, spelling)
-    found.docker = True
-    found.env = env + denv + found.env
-    found.container = ContainerUse(kind="exec", name=target, top_level=False)
-    return found
-
-
-def _compose(call: object, scope: Scope, depth: int, env: list[tuple[str, str]]) -> Found | None:
-    """`docker compose … up` / `run`: the launcher is the service's command in the compose
-    file; `docker compose exec SERVICE CMD` runs CMD in a service container."""
-    from wikitools.runbook.compose import ComposeCall
-
-    assert isinstance(call, ComposeCall)
-    spelling = " ".join(basename(p) if k == 0 else p for k, p in enumerate(call.program))
-    if call.subcommand == "exec":
-        return _exec([*call.program, "exec", *call.args], len(call.program) + 1,
-                     f"{spelling} exec", env, scope, depth)
-    if call.subcommand not in ("up", "run", "start", "create"):
-        return None
-    names = call.files or DEFAULT_FILES
-    path = next((n for n in names if n in scope.files), None)
-    if path is None:
-        path = next((k for k in scope.files for n in names
-                     if basename(k) == basename(n)), None)
-    text = scope.files.get(path) if path else scope.files.get(ANY_FILE)
-    if path is None and text is not None:
-        path = names[0]  # the compose file the page showed before this block
-    if path is None or text is None:
-        problem = (f"{spelling} {call.subcommand} needs its compose file "
-                   f"({', '.join(call.files) or 'compose.yaml'}) on the page, in a block "
-                   "marked `{ .yaml .runbook-file for=ID path=… }`")
-        return Found(kind="none", argv=[], words=None, start=0, compose_problem=problem)
-    try:
-        compose = parse_compose(text)
-    except ComposeError as exc:
-        return Found(kind="none", argv=[], words=None, start=0,
-                     compose_problem=f"{path}: {exc}")
-    wanted = call.services if call.subcommand == "up" else call.services[:1]
-    services = [s for s in compose.services if not wanted or s.name in wanted]
-    for svc in services:
-        found = _find(list(svc.argv), None, scope, depth + 1, top=False) if svc.argv else None
-        if found is None and svc.image:
-            found = _image_entrypoint(svc.image, list(svc.argv), None)
-        if found is None or found.kind != "server":
-            continue
-        found.words = None
-        found.wrappers.insert(0, f"{spelling} {call.subcommand}")
-        found.image = svc.image
-        found.docker = True
-        found.docker_gpus = "all" if svc.gpus else None
-        found.docker_env = list(svc.env)
-        found.env = env + list(svc.env) + found.env
-        found.container = ContainerUse(
-            kind="compose", detached=call.detached, name=svc.container_name,
-            compose_program=call.program, compose_args=call.globals, compose_file=path,
-            service=svc.name, project=call.project or compose.name)
-        return found
-    names_ = ", ".join(s.name for s in services) or "none"
-    return Found(kind="none", argv=[], words=None, start=0,
-                 compose_problem=f"{path}: no engine launcher in service {names_} (the image's "
-                 "own entrypoint decides the flags)")
 
 
 def _array_items(value: str) -> list[str] | None:
