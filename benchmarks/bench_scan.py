@@ -54,14 +54,16 @@ class Score:
         return 100.0 * n / of if of else 0.0
 
     def lines(self) -> list[str]:
-        f = self.found
+        def share(label: str, n: int, of: int) -> str:
+            return f"{label:<21}{n}/{of} ({self.pct(n, of):.1f} %)"
+
         return [
-            f"launchers            {self.launchers}",
-            f"found                {self.found} ({self.pct(self.found, self.launchers):.1f} %)",
-            f"engine right         {self.engine_right}/{f} ({self.pct(self.engine_right, f):.1f} %)",
-            f"model right          {self.model_right}/{f} ({self.pct(self.model_right, f):.1f} %)",
-            f"TP right             {self.tp_right}/{f} ({self.pct(self.tp_right, f):.1f} %)",
-            f"false positives      {self.false_positives}",
+            f"{'launchers':<21}{self.launchers}",
+            share("found", self.found, self.launchers),
+            share("engine right", self.engine_right, self.found),
+            share("model right", self.model_right, self.found),
+            share("TP right", self.tp_right, self.found),
+            f"{'false positives':<21}{self.false_positives}",
         ]
 
 
@@ -122,7 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     t = time.perf_counter()
     result = score(args.pages)
     secs = time.perf_counter() - t
-    print(f"community launcher scan ({args.pages.relative_to(REPO) if args.pages.is_relative_to(REPO) else args.pages})")  # noqa: E501
+    shown = args.pages.relative_to(REPO) if args.pages.is_relative_to(REPO) else args.pages
+    print(f"community launcher scan ({shown})")
     for line in result.lines():
         print("  " + line)
     print(f"  time                 {secs * 1000:.0f} ms")

@@ -231,11 +231,6 @@ def test_spec_acceptance_from_counter_deltas():
     assert markers.spec_acceptance({}, {}) == {}
 
 
-def test_container_name():
-    assert processes.container_name("docker run --rm --name wiki-x1 img vllm serve m") == "wiki-x1"
-    assert processes.container_name("vllm serve m") is None
-
-
 def test_no_leftover_environment_change():
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     assert os.getpgid(0) == os.getpgid(0)

@@ -12,6 +12,7 @@ import pytest
 from wikitools.cli import main
 from wikitools.errors import UsageError
 from wikitools.pages import parse_page, read_page
+from wikitools.runbook.containers import DockerFacts
 from wikitools.runbook.extract import extract_runbooks
 from wikitools.runbook.host import HostFacts
 from wikitools.runbook.model import Runbook
@@ -119,7 +120,8 @@ def test_port_override_of_wrapped_command_is_refused() -> None:
 def test_sglang_docker_plan() -> None:
     rb = good_runbook("qwen35-397b-nvfp4-tp4")
     verdict = preflight(rb, facts=facts("rtxpro6000-x4"), port_checker=lambda _p: True,
-                        environ={})
+                        environ={}, docker=DockerFacts(runtimes=("nvidia", "runc")))
+    assert all(c.status == "ok" for c in verdict.checks if c.name.startswith(("docker", "cont")))
     plan = make_plan(rb, artifacts_dir="x", verdict=verdict)
     assert plan.server.env == {}  # docker --gpus chooses the GPUs
     # The container does not see the run's environment: the plan says what to add.
@@ -253,3 +255,63 @@ def test_cli_plan_without_nvidia_smi(tmp_path: Path, capsys: pytest.CaptureFixtu
                  str(free_port())]) == 1
     assert ("fail nvidia-smi: nvidia-smi not found: no NVIDIA driver on this host; runbook "
             "needs 2 GPUs") in capsys.readouterr().out
+
+
+# --------------------------------------------------------------------------- containers
+
+RUN_ID_DIR = ".artifacts/r/20261130T100000Z-0123abcd"
+
+
+def test_docker_run_plan_reads_the_container_id_from_a_cidfile() -> None:
+    rb = one("gpus=0", "docker run -d --rm --name \"srv-${TAG:-x}\" --network host \\\n"
+                "  -e HF_TOKEN=hf_secret -e VLLM_CPU_KVCACHE_SPACE=1 img \\\n"
+                "  vllm serve m --port 8000")
+    plan = make_plan(rb, artifacts_dir=RUN_ID_DIR)
+    srv = plan.server
+    assert srv.command.startswith(
+        f"docker run --cidfile {RUN_ID_DIR}/server.cid -d --rm --name \"srv-${{TAG:-x}}\"")
+    c = srv.container
+    assert c is not None and (c.kind, c.detached, c.remove) == ("run", True, True)
+    assert (c.name, c.cidfile, c.workdir) == ("srv-${TAG:-x}", f"{RUN_ID_DIR}/server.cid", ".")
+    # The container's -e settings are the server's environment (secrets masked); they are not
+    # added to the shell's environment.
+    assert srv.container_env == {"HF_TOKEN": "***", "VLLM_CPU_KVCACHE_SPACE": "1"}
+    assert srv.env == {}
+    assert "hf_secret" not in srv.display_command
+    assert "Unable to find image " in srv.fatal_patterns
+    text = format_plan(plan)
+    assert "  container env: HF_TOKEN='***' VLLM_CPU_KVCACHE_SPACE=1\n" in text
+    assert (f"  container: docker run, detached: its log followed with docker logs -f; ID read "
+            f"from {RUN_ID_DIR}/server.cid\n") in text
+    assert "  stop: docker stop <that ID>; then the ID checked gone\n" in text
+
+
+def test_compose_plan_runs_in_the_run_folder_with_a_project_of_its_own() -> None:
+    page = parse_page(
+        "```{ .yaml .runbook-file for=r path=srv.yaml }\nservices:\n  vllm:\n"
+        "    image: vllm/vllm-openai:v0.11.0\n    network_mode: host\n"
+        "    environment:\n      HF_TOKEN: hf_secret\n"
+        "    command: [\"--model\", \"org/m\", \"--port\", \"8100\"]\n```\n\n"
+        "```{ .bash #r .runbook-server gpus=0 }\ndocker compose -f srv.yaml up -d\n```\n", "p.md")
+    runbooks, diags = extract_runbooks([page])
+    assert diags == []
+    rb = runbooks.get("r")
+    assert rb.server.port == 8100 and rb.server.command.model == "org/m"
+    plan = make_plan(rb, artifacts_dir=RUN_ID_DIR)
+    srv = plan.server
+    c = srv.container
+    assert c is not None and (c.kind, c.detached) == ("compose", True)
+    assert c.project == "wiki-20261130t100000z-0123abcd"
+    assert srv.env == {"COMPOSE_PROJECT_NAME": "wiki-20261130t100000z-0123abcd"}
+    assert (c.compose_program, c.compose_args, c.workdir) == (
+        ("docker", "compose"), ("-f", "srv.yaml"), RUN_ID_DIR)
+    assert c.files == (("srv.yaml", rb.files[0].content),)
+    assert srv.command == "docker compose -f srv.yaml up -d"
+    assert srv.container_env == {"HF_TOKEN": "***"}
+    text = format_plan(plan)
+    assert f"  command (bash -c, in {RUN_ID_DIR}/):\n" in text
+    assert f"  file: {RUN_ID_DIR}/srv.yaml (from the page)\n" in text
+    assert "  stop: docker compose -f srv.yaml down; then each container ID checked gone\n" in text
+    # Editing the compose file changes the runbook's hash (its records become stale).
+    edited = parse_page(page.text.replace("8100", "8101"), "p.md")
+    assert extract_runbooks([edited])[0].get("r").blocks_hash != rb.blocks_hash

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from wikitools.pages import parse_page
+from wikitools.runbook.containers import DockerFacts
 from wikitools.runbook.extract import extract_runbooks
 from wikitools.runbook.host import (
     HostFacts,
@@ -48,6 +49,10 @@ def runbook(attrs: str = "gpus=2 arch=sm120", command: str = "vllm serve m --tp 
 
 def free(_port: int) -> bool:
     return True
+
+
+# A Docker daemon with the NVIDIA runtime and no containers (preflight asks no real daemon).
+NVIDIA_DOCKER = DockerFacts(runtimes=("io.containerd.runc.v2", "nvidia", "runc"))
 
 
 def check(verdict, name: str) -> tuple[str, str]:  # type: ignore[no-untyped-def]
@@ -175,7 +180,8 @@ def test_outer_cuda_visible_devices_limits_candidates() -> None:
 
 def test_docker_gpus_device_list() -> None:
     rb = runbook("gpus=2", "docker run --gpus '\"device=0,1\"' img vllm serve m --tp 2")
-    v = preflight(rb, facts=facts("rtxpro6000-x4"), port_checker=free, environ={})
+    v = preflight(rb, facts=facts("rtxpro6000-x4"), port_checker=free, environ={},
+                  docker=NVIDIA_DOCKER)
     assert v.ok and v.selected_gpus == (0, 1)
     assert check(v, "docker") == ("ok", "docker present for image img")
     missing = preflight(rb, facts=facts("rtxpro6000-x4", docker=False), port_checker=free,
@@ -237,7 +243,7 @@ def test_nvidia_smi_failing() -> None:
 ])
 def test_empty_nccl_graph_file_is_refused_even_when_forced(command: str) -> None:
     v = preflight(runbook("gpus=2", command), force=True, facts=facts("rtxpro6000-x2"),
-                  port_checker=free, environ={})
+                  port_checker=free, environ={}, docker=NVIDIA_DOCKER)
     assert check(v, "env") == ("fail", "NCCL_GRAPH_FILE is set to an empty string; unset it "
                                "instead (`unset NCCL_GRAPH_FILE`)")
     assert not v.ok
@@ -296,3 +302,71 @@ def test_real_h200_verdicts() -> None:
     two = preflight(runbook("gpus=2 arch=sm90", "vllm serve m --tp 2"), facts=real_facts(),
                     port_checker=free, environ={})
     assert two.message == "runbook needs 2 GPUs; 1 available (0)"
+
+
+# --------------------------------------------------------------------------- containers
+
+NO_GPU = HostFacts(smi_found=False, docker_found=True)
+
+
+
+def test_container_name_taken_by_another_container_is_refused_even_when_forced() -> None:
+    rb = runbook("gpus=2", "docker run --rm --name \"srv-${TAG:-x}\" --gpus all img "
+                 "vllm serve m --tp 2")
+    seen: list[str] = []
+    cid = "9ace3a5a7e47" + "0" * 52
+    taken = DockerFacts(runtimes=("nvidia", "runc"), taken=(("srv-42", cid),))
+    v = preflight(rb, force=True, facts=facts("rtxpro6000-x2"), port_checker=free,
+                  environ={"TAG": "42"}, docker=taken)
+    seen.append(v.message or "")
+    assert not v.ok
+    assert check(v, "container") == (
+        "fail", "container name srv-42 already in use by a container this run did not start "
+        "(ID 9ace3a5a7e47); remove or rename it, or change the name")
+    free_name = preflight(rb, facts=facts("rtxpro6000-x2"), port_checker=free,
+                          environ={"TAG": "42"}, docker=NVIDIA_DOCKER)
+    assert free_name.ok and check(free_name, "container") == (
+        "ok", "container name srv-42 is free")
+
+
+def test_gpus_without_nvidia_container_runtime() -> None:
+    rb = runbook("gpus=0", "docker run --gpus all img vllm serve m")
+    plain = DockerFacts(runtimes=("io.containerd.runc.v2", "runc"))
+    v = preflight(rb, force=True, facts=NO_GPU, port_checker=free,
+                  environ={}, docker=plain)
+    assert not v.ok
+    assert check(v, "docker-gpus") == (
+        "fail", "docker --gpus all needs the NVIDIA container runtime (nvidia-container-toolkit), "
+        "which this host's Docker does not have (runtimes: io.containerd.runc.v2, runc; no "
+        "nvidia-container-runtime-hook on PATH)")
+    hook = DockerFacts(runtimes=("runc",), nvidia_hook=True)
+    assert preflight(rb, facts=NO_GPU, port_checker=free, environ={},
+                     docker=hook).ok
+
+
+def test_no_docker_daemon() -> None:
+    rb = runbook("gpus=0", "docker run img vllm serve m")
+    v = preflight(rb, facts=NO_GPU, port_checker=free, environ={},
+                  docker=DockerFacts(daemon_error="Cannot connect to the Docker daemon at "
+                                     "unix:///var/run/docker.sock. Is the docker daemon running?"))
+    assert v.message == ("no Docker daemon answers: Cannot connect to the Docker daemon at "
+                         "unix:///var/run/docker.sock. Is the docker daemon running?")
+
+
+def test_compose_project_named_by_the_page_must_be_empty() -> None:
+    page = parse_page(
+        "```{ .yaml .runbook-file for=r path=c.yaml }\nservices:\n  s:\n"
+        "    image: vllm/vllm-openai\n    command: --model m\n```\n\n"
+        "```{ .bash #r .runbook-server gpus=0 }\ndocker compose -f c.yaml -p shared up -d\n```\n",
+        "p.md")
+    runbooks, diags = extract_runbooks([page])
+    assert diags == []
+    rb = runbooks.get("r")
+    assert rb.server.command.container is not None
+    assert rb.server.command.container.project == "shared"
+    busy = DockerFacts(project_ids=("ab" * 32,))
+    v = preflight(rb, facts=NO_GPU, port_checker=free, environ={},
+                  docker=busy)
+    assert check(v, "container") == (
+        "fail", "Compose project shared already has containers this run did not start "
+        "(abababababab); stop that project or name another")

@@ -68,9 +68,9 @@ EXPECTED_BAD = [
     "wiki/errors.md:19:38: RB003 error: unknown attribute 'gpu' on a runbook-server block; "
     "did you mean "
     "'gpus'?",
-    "wiki/errors.md:20:1: RB007 error: server command not understood: no engine launcher "
-    "found (vllm "
-    "serve, python -m vllm.entrypoints.openai.api_server, python -m sglang.launch_server)",
+    "wiki/errors.md:20:1: RB007 error: server command not understood: docker compose up needs "
+    "its compose file (compose.yaml) on the page, in a block marked "
+    "`{ .yaml .runbook-file for=ID path=… }`",
     "wiki/errors.md:23:38: RB010 error: engine=sglang but the command starts vllm (vllm serve)",
     "wiki/errors.md:27:28: RB002 error: for=mismatc names no runbook; did you mean 'mismatch'?",
     "wiki/errors.md:35:41: RB008 error: duplicate client name 'a' in runbook 'mismatch' (first at "

@@ -5,8 +5,16 @@ block that is not a launcher is reported as one. benchmarks/bench_scan.py prints
 from __future__ import annotations
 
 import importlib.util
+import shutil
 import sys
 from pathlib import Path
+
+import pytest
+
+from wikitools.cli import main
+from wikitools.pages import parse_page
+from wikitools.runbook.extract import load_runbooks
+from wikitools.runbook.scan import container_findings
 
 REPO = Path(__file__).resolve().parents[1]
 _SPEC = importlib.util.spec_from_file_location("bench_scan", REPO / "benchmarks" / "bench_scan.py")
@@ -37,3 +45,73 @@ def test_scan_reads_community_launchers() -> None:
     assert s.model_right >= 0.95 * s.found, report
     assert s.tp_right >= 0.95 * s.found, report
     assert s.false_positives == 0, report
+
+
+def _tree(tmp_path: Path) -> Path:
+    root = tmp_path / "wiki-root"
+    shutil.copytree(PAGES, root / "wiki")
+    return root
+
+
+def test_scan_write_marks_blocks_in_place_and_check_reports_drift(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = _tree(tmp_path)
+    page = root / "wiki" / "models" / "ds4-flash-v2.md"
+    before = {p: p.read_text() for p in root.rglob("*.md")}
+
+    assert main(["runbook", "scan", "--check", "--root", str(root)]) == 1
+    out = capsys.readouterr().out
+    assert "wiki/models/ds4-flash-v2.md:49:1: would mark server block" in out
+    assert {p: p.read_text() for p in root.rglob("*.md")} == before  # --check writes nothing
+
+    assert main(["runbook", "scan", "--write", "--root", str(root)]) == 0
+    out = capsys.readouterr().out
+    # Blocks that cannot become runbooks are left alone, with the reason.
+    assert ("wiki/troubleshooting/inside-a-running-container.md:14:1: RB012 server block not "
+            "converted: the server starts inside a running container (dev)") in out
+    assert ("wiki/models/minimax-m25.md:6:1: RB012 file block not converted: no `docker compose "
+            "… up` block follows it on the page to run it") in out
+    changed = 0
+    for path, old in before.items():
+        new = path.read_text()
+        old_lines, new_lines = old.split("\n"), new.split("\n")
+        assert len(old_lines) == len(new_lines), path
+        for a, b in zip(old_lines, new_lines, strict=True):
+            if a != b:  # only opening fences change, and only their info string
+                changed += 1
+                assert a.startswith("```") and b.startswith("```{ ."), (path, a, b)
+    assert changed >= 100
+    text = page.read_text()
+    assert "```{ .yaml .runbook-file for=deepseek-v4-flash-tp4 path=compose.yaml }" in text
+    assert "```{ .bash #deepseek-v4-flash-tp4 .runbook-server engine=vllm gpus=4 }" in text
+
+    # The result is a valid wiki of runbooks, and a second pass has nothing left to do.
+    runbooks, diags, _pages = load_runbooks(root)
+    assert [d.format() for d in diags] == []
+    assert len(runbooks) >= 90
+    compose = runbooks.get("deepseek-v4-flash-tp4")
+    assert [f.path for f in compose.files] == ["compose.yaml"]
+    assert compose.server.command.model == "/models/DeepSeek-V4-Flash"
+    assert compose.server.command.tp == 4
+    assert main(["runbook", "scan", "--check", "--root", str(root)]) == 0
+    capsys.readouterr()
+
+
+def test_lint_says_why_container_blocks_cannot_run() -> None:
+    pages, _expected = bench_scan.expectations(PAGES)
+    found = {d.format() for p in pages for d in container_findings(p)}
+    assert ("compose/glm52-compose.md:95:1: RB013 compose file whose services start no engine "
+            "themselves (service glm52 runs /usr/local/bin/serve-gilded-gnosis.sh in "
+            "voipmonitor/vllm:gilded-gnosis-v20-vllme1e9426-si200c1db-fi801d57a-cu132-20260804-r28)"
+            ": a runbook cannot tell the engine, model or port from it") in found
+    assert ("compose/glm52-compose.md:110:1: RB013 docker compose runs the compose file shown at "
+            "line 95, whose services start no engine themselves") in found
+    assert ("troubleshooting/inside-a-running-container.md:37:1: RB013 the server starts inside "
+            "a running container (sglang-dev) that the page does not start: a runbook could not "
+            "stop it; start it with docker run or docker compose") in found
+    # Compose files with a launcher, and `up` blocks that run them, are not findings.
+    assert not any(f.startswith("models/ds4-flash-v2.md") for f in found), found
+    lone = parse_page("```bash\ndocker compose -f srv.yaml up -d\n```\n", "p.md")
+    assert [d.format() for d in container_findings(lone)] == [
+        "p.md:1:1: RB013 docker compose up needs its compose file (srv.yaml) on the page, in a "
+        "block marked `{ .yaml .runbook-file for=ID path=… }`"]

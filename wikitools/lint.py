@@ -5,7 +5,8 @@ short by a YAML comment (warning), PG003 more than one
 level-1 heading, LNK001 link to a file that does not exist, LNK002 page that no chain of links
 from the home page reaches (warning), IDX001 page without a title (shared with the index),
 FM006 page marked `current` whose runbooks have no successful record on their target
-architecture.
+architecture, RB013 container block that a runbook could not run (warning: a compose file
+without an engine launcher, `docker compose up` without its file, a `docker exec` server).
 FM001/FM002/PG001/PG002 come from the parser.
 """
 
@@ -57,8 +58,12 @@ def current_status_findings(config: WikiConfig, pages: Iterable[Page]) -> list[D
 
 
 def page_findings(config: WikiConfig, page: Page) -> list[Diagnostic]:
-    """The findings that need only the page itself: parser problems, front matter, headings."""
-    return [*page.problems, *check_front_matter(config, page), *check_headings(page)]
+    """The findings that need only the page itself: parser problems, front matter, headings,
+    container blocks that could not become runbooks."""
+    from wikitools.runbook.scan import container_findings
+
+    return [*page.problems, *check_front_matter(config, page), *check_headings(page),
+            *container_findings(page)]
 
 
 def page_links(page: Page) -> tuple[LinkFact, ...]:

@@ -64,15 +64,24 @@ def _why_no_docker() -> str | None:
 _NO_DOCKER = _why_no_docker()
 
 pytestmark = [
-    pytest.mark.engine,
     pytest.mark.docker,
     pytest.mark.skipif(_NO_DOCKER is not None, reason=_NO_DOCKER or ""),
+]
+# The runs that serve: a real vLLM from the engine environment inside the container.
+needs_engine = [
+    pytest.mark.engine,
     pytest.mark.skipif(
         not (ENGINE_BIN / "vllm").is_file(),
         reason=f"engine environment missing ({ENGINE_VENV}); create it with "
         "scripts/setup-engine-env.sh",
     ),
 ]
+
+
+def serving(test):  # type: ignore[no-untyped-def]
+    for mark in needs_engine:
+        test = mark(test)
+    return test
 
 
 # --------------------------------------------------------------------------- helpers
@@ -88,9 +97,12 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _python_home() -> str:
     """The base installation of the engine's Python (its bin/python is a link into it)."""
-    out = subprocess.run([str(ENGINE_BIN / "python"), "-c", "import sys; print(sys.base_prefix)"],
-                         check=True, capture_output=True, text=True, timeout=60)
-    return os.path.realpath(out.stdout.strip())
+    cfg = ENGINE_VENV / "pyvenv.cfg"
+    for line in cfg.read_text().splitlines() if cfg.is_file() else ():
+        key, _, value = line.partition("=")
+        if key.strip() == "home":
+            return os.path.realpath(Path(value.strip()).parent)
+    return "/nonexistent-python-home"
 
 
 def tagged_pids(tag: str) -> list[int]:
@@ -130,7 +142,7 @@ def port_free(port: int) -> bool:
 
 
 class Run:
-    def __init__(self, root: Path, runbook: str, tiny_model: Path, port: int) -> None:
+    def __init__(self, root: Path, runbook: str, tiny_model: Path | None, port: int) -> None:
         self.root = root
         self.runbook = runbook
         self.port = port
@@ -138,7 +150,7 @@ class Run:
         self.env = dict(os.environ)
         self.env.update(
             PATH=f"{ENGINE_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-            TINY_MODEL=str(tiny_model),
+            TINY_MODEL=str(tiny_model or "/nonexistent-model"),
             ENGINE_ENV=str(ENGINE_VENV.resolve()),
             PYTHON_HOME=_python_home(),
             HF_HUB_OFFLINE="1",
@@ -203,13 +215,15 @@ class Run:
 
 
 @pytest.fixture
-def make_run(tmp_path: Path, tiny_model: Path):
+def make_run(tmp_path: Path, request: pytest.FixtureRequest):
     runs: list[Run] = []
     root = tmp_path / "wiki-root"
     shutil.copytree(TREE, root)
+    wants_model = request.node.get_closest_marker("engine") is not None
+    model = request.getfixturevalue("tiny_model") if wants_model else None
 
     def make(runbook: str, port: int) -> Run:
-        run = Run(root, runbook, tiny_model, port)
+        run = Run(root, runbook, model, port)
         runs.append(run)
         return run
 
@@ -253,6 +267,7 @@ def assert_failed(run: Run, rc: int, failed_step: str) -> dict[str, Any]:
 # --------------------------------------------------------------------------- success
 
 
+@serving
 def test_docker_run_detached_end_to_end(make_run) -> None:
     run = make_run("docker-vllm", 18471)
     rc = run(timeout=900)
@@ -287,6 +302,7 @@ def test_docker_run_detached_end_to_end(make_run) -> None:
     run.assert_nothing_left()
 
 
+@serving
 def test_compose_up_detached_end_to_end(make_run) -> None:
     run = make_run("compose-vllm", 18472)
     rc = run(timeout=900)
@@ -312,6 +328,7 @@ def test_compose_up_detached_end_to_end(make_run) -> None:
 # --------------------------------------------------------------------------- faults
 
 
+@serving
 def test_ctrl_c_during_client_stops_entrypoint_container(make_run) -> None:
     run = make_run("entrypoint-vllm", 18473)
     run.start()
@@ -348,6 +365,7 @@ def test_image_missing(make_run) -> None:
     run.assert_nothing_left()
 
 
+@serving
 def test_container_exits_during_startup(make_run) -> None:
     run = make_run("docker-exits", 18475)
     rc = run(timeout=600)

@@ -9,14 +9,16 @@ from pathlib import Path
 from typing import Any
 
 from wikitools.config import load_config, load_pages
-from wikitools.diagnostics import Severity, sort_diagnostics, summary
+from wikitools.diagnostics import Diagnostic, Severity, sort_diagnostics, summary
 from wikitools.errors import UsageError
-from wikitools.pages import read_page
+from wikitools.fsio import write_if_changed
+from wikitools.pages import Page, read_page
+from wikitools.runbook.adopt import adopt_page
 from wikitools.runbook.extract import load_runbooks
 from wikitools.runbook.model import Runbook
 from wikitools.runbook.plan import format_plan, format_verdict
 from wikitools.runbook.preflight import required_gpus
-from wikitools.runbook.scan import scan_pages
+from wikitools.runbook.scan import Suggestion, scan_pages
 from wikitools.runbook.secrets import mask_env
 from wikitools.runbook.session import RunOptions, prepare
 
@@ -49,10 +51,17 @@ def add_parsers(sub: Any) -> None:
 
     p = sub.add_parser("scan", help="find plain shell blocks holding launchers; suggest the "
                        "runbook form",
-                       description="Find un-annotated shell code blocks that start an engine "
-                       "or a benchmark client, and print the brace form that makes each one a "
-                       "runbook block.")
+                       description="Find un-annotated code blocks that start an engine (shell "
+                       "blocks, and compose files in YAML blocks) or a benchmark client, and print "
+                       "the brace form that makes each one a runbook block. --write marks them "
+                       "in place (only the opening fence line changes); --check reports what "
+                       "--write would change and exits 1.")
     p.add_argument("paths", nargs="*", type=Path, help="pages or folders (default: the wiki)")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--write", action="store_true",
+                      help="mark the blocks in place: only the opening fence line changes")
+    mode.add_argument("--check", action="store_true",
+                      help="write nothing; exit 1 when --write would change a page")
     _root(p)
     p.set_defaults(handler=run_scan)
 
@@ -216,11 +225,47 @@ def run_scan(args: argparse.Namespace) -> int:
         pages = [read_page(f.resolve(), root) for f in files]
     else:
         pages = load_pages(config)
-    runbooks, _diags, _all = load_runbooks(args.root)
+    runbooks, _diags, every_page = load_runbooks(args.root)
     found = scan_pages(pages, taken=runbooks.ids())
-    for s in found:
-        print(s.format())
-    n = len(found)
-    print(f"{n} block{'s' * (n != 1)} could become runbook blocks" if n else
-          "no plain launcher blocks", file=sys.stderr)
+    if not (args.write or args.check):
+        for s in found:
+            print(s.format())
+        n = len(found)
+        print(f"{n} block{'s' * (n != 1)} could become runbook blocks" if n else
+              "no plain launcher blocks", file=sys.stderr)
+        return 0
+    return _adopt(args, pages, every_page, found)
+
+
+def _adopt(args: argparse.Namespace, pages: list[Page], every_page: list[Page],
+           found: list[Suggestion]) -> int:
+    """scan --write / --check: convert the suggested blocks in place (fence lines only)."""
+    root = Path(args.root)
+    converted = 0
+    changed: list[str] = []
+    skipped: list[Diagnostic] = []
+    for page in pages:
+        mine = [s for s in found if s.path == page.path]
+        if not mine:
+            continue
+        others = [p for p in every_page if p.path != page.path]
+        result = adopt_page(page, mine, others)
+        skipped += result.skipped
+        if not result.converted:
+            continue
+        converted += len(result.converted)
+        changed.append(page.path)
+        verb = "would mark" if args.check else "marked"
+        for s in result.converted:
+            print(f"{s.path}:{s.line}:{s.col}: {verb} {s.role} block: {s.fence}")
+        if args.write:
+            write_if_changed(root / page.path, result.text)
+    for d in sort_diagnostics(skipped):
+        print(d.format())
+    pages_n = len(changed)
+    what = f"{converted} block{'s' * (converted != 1)} in {pages_n} page{'s' * (pages_n != 1)}"
+    if args.check:
+        print(f"{what} would be marked" if converted else "nothing to mark", file=sys.stderr)
+        return 1 if converted else 0
+    print(f"{what} marked" if converted else "nothing to mark", file=sys.stderr)
     return 0

@@ -32,6 +32,9 @@ class RunState:
     client: subprocess.Popen[bytes] | None = None
     server_started: bool = False
     t_start: float = 0.0  # monotonic time the server was started
+    containers: Any = None  # containers.Containers when the server runs in containers
+    image_id: str | None = None  # the image the server's container runs (docker image ID)
+    image_digest: str | None = None  # its registry digest, else its ID
 
     def fail(self, step: str, message: str, tail: list[str] | None = None) -> None:
         if self.failed_step is None:
@@ -84,11 +87,14 @@ def build_record(
             "name": srv.engine,
             "version": st.engine_version,
             "image": srv.image,
-            "image_digest": None,
+            "image_digest": st.image_digest,
+            **({"image_id": st.image_id} if srv.container is not None else {}),
         },
         server={
             "command": srv.display_command or mask_command(srv.command),
-            "env": dict(sorted(srv.display_env.items())),
+            "env": dict(sorted({**srv.container_env, **srv.display_env}.items())),
+            **({"containers": list(st.containers.ids) if st.containers is not None else []}
+               if srv.container is not None else {}),
             "port": srv.port,
             "model": st.model_id,
             "log_tail": st.log_tail if status == "failed" else [],

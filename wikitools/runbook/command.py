@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from wikitools.runbook import engines
 from wikitools.runbook.launcher import find_launcher
 from wikitools.runbook.model import ClientCommand, EngineCommand
-from wikitools.runbook.shell import expand
+from wikitools.runbook.shell import resolve as expand
 
 # --------------------------------------------------------------------------- flags
 
@@ -90,10 +91,11 @@ def _parse_json_arg(value: str, problems: list[str], flag: str) -> dict[str, Any
 
 
 
-def parse_server_command(text: str, extra_env: dict[str, str] | None = None) -> EngineCommand:
+def parse_server_command(text: str, extra_env: dict[str, str] | None = None,
+                         files: Mapping[str, str] | None = None) -> EngineCommand:
     """Understand a server block. `extra_env` (the block's env= attribute) is used only to
-    expand `${VAR}` in flag values."""
-    found, env, problems = find_launcher(text)
+    expand `${VAR}` in flag values; `files` are the runbook's file blocks (a compose file)."""
+    found, env, problems = find_launcher(text, files)
     if found is None or found.kind != "server":
         if not problems:
             problems.append("no engine launcher found (vllm serve, python -m "
@@ -101,6 +103,7 @@ def parse_server_command(text: str, extra_env: dict[str, str] | None = None) -> 
         return EngineCommand(text=text, env=tuple(env), problems=tuple(problems))
     scope = dict(extra_env or {})
     scope.update(env)
+    scope.update((str(n), v) for n, v in enumerate(found.positional, start=1))
     positionals, raw_flags = parse_flags(found.rest)
     values: dict[str, Any] = {}
     spec: dict[str, Any] | None = None
@@ -171,6 +174,7 @@ def parse_server_command(text: str, extra_env: dict[str, str] | None = None) -> 
         docker=found.docker,
         docker_gpus=found.docker_gpus,
         docker_env=tuple(found.docker_env),
+        container=found.container,
         wrappers=tuple(found.wrappers),
         flags=tuple(flags),
         problems=tuple(problems),
@@ -237,13 +241,13 @@ def parse_client_command(text: str) -> ClientCommand:
     )
 
 
-def mentions_launcher(text: str) -> EngineCommand | ClientCommand | None:
-    """For `wiki runbook scan`: the server or client command a plain block holds, if any."""
-    found, _env, _problems = find_launcher(text)
+def mentions_launcher(text: str, files: Mapping[str, str] | None = None,
+                      ) -> EngineCommand | ClientCommand | None:
+    """For `wiki runbook scan`: the server or client command a plain block holds, if any.
+    `files`: compose files the page shows (see `launcher.find_launcher`)."""
+    found, _env, _problems = find_launcher(text, files)
     if found is None:
         return None
     if found.kind == "server":
-        return parse_server_command(text)
+        return parse_server_command(text, files=files)
     return parse_client_command(text)
-
-

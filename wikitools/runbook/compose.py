@@ -17,9 +17,9 @@ _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 # Compose interpolation: $$ (a literal $), ${VAR}, ${VAR:-default}, ${VAR-default},
 # ${VAR:?message}, ${VAR?message}, ${VAR:+alt}, $VAR.
 _INTERP = re.compile(
-    r"\$(?:(?P<dollar>\$)|\{(?P<name>[A-Za-z_]\w*)(?:(?P<op>:?[-?+])(?P<arg>[^}]*))?\}"
-    r"|(?P<bare>[A-Za-z_]\w*))"
+    r"\$(?:\{(?P<name>[A-Za-z_]\w*)(?:(?P<op>:?[-?+])(?P<arg>[^{}]*))?\}|(?P<bare>[A-Za-z_]\w*))"
 )
+_DOLLAR = "\0"  # stands for an escaped `$$` while variables are substituted
 # Default file names `docker compose` looks for, in its order.
 DEFAULT_FILES = ("compose.yaml", "compose.yml", "docker-compose.yml", "docker-compose.yaml")
 
@@ -61,24 +61,30 @@ def looks_like_compose(text: str) -> bool:
 
 def interpolate(value: str, env: Mapping[str, str]) -> str:
     """Compose's variable substitution with `env` as the host environment: unknown variables
-    take their default, or become empty as Compose does; `$$` becomes `$`."""
+    take their default, or become empty as Compose does; `$$` becomes `$`. Defaults may hold
+    variables themselves (`${IMAGE:-repo:${TAG:-v1}}`)."""
 
     def sub(m: re.Match[str]) -> str:
-        if m["dollar"]:
-            return "$"
         name = m["name"] or m["bare"]
         op, arg = m["op"], m["arg"] or ""
         have = name in env
         val = env.get(name, "")
         if op in (":-", "-"):
             use_default = not have or (op == ":-" and val == "")
-            return interpolate(arg, env) if use_default else val
+            return arg if use_default else val
         if op in (":+", "+"):
             present = have and (op == "+" or val != "")
-            return interpolate(arg, env) if present else ""
-        return val if have else (f"${{{name}}}" if op in (":?", "?") else "")
+            return arg if present else ""
+        return val if have else (f"${{{name}}}".replace("$", _DOLLAR) if op in (":?", "?")
+                                 else "")
 
-    return _INTERP.sub(sub, value)
+    text = value.replace("$$", _DOLLAR)
+    for _ in range(5):  # inner variables first, then the ones around them
+        again = _INTERP.sub(sub, text)
+        if again == text:
+            break
+        text = again
+    return text.replace(_DOLLAR, "$")
 
 
 def _strings(value: Any) -> list[str] | None:
@@ -153,7 +159,7 @@ def parse_compose(text: str, host: Mapping[str, str] | None = None) -> ComposeFi
     interpolate from (default: none, so every `${VAR:-default}` takes its default)."""
     host = host or {}
     try:
-        data = yaml.load(text, Loader=_YAML_LOADER)  # noqa: S506 - safe loader
+        data = yaml.load(text, Loader=_YAML_LOADER)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""

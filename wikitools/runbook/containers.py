@@ -25,14 +25,7 @@ from wikitools.runbook.processes import spawn, stop_group
 DOCKER_TIMEOUT_S = 30.0  # any single docker CLI call
 GONE_TIMEOUT_S = 15.0  # how long a stopped container may take to disappear
 HOOK = "nvidia-container-runtime-hook"  # what dockerd runs for `--gpus`
-# docker / compose error lines that say why a container never started.
-DOCKER_FATAL = (
-    r"Unable to find image ",
-    r"^docker: Error response from daemon: ",
-    r"^Error response from daemon: ",
-    r"^ERROR: ",  # docker-compose 1.x
-    r"^Error: ",
-)
+REMOVED = -1  # `exited()` when the container was removed before its exit code was read
 
 
 def short(cid: str) -> str:
@@ -59,6 +52,19 @@ def first_error(text: str) -> str:
         if "Error" in ln or "error" in ln or ln.startswith("ERROR"):
             return ln
     return lines[-1] if lines else "no output"
+
+
+_CONFLICT = re.compile(r'container name "/?(?P<name>[^"]+)" is already in use by container '
+                       r'"(?P<id>[0-9a-f]+)"')
+
+
+def explain(line: str) -> str:
+    """A docker error line in the words of the run: a name conflict says whose container."""
+    m = _CONFLICT.search(line)
+    if m:
+        return (f"container name {m['name']} already in use by a container this run did not "
+                f"start (ID {short(m['id'])})")
+    return line
 
 
 # --------------------------------------------------------------------------- facts for preflight
@@ -208,7 +214,7 @@ class Containers:
         assert self.exit_path is not None
         codes = [int(x) for x in self.exit_path.read_text().split() if x.lstrip("-").isdigit()]
         if not codes:
-            return 125 if waiter.returncode else 0
+            return REMOVED  # gone (docker run --rm) before `docker wait` could read its code
         return next((c for c in codes if c != 0), 0)
 
     def stop(self, grace: float) -> tuple[list[str], list[str]]:
@@ -218,6 +224,10 @@ class Containers:
         notes: list[str] = []
         spec = self.spec
         if spec.kind == "compose":
+            # The run's own project: whatever it holds now was created by this run.
+            for cid in project_containers(spec.project) if spec.project else []:
+                if cid not in self.ids:
+                    self.ids.append(cid)
             down = _docker([*spec.compose_program, *spec.compose_args, "down", "--timeout",
                             str(int(grace))], env=self.env, cwd=self.workdir,
                            timeout=grace + DOCKER_TIMEOUT_S)

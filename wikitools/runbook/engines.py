@@ -66,6 +66,16 @@ SGLANG = Engine(
 
 ENGINES: dict[str, Engine] = {"vllm": VLLM, "sglang": SGLANG}
 
+# docker / compose output lines that say why a container never started (added to an engine's
+# fatal patterns when the server runs in a container).
+DOCKER_FATAL_LOG = (
+    r"Unable to find image ",
+    r"^docker: Error response from daemon: ",
+    r"^Error response from daemon: ",
+    r"^ERROR: ",  # docker-compose 1.x
+    r"^Error: No such ",
+)
+
 # Python modules that are clients, mapped to the tool name used by plan/clients.
 CLIENT_MODULES = {
     "sglang.bench_serving": "sglang-bench",

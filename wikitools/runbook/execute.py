@@ -19,6 +19,7 @@ from pathlib import Path
 import httpx
 
 from wikitools.runbook import clients as result_parsers
+from wikitools.runbook import containers as docker
 from wikitools.runbook import server_api
 from wikitools.runbook.assemble import RunState, build_record
 from wikitools.runbook.host import gpu_memory_used, port_free
@@ -27,8 +28,6 @@ from wikitools.runbook.markers import scan_markers
 from wikitools.runbook.model import Plan, PlannedClient, Verdict
 from wikitools.runbook.processes import (
     Interrupted,
-    container_name,
-    docker_stop,
     group_alive,
     signals_ignored,
     signals_raise,
@@ -41,6 +40,7 @@ from wikitools.runbook.record import Point, Record, Step, make_run_id
 POLL_S = 0.1  # readiness poll interval: readiness is seen within ~0.1 s of the engine answering
 FATAL_GRACE_S = 5.0  # after a fatal-looking log line, how long the process may take to exit
 CLIENT_GRACE_S = 5.0  # TERM → KILL grace for a client's process group
+CONTAINER_GRACE_S = 30.0  # after `… up -d` returned, how long its containers may take to show
 GPU_MEM_TOLERANCE_MIB = 64
 _RUN_ID = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{8}$")
 
@@ -209,8 +209,13 @@ def _start(plan: Plan, root: Path, st: RunState, emit: EventSink) -> None:
     srv = plan.server
     with step(st, emit, "start", srv.command) as out:
         st.t_start = time.monotonic()
+        cwd = root
+        if srv.container is not None:
+            docker.write_files(root, srv.container)
+            cwd = root / srv.container.workdir
+            st.containers = docker.Containers(srv.container, root, root / srv.log_path, srv.env)
         try:
-            st.server = spawn(srv.command, srv.env, root / srv.log_path, root)
+            st.server = spawn(srv.command, srv.env, root / srv.log_path, cwd)
         except OSError as exc:
             raise StepFailed("start", f"could not start bash: {exc.strerror}") from None
         st.server_started = True
@@ -240,12 +245,14 @@ def _wait_ready(
         while True:
             now = time.monotonic()
             watcher.poll()
-            code = st.server.poll()
-            if code is not None:
+            down = _server_down(st, now - t_start)
+            if down is not None:
+                time.sleep(POLL_S)  # the last lines of a followed log
                 watcher.poll()
-                msg = f"server exited with code {code} during start-up"
-                if watcher.fatal_line:
-                    msg += f": {watcher.cause()}"
+                msg = f"{down} during start-up"
+                cause = watcher.cause() or (_last_line(watcher) if st.containers else None)
+                if cause:
+                    msg += f": {docker.explain(cause) if st.containers else cause}"
                 raise failed(now, msg)
             if watcher.fatal_line is not None:
                 fatal_since = fatal_since or now
@@ -266,6 +273,8 @@ def _wait_ready(
             emit(Event("waiting", "ready", state, elapsed=now - t_start))
             time.sleep(POLL_S)
         st.timings["ready_s"] = out.seconds = out.elapsed = round(time.monotonic() - t_start, 3)
+    if st.containers is not None:
+        _image_facts(st)
     watcher.poll()
     st.markers.update(scan_markers(watcher.lines))
     version, facts = server_api.scrape_server(srv, http_timeout)
@@ -290,8 +299,9 @@ def _run_clients(
 ) -> None:
     total = len(plan.clients)
     for index, client in enumerate(plan.clients, start=1):
-        if st.server is not None and st.server.poll() is not None:
-            msg = f"server exited with code {st.server.returncode} before {client.label}"
+        down = _server_down(st)
+        if down is not None:
+            msg = f"{down} before {client.label}"
             st.log_tail = tail_file(root / plan.server.log_path)
             _record_point(st, client, Point(client.point_value, "failed", message=msg))
             st.steps.append(Step(client.label, "failed", 0.0, msg))
@@ -358,6 +368,44 @@ def _run_point(
                  None, secs)
 
 
+def _server_down(st: RunState, elapsed: float | None = None) -> str | None:
+    """Why the server is no longer running (None while it runs). A detached container's
+    launcher (`docker run -d`, `compose up -d`) returns at once: then the container counts."""
+    assert st.server is not None
+    code = st.server.poll()
+    box = st.containers
+    if box is not None:
+        box.poll(code)
+        if box.spec.detached and code == 0:
+            if not box.ids:
+                if elapsed is not None and elapsed > CONTAINER_GRACE_S:
+                    return "no container of the run was found after its launcher returned"
+                return None
+            ex = box.exited()
+            if ex == docker.REMOVED:
+                return f"container {docker.short(box.ids[0])} stopped and was removed (--rm)"
+            if ex is not None:
+                return f"container {docker.short(box.ids[0])} exited with code {ex}"
+            return None
+    if code is None:
+        return None
+    return f"server exited with code {code}"
+
+
+def _last_line(watcher: LogWatcher) -> str | None:
+    lines = [ln.strip() for ln in watcher.tail(5) if ln.strip()]
+    return lines[-1] if lines else None
+
+
+def _image_facts(st: RunState) -> None:
+    box = st.containers
+    if box is None or not box.ids:
+        return
+    facts = docker.image_of(box.ids[0])
+    st.image_id = facts.image_id
+    st.image_digest = facts.digest or facts.image_id
+
+
 # --------------------------------------------------------------------------- teardown
 
 
@@ -395,19 +443,21 @@ def _stop_everything(plan: Plan, st: RunState) -> tuple[list[str], list[str]]:
         st.client = None
         if note and "survived" in note:
             problems.append(f"client {note}")
+    if st.containers is not None:
+        # Only the containers this run observed itself (cidfile / its own Compose project).
+        if st.image_id is None:
+            _image_facts(st)
+        bad, done = st.containers.stop(plan.server.stop_timeout)
+        problems += bad
+        notes += done
     if st.server is not None:
         code = st.server.poll()
-        if code is not None:
+        detached = st.containers is not None and st.containers.spec.detached and code == 0
+        if code is not None and not detached:
             notes.append(f"server had exited with code {code}")
         _clean, note = stop_group(st.server, plan.server.stop_timeout)
         if note:
             (problems if "survived" in note else notes).append(f"server {note}")
-    if plan.server.docker:
-        name = container_name(plan.server.command)
-        if name:
-            err = docker_stop(name, plan.server.stop_timeout)
-            if err:
-                problems.append(err)
     if not wait_until(lambda: port_free(plan.server.port, plan.server.host), 5.0):
         problems.append(f"port {plan.server.port} still in use after teardown")
     return problems, notes

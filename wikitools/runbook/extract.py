@@ -1,5 +1,6 @@
-"""Runbook blocks from parsed pages: `{ .bash #id .runbook-server … }` and
-`{ .bash .runbook-client for=id … }` fences, validated with located RB diagnostics."""
+"""Runbook blocks from parsed pages: `{ .bash #id .runbook-server … }`,
+`{ .bash .runbook-client for=id … }` and `{ .yaml .runbook-file for=id path=… }` (a file the
+server needs, such as its compose file) fences, validated with located RB diagnostics."""
 
 from __future__ import annotations
 
@@ -14,10 +15,20 @@ from wikitools.diagnostics import Diagnostic
 from wikitools.pages import CodeBlock, Page
 from wikitools.runbook import engines
 from wikitools.runbook.command import parse_client_command, parse_server_command
-from wikitools.runbook.model import ClientBlock, Requirements, Runbook, RunbookSet, ServerBlock
+from wikitools.runbook.model import (
+    ClientBlock,
+    FileBlock,
+    Requirements,
+    Runbook,
+    RunbookSet,
+    ServerBlock,
+)
 
 SERVER_CLASS = "runbook-server"
 CLIENT_CLASS = "runbook-client"
+FILE_CLASS = "runbook-file"
+ROLES = (SERVER_CLASS, CLIENT_CLASS, FILE_CLASS)
+FILE_ATTRS = ("for", "path")
 SERVER_ATTRS = ("engine", "gpus", "arch", "min_mem_gib", "port", "ready_timeout", "stop_timeout",
                 "env")
 CLIENT_ATTRS = ("for", "name", "kind", "sweep", "timeout")
@@ -114,7 +125,28 @@ def _options(ctx: _Ctx, allowed: tuple[str, ...], role: str) -> dict[str, tuple[
     return seen
 
 
-def _server(ctx: _Ctx) -> ServerBlock | None:
+def _file(ctx: _Ctx) -> FileBlock | None:
+    opts = _options(ctx, FILE_ATTRS, "runbook-file")
+    if "for" not in opts or not opts["for"][0]:
+        ctx.error("RB002", "runbook-file block without for= (name the runbook whose server "
+                  "needs it)", ctx.col_of("." + FILE_CLASS))
+        return None
+    if "path" not in opts or not opts["path"][0]:
+        ctx.error("RB004", "runbook-file block without path= (the file name the server "
+                  "command uses, e.g. path=compose.yaml)", ctx.col_of("." + FILE_CLASS))
+        return None
+    path, col = opts["path"]
+    parts = path.split("/")
+    if path.startswith("/") or "\\" in path or any(p in ("", ".", "..") for p in parts):
+        ctx.error("RB004", f"bad value for path: '{path}' (a relative file name inside the run's "
+                  "folder, without '..')", col)
+        return None
+    block = ctx.block
+    return FileBlock(runbook_id=opts["for"][0], path=path, page=ctx.page.path, line=block.line,
+                     col=block.col, content=block.content, info=block.info)
+
+
+def _server(ctx: _Ctx, files: dict[str, str] | None = None) -> ServerBlock | None:
     block = ctx.block
     rid = block.attrs.id
     opts = _options(ctx, SERVER_ATTRS, "runbook-server")
@@ -128,7 +160,7 @@ def _server(ctx: _Ctx) -> ServerBlock | None:
     env: tuple[tuple[str, str], ...] = ()
     if "env" in opts:
         env = _parse_env(ctx, *opts["env"])
-    cmd = parse_server_command(block.content, dict(env))
+    cmd = parse_server_command(block.content, dict(env), files)
     engine_attr = None
     if "engine" in opts:
         value, col = opts["engine"]
@@ -144,6 +176,16 @@ def _server(ctx: _Ctx) -> ServerBlock | None:
         why = "; ".join(cmd.problems) or "no engine launcher found"
         ctx.error("RB007", f"server command not understood: {why}", line=block.content_line,
                   col=1)
+    elif cmd.container is not None and cmd.container.kind == "exec":
+        ctx.error("RB011", f"the server starts inside a running container "
+                  f"({cmd.container.name}) that the run does not start, so it could not stop it "
+                  "or check that it is gone; start it with docker run or docker compose",
+                  line=block.content_line, col=1)
+    elif cmd.container is not None and cmd.container.kind == "run" and \
+            not cmd.container.top_level:
+        ctx.error("RB011", "docker run inside a shell string: the run could not learn the "
+                  "container's ID to stop it; write docker run as a command of its own",
+                  line=block.content_line, col=1)
     gpus = None
     if "gpus" in opts:
         n = _number(ctx, "gpus", *opts["gpus"], integer=True)
@@ -265,7 +307,18 @@ def extract_runbooks(pages: Iterable[Page]) -> tuple[RunbookSet, list[Diagnostic
     first_at: dict[str, str] = {}
     broken: dict[str, str] = {}  # ids of servers that exist but have errors → "path:line"
     pending: list[_PendingClient] = []
-    for page in sorted(pages, key=lambda p: p.path):
+    pages = sorted(pages, key=lambda p: p.path)
+    files: dict[str, list[tuple[FileBlock, _Ctx]]] = {}
+    for page in pages:
+        for block in page.code_blocks:
+            if is_runbook_block(block) and not block.attrs.error and \
+                    block.attrs.classes.count(FILE_CLASS) and not any(
+                        c in block.attrs.classes for c in (SERVER_CLASS, CLIENT_CLASS)):
+                ctx = _Ctx(page, block, diags)
+                fb = _file(ctx)
+                if fb is not None:
+                    files.setdefault(fb.runbook_id, []).append((fb, ctx))
+    for page in pages:
         for block in page.code_blocks:
             if not is_runbook_block(block):
                 continue
@@ -276,23 +329,26 @@ def extract_runbooks(pages: Iterable[Page]) -> tuple[RunbookSet, list[Diagnostic
                           ctx.col_of("{"))
                 continue
             roles = [c for c in attrs.classes if c.startswith("runbook")]
-            unknown = [c for c in roles if c not in (SERVER_CLASS, CLIENT_CLASS)]
+            unknown = [c for c in roles if c not in ROLES]
             for cls in unknown:
                 ctx.error("RB003", f"unknown runbook class '.{cls}'"
-                          f"{_did_you_mean('.' + cls, ('.' + SERVER_CLASS, '.' + CLIENT_CLASS))}",
+                          f"{_did_you_mean('.' + cls, ['.' + r for r in ROLES])}",
                           ctx.col_of("." + cls))
-            known = [c for c in roles if c in (SERVER_CLASS, CLIENT_CLASS)]
+            known = [c for c in roles if c in ROLES]
             if len(set(known)) > 1:
-                ctx.error("RB006", "a block is either .runbook-server or .runbook-client, not "
-                          "both", ctx.col_of("." + CLIENT_CLASS))
+                ctx.error("RB006", "a block is one of .runbook-server, .runbook-client or "
+                          ".runbook-file", ctx.col_of("." + known[-1]))
                 continue
             if not known:
                 if attrs.id:
                     broken.setdefault(attrs.id, f"{page.path}:{block.line}")
                 continue
+            if known[0] == FILE_CLASS:
+                continue  # read above
             if known[0] == SERVER_CLASS:
                 rid = attrs.id
-                server = _server(ctx)
+                own = {fb.path: fb.content for fb, _ in files.get(rid or "", [])}
+                server = _server(ctx, own)
                 if rid is None:
                     continue
                 if rid in first_at:
@@ -341,8 +397,24 @@ def extract_runbooks(pages: Iterable[Page]) -> tuple[RunbookSet, list[Diagnostic
             line=ctx.block.line, col=ctx.block.col, content=ctx.block.content,
             info=ctx.block.info, command=cmd,
         ))
+    own_files: dict[str, list[FileBlock]] = {}
+    for rid, items in files.items():
+        seen: dict[str, str] = {}
+        for fb, ctx in items:
+            if rid not in servers and rid not in broken:
+                ctx.error("RB002", f"for={rid} names no runbook"
+                          f"{_did_you_mean(rid, list(servers) + list(broken))}",
+                          ctx.col_of("for="))
+                continue
+            if fb.path in seen:
+                ctx.error("RB008", f"file '{fb.path}' given twice for runbook '{rid}' (first at "
+                          f"{seen[fb.path]})", ctx.col_of("path="))
+                continue
+            seen[fb.path] = f"{fb.page}:{fb.line}"
+            own_files.setdefault(rid, []).append(fb)
     runbooks = tuple(
-        Runbook(id=rid, page=s.page, server=s, clients=tuple(clients.get(rid, ())))
+        Runbook(id=rid, page=s.page, server=s, clients=tuple(clients.get(rid, ())),
+                files=tuple(own_files.get(rid, ())))
         for rid, s in sorted(servers.items(), key=lambda kv: (kv[1].page, kv[1].line))
     )
     return RunbookSet(runbooks, tuple(sorted(broken.items()))), diags

@@ -1,46 +1,41 @@
 """Finding the engine launcher or benchmark client in a block: past `K=V` prefixes and
-`exec`/`env`/`nohup`/`timeout`/`uv run` wrappers, inside `bash -lc "…"`, and through
-`docker run … IMAGE CMD` (with its `-e`, `--gpus`, `-p`). Which spellings are launchers is data
-in `engines`; reading the shell text is `shell`'s job."""
+`exec`/`env`/`nohup`/`timeout`/`uv run` wrappers, inside `bash -lc "…"`, through
+`docker run … IMAGE CMD` (with its `-e`, `--gpus`, `--name`, `-d`, `--rm`; images whose
+entrypoint is the server), `docker exec … CMD`, `docker compose up` (the service's command in
+the compose file, from a file block of the page or a here-document of the block), and wrapper
+functions or scripts that forward "$@" (their call supplies the arguments). Which spellings are
+launchers is data in `engines`; reading the shell text is `shell`'s job, compose files
+`compose`'s."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 
 from wikitools.runbook import engines
+from wikitools.runbook import launch_containers as lc
+from wikitools.runbook.compose import compose_call
+from wikitools.runbook.found import ANY_FILE, Found, Scope
 from wikitools.runbook.shell import (
     ShellSyntaxError,
     Word,
     assignment,
     assignments,
     basename,
+    heredoc_files,
     shell_quote,
     split_commands,
+    tokenize,
 )
 
-
-@dataclass(slots=True)
-class Found:
-    kind: str  # server | client
-    argv: list[str]
-    words: list[Word] | None  # top-level words (None when found inside a bash -c string)
-    start: int  # index in argv/words where the launcher starts
-    engine: str | None = None
-    tool: str | None = None
-    launcher: str = ""
-    rest: list[str] = field(default_factory=list)  # arguments after the launcher
-    image: str | None = None
-    docker: bool = False
-    docker_gpus: str | None = None
-    docker_env: list[tuple[str, str]] = field(default_factory=list)
-    docker_ports: list[str] = field(default_factory=list)
-    wrappers: list[str] = field(default_factory=list)
-    env: list[tuple[str, str]] = field(default_factory=list)
-
+__all__ = ["ANY_FILE", "Found", "Scope", "append_args", "docker_run_offset", "find_in_script",
+           "find_launcher", "insertion_point"]
 
 _PY = re.compile(r"^(?:.*/)?python(?:\d+(?:\.\d+)?)?$")
 _PY_OPTS_WITH_VALUE = {"-X", "-W", "-c"}
+_UV_VALUE_OPTIONS = {"--with", "--python", "-p", "--project", "--directory", "--env-file",
+                     "--extra", "--group", "--index", "--with-requirements", "--package"}
+_SHELLS = ("bash", "sh", "zsh", "dash")
 
 
 def _strip_prefixes(argv: list[str], env: list[tuple[str, str]], wrappers: list[str]) -> int:
@@ -83,7 +78,8 @@ def _strip_prefixes(argv: list[str], env: list[tuple[str, str]], wrappers: list[
         if base == "uv" and argv[i + 1 : i + 2] == ["run"]:
             i += 2
             while i < len(argv) and argv[i].startswith("-"):
-                i += 1
+                takes = argv[i] in _UV_VALUE_OPTIONS
+                i += 2 if takes else 1
             continue
         break
     return i
@@ -137,7 +133,8 @@ def _classify(argv: list[str], i: int) -> tuple[str, str | None, str, int] | Non
     return None
 
 
-def _find(argv: list[str], words: list[Word] | None, depth: int = 0) -> Found | None:
+def _find(argv: list[str], words: list[Word] | None, scope: Scope, depth: int = 0,
+          top: bool = True) -> Found | None:
     env: list[tuple[str, str]] = []
     wrappers: list[str] = []
     i = _strip_prefixes(argv, env, wrappers)
@@ -156,7 +153,7 @@ def _find(argv: list[str], words: list[Word] | None, depth: int = 0) -> Found | 
     base = basename(argv[i])
     if depth > 4:
         return None
-    if base in ("bash", "sh", "zsh", "dash"):
+    if base in _SHELLS:
         j = i + 1
         script = None
         while j < len(argv):
@@ -170,104 +167,74 @@ def _find(argv: list[str], words: list[Word] | None, depth: int = 0) -> Found | 
             break
         if script is None:
             return None
-        inner = find_in_script(script, depth + 1)
+        inner = find_in_script(script, depth + 1, scope)
         if inner is None:
             return None
         found, inner_env = inner
         found.words = None
         found.wrappers.insert(0, f"{base} {argv[j]}")
         found.env = env + inner_env + found.env
+        if found.container is not None and found.container.top_level:
+            found.container = lc.not_top(found.container)
         return found
-    if base in ("docker", "podman", "nerdctl") and argv[i + 1 : i + 2] in (["run"], ["container"]):
-        j = i + 2 if argv[i + 1] == "run" else i + 3
-        return _docker(argv, words, j, base, env, depth)
+    call = compose_call(argv, i)
+    if call is not None:
+        found = lc.compose_up(call, scope, depth, env, _find)
+        if found is not None and not top and found.container is not None:
+            found.container = lc.not_top(found.container)
+        return found
+    if base in ("docker", "podman", "nerdctl"):
+        sub = argv[i + 1 : i + 3]
+        if sub[:1] == ["run"] or sub == ["container", "run"]:
+            j = i + 2 if argv[i + 1] == "run" else i + 3
+            return lc.docker_run(argv, words, j, base, env, scope, depth, top, _find)
+        if sub[:1] == ["exec"] or sub == ["container", "exec"]:
+            j = i + 2 if argv[i + 1] == "exec" else i + 3
+            return lc.docker_exec(argv, j, f"{base} exec", env, scope, depth, _find)
     return None
 
 
-def _docker(
-    argv: list[str], words: list[Word] | None, j: int, base: str, env: list[tuple[str, str]],
-    depth: int,
-) -> Found | None:
-    denv: list[tuple[str, str]] = []
-    gpus = None
-    entrypoint = None
-    ports: list[str] = []
-    while j < len(argv):
-        a = argv[j]
-        if a == "--":
-            j += 1
-            break
-        if not a.startswith("-") or a == "-":
-            break
-        name, eq, val = a.partition("=")
-        if eq:
-            value: str | None = val
-            j += 1
-        elif name in engines.DOCKER_VALUE_FLAGS:
-            value = argv[j + 1] if j + 1 < len(argv) else None
-            j += 2
-        elif re.fullmatch(r"-[a-zA-Z]+", name) and name[-1] in "evpwuml" and set(name[1:-1]) <= (
-            engines.DOCKER_BOOL_SHORT
-        ):
-            # combined short flags ending with a value flag, e.g. -itv /x:/y is rare; -e handled
-            value = argv[j + 1] if j + 1 < len(argv) else None
-            name = "-" + name[-1]
-            j += 2
-        else:
-            value = None
-            j += 1
-        if value is None:
-            continue
-        if name in ("-e", "--env"):
-            k, eq2, v = value.partition("=")
-            denv.append((k, v if eq2 else f"${{{k}}}"))  # bare `-e K` passes the host's K
-        elif name == "--gpus":
-            gpus = value
-        elif name == "--entrypoint":
-            entrypoint = value
-        elif name in ("-p", "--publish"):
-            ports.append(value)
-    if j >= len(argv):
+def _array_items(value: str) -> list[str] | None:
+    """The items of a bash array assignment value `( a "b c" … )`."""
+    text = value.strip()
+    if not (text.startswith("(") and text.endswith(")")):
         return None
-    image = argv[j]
-    cmd = argv[j + 1 :]
-    if entrypoint:
-        cmd = entrypoint.split() + cmd
-    sub_words = words[j + 1 :] if words is not None and not entrypoint else None
-    found = _find(cmd, sub_words, depth + 1) if cmd else None
-    if found is None:
-        # the vllm-openai image's entrypoint is `vllm`: `IMAGE serve MODEL …`; SGLang images
-        # have no launcher entrypoint, but `IMAGE --model-path …` is read the same way.
-        eng = engines.engine_for_image(image)
-        if eng == "vllm" and cmd[:1] == ["serve"]:
-            found = Found(kind="server", argv=cmd, words=sub_words, start=0, engine="vllm",
-                           launcher=f"{image} serve", rest=cmd[1:])
-        elif eng == "vllm" and cmd[:1] and cmd[0].startswith("--"):
-            found = Found(kind="server", argv=cmd, words=sub_words, start=0, engine="vllm",
-                           launcher=f"{image} (entrypoint)", rest=cmd)
-        else:
-            return None
-    if found.words is not None and sub_words is None:
-        found.words = None
-    found.wrappers.insert(0, f"{base} run")
-    found.image = image
-    found.docker = True
-    found.docker_gpus = gpus
-    found.docker_env = denv
-    found.docker_ports = ports
-    found.env = env + denv + found.env
-    return found
+    try:
+        return [w.value for w in tokenize(text[1:-1]) if not w.op]
+    except ShellSyntaxError:
+        return None
 
 
-def find_in_script(script: str, depth: int = 0) -> tuple[Found, list[tuple[str, str]]] | None:
-    """First launcher in a script, with the environment set before it (export / K=V / unset)."""
+def _callables(script: str) -> dict[str, str | None]:
+    """Shell functions defined in a script (name → None)."""
+    return {m[1]: None for m in re.finditer(
+        r"(?m)^[ \t]*(?:function[ \t]+)?([A-Za-z_][\w.-]*)[ \t]*\([ \t]*\)[ \t]*\{?", script)}
+
+
+_FORWARD = re.compile(r"^\$(?:@|\*|\{@\}|\{\*\})$")
+
+
+def find_in_script(script: str, depth: int = 0, scope: Scope | None = None,
+                   ) -> tuple[Found, list[tuple[str, str]]] | None:
+    """First launcher in a script, with the environment set before it (export / local / K=V /
+    unset). A launcher that forwards "$@" takes its arguments from the script's call of the
+    function or here-document script that holds it."""
+    scope = scope if scope is not None else Scope()
+    if depth == 0 or "<<" in script:
+        for path, body in heredoc_files(script).items():
+            scope.files.setdefault(path, body)
+            scope.callables.setdefault(basename(path), body)
+    for name, body in _callables(script).items():
+        scope.callables.setdefault(name, body)
     env: list[tuple[str, str]] = []
-    for cmd in split_commands(script):
+    cmds = split_commands(script)
+    first_problem: Found | None = None
+    for index, cmd in enumerate(cmds):
         argv = cmd.argv
         if not argv:
             continue
-        if argv[0] == "export":
-            env.extend(assignments(argv[1:]))
+        if argv[0] in ("export", "local", "declare", "typeset", "readonly"):
+            env.extend(assignments([a for a in argv[1:] if not a.startswith("-")]))
             continue
         if argv[0] == "unset":
             names = {a for a in argv[1:] if not a.startswith("-")}
@@ -275,26 +242,90 @@ def find_in_script(script: str, depth: int = 0) -> tuple[Found, list[tuple[str, 
             continue
         pairs = assignments(argv)
         if len(pairs) == len(argv):
-            env.extend(pairs)
+            for k, v in pairs:
+                items = _array_items(v)
+                if items is not None:
+                    scope.arrays[k] = items
+                else:
+                    env.append((k, v))
             continue
-        found = _find(argv, cmd.words if depth == 0 else None, depth)
+        script_body = scope.callables.get(basename(argv[0]))
+        if script_body:  # a here-document script called with arguments
+            inner = find_in_script(script_body, depth + 1, scope)
+            if inner is not None:
+                found, inner_env = inner
+                _forward(found, argv[1:])
+                found.words = None
+                return found, env + inner_env
+            continue
+        found = _find(argv, cmd.words if depth == 0 else None, scope, depth)
+        if found is not None and found.kind == "none":
+            first_problem = first_problem or found
+            continue
         if found is not None:
+            found.rest = _arrays(found.rest, scope)
+            if any(_FORWARD.match(a) for a in found.rest):
+                call = _call_of(cmds[index + 1 :], scope)
+                if call is not None:
+                    _forward(found, call)
+                    found.words = None
             return found, env
+    if first_problem is not None:
+        return first_problem, env
     return None
 
 
+def _arrays(rest: list[str], scope: Scope) -> list[str]:
+    out: list[str] = []
+    for a in rest:
+        m = re.fullmatch(r"\$\{([A-Za-z_]\w*)\[[@*]\]\}", a)
+        if m and m[1] in scope.arrays:
+            out.extend(scope.arrays[m[1]])
+        else:
+            out.append(a)
+    return out
 
-def find_launcher(text: str) -> tuple[Found | None, list[tuple[str, str]], list[str]]:
+
+def _call_of(later: list, scope: Scope) -> list[str] | None:
+    """The arguments of the first later call of a function defined in the script."""
+    for cmd in later:
+        argv = cmd.argv
+        if argv and argv[0] in scope.callables and scope.callables[argv[0]] is None:
+            return argv[1:]
+    return None
+
+
+def _forward(found: Found, args: list[str]) -> None:
+    """Put the call's arguments where the launcher forwards "$@"; positional parameters ($1,
+    ${1:-default}) take the call's values."""
+    rest: list[str] = []
+    for a in found.rest:
+        if _FORWARD.match(a):
+            rest.extend(args)
+        else:
+            rest.append(a)
+    found.rest = rest
+    found.positional = list(args)
+
+
+def find_launcher(text: str, files: Mapping[str, str] | None = None,
+                  ) -> tuple[Found | None, list[tuple[str, str]], list[str]]:
+    """The first launcher or client in `text`, the environment it gets, and problems. `files`:
+    the file blocks of the runbook (path → text), for `docker compose up`."""
     problems: list[str] = []
+    scope = Scope(files=dict(files or {}))
     try:
-        res = find_in_script(text)
+        res = find_in_script(text, 0, scope)
     except ShellSyntaxError as exc:
         return None, [], [str(exc)]
     if res is None:
         return None, [], problems
     found, env = res
+    if found.kind == "none":
+        return None, [], [found.compose_problem or "no engine launcher found"]
+    if any(_FORWARD.match(a) for a in found.rest):
+        _forward(found, [])  # forwards "$@" but nothing on the page calls it
     return found, env + found.env, problems
-
 
 
 def insertion_point(text: str) -> int | None:
@@ -324,3 +355,21 @@ def append_args(text: str, args: list[str]) -> str | None:
         return text
     return text[:at] + " " + " ".join(shell_quote(a) for a in args) + text[at:]
 
+
+def docker_run_offset(text: str) -> int | None:
+    """Offset just after `run` in the block's first top-level `docker run` (or `docker container
+    run`), where docker options can be added; None when there is none."""
+    try:
+        cmds = split_commands(text)
+    except ShellSyntaxError:
+        return None
+    for cmd in cmds:
+        argv = cmd.argv
+        i = _strip_prefixes(argv, [], [])
+        if i + 1 >= len(argv) or basename(argv[i]) not in ("docker", "podman", "nerdctl"):
+            continue
+        if argv[i + 1] == "run":
+            return cmd.words[i + 1].end
+        if argv[i + 1 : i + 3] == ["container", "run"]:
+            return cmd.words[i + 2].end
+    return None

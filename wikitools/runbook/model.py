@@ -19,6 +19,22 @@ Env = tuple[tuple[str, str], ...]  # ordered (name, value) pairs
 
 
 @dataclass(frozen=True, slots=True)
+class ContainerUse:
+    """How a server block runs its container, as written on the page."""
+
+    kind: str  # run (docker run) | compose (docker compose up) | exec (docker exec: not ours)
+    detached: bool = False  # docker run -d / compose up -d
+    remove: bool = False  # docker run --rm
+    name: str | None = None  # --name / container_name, as written (may hold ${VAR})
+    compose_program: tuple[str, ...] = ()  # ("docker", "compose") or ("docker-compose",)
+    compose_args: tuple[str, ...] = ()  # global options as written, e.g. ("-f", "x.yaml")
+    compose_file: str | None = None  # the file the service was read from
+    service: str | None = None  # the compose service holding the launcher
+    project: str | None = None  # -p / top-level name:, when the page sets one
+    top_level: bool = True  # the docker command is a top-level command of the block
+
+
+@dataclass(frozen=True, slots=True)
 class EngineCommand:
     """A server launch command as understood from the block text.
 
@@ -45,7 +61,8 @@ class EngineCommand:
     image: str | None = None
     docker: bool = False
     docker_gpus: str | None = None
-    docker_env: Env = ()  # only the `-e` part of `env`
+    docker_env: Env = ()  # only the container's part of `env` (`-e`, compose `environment:`)
+    container: ContainerUse | None = None  # how the block starts its container, when it does
     wrappers: tuple[str, ...] = ()  # outermost first, e.g. ("docker run", "bash -c")
     flags: tuple[tuple[str, str | None], ...] = ()  # other flags, canonical long names, in order
     problems: tuple[str, ...] = ()  # things not understood (unbalanced quote, bad JSON, ...)
@@ -161,6 +178,19 @@ class ClientBlock:
         return tuple(points)
 
 
+@dataclass(frozen=True, slots=True)
+class FileBlock:
+    """A file the runbook's server needs (a compose file), written where the server runs."""
+
+    runbook_id: str
+    path: str  # relative, POSIX, inside the run's folder
+    page: str
+    line: int
+    col: int
+    content: str
+    info: str
+
+
 def _blocks_digest(blocks: list[tuple[str, str]]) -> str:
     h = hashlib.sha256()
     for info, content in blocks:
@@ -177,6 +207,7 @@ class Runbook:
     page: str
     server: ServerBlock
     clients: tuple[ClientBlock, ...] = ()
+    files: tuple[FileBlock, ...] = ()
 
     @property
     def ref(self) -> str:
@@ -185,9 +216,11 @@ class Runbook:
     @property
     def blocks_hash(self) -> str:
         """"sha256:<hex>" over each block's info string (stripped) + "\\n" + content + NUL,
-        server first, then clients in page order. Any edit to a command or attribute changes it."""
+        server first, then clients in page order, then file blocks in page order. Any edit to a
+        command, a file or an attribute changes it."""
         blocks = [(self.server.info, self.server.content)]
         blocks += [(c.info, c.content) for c in sorted(self.clients, key=lambda c: c.line)]
+        blocks += [(f.info, f.content) for f in sorted(self.files, key=lambda f: f.line)]
         return _blocks_digest(blocks)
 
     @property
@@ -298,6 +331,23 @@ class Verdict:
 
 
 @dataclass(frozen=True, slots=True)
+class PlannedContainer:
+    """What the executor needs to follow and stop the run's own containers."""
+
+    kind: str  # run | compose
+    detached: bool = False
+    remove: bool = False  # docker run --rm: docker removes it when it stops
+    name: str | None = None  # container name as written (may hold ${VAR})
+    cidfile: str | None = None  # docker run --cidfile the plan added (relative to the root)
+    compose_program: tuple[str, ...] = ()
+    compose_args: tuple[str, ...] = ()  # global options for `… down` / `… logs -f`
+    project: str | None = None  # the run's own Compose project
+    workdir: str = "."  # where the server command runs (relative to the root)
+    files: tuple[tuple[str, str], ...] = ()  # (path in workdir, text) written before the start
+    gpus: str | None = None  # docker --gpus value / compose GPU devices ("all")
+
+
+@dataclass(frozen=True, slots=True)
 class PlannedServer:
     command: str  # final shell text, run as `bash -c command` (block text + executor additions)
     env: dict[str, str] = field(hash=False, compare=False)  # added to os.environ (real values)
@@ -316,6 +366,9 @@ class PlannedServer:
     docker: bool = False
     fatal_patterns: tuple[str, ...] = ()  # regexes: a log line matching means startup failed
     version_command: tuple[str, ...] = ()  # argv that prints the engine version (None if docker)
+    container: PlannedContainer | None = None  # the run's containers (docker run / compose)
+    # the container's own environment (`-e`, compose `environment:`), secrets masked
+    container_env: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

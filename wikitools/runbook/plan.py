@@ -14,11 +14,12 @@ from pathlib import Path
 
 from wikitools.errors import UsageError
 from wikitools.runbook import engines
-from wikitools.runbook.launcher import append_args
+from wikitools.runbook.launcher import append_args, docker_run_offset
 from wikitools.runbook.model import (
     ClientBlock,
     Plan,
     PlannedClient,
+    PlannedContainer,
     PlannedServer,
     Runbook,
     Verdict,
@@ -105,6 +106,32 @@ def make_plan(
     elif cmd.docker:
         notes.append(f"GPUs chosen by docker --gpus {cmd.docker_gpus or '(none given)'}")
 
+    container = None
+    use = cmd.container
+    if use is not None and use.kind == "run":
+        cidfile = f"{artifacts_dir}/server.cid"
+        at = docker_run_offset(text)
+        if at is None:
+            raise UsageError("the server's docker run is not a command of its own: the run "
+                             "could not learn its container ID")
+        text = f"{text[:at]} --cidfile {shell_quote(cidfile)}{text[at:]}"
+        notes.append("--cidfile added to docker run: the run stops only the container it "
+                     "started, by its ID")
+        container = PlannedContainer(kind="run", detached=use.detached, remove=use.remove,
+                                     name=use.name, cidfile=cidfile, gpus=cmd.docker_gpus)
+    elif use is not None and use.kind == "compose":
+        project = use.project
+        if project is None:
+            project = "wiki-" + re.sub(r"[^a-z0-9_-]", "-", Path(artifacts_dir).name.lower())
+            env["COMPOSE_PROJECT_NAME"] = project
+        container = PlannedContainer(
+            kind="compose", detached=use.detached, name=use.name,
+            compose_program=use.compose_program, compose_args=use.compose_args,
+            project=project, workdir=artifacts_dir,
+            files=tuple((f.path, f.content) for f in runbook.files), gpus=cmd.docker_gpus)
+        notes.append(f"the server command runs in {artifacts_dir}/, where the page's files are "
+                     f"written; Compose project {project}")
+
     base = f"http://{ov.host}:{port}"
     planned_server = PlannedServer(
         command=text,
@@ -122,8 +149,11 @@ def make_plan(
         engine=server.engine,
         image=cmd.image,
         docker=cmd.docker,
-        fatal_patterns=eng.fatal_log if eng else (),
+        fatal_patterns=(eng.fatal_log if eng else ())
+        + (engines.DOCKER_FATAL_LOG if container else ()),
         version_command=eng.version_command if eng and not cmd.docker else (),
+        container=container,
+        container_env=mask_env(dict(cmd.docker_env)) if container else {},
     )
 
     chosen = list(runbook.clients)
@@ -192,14 +222,37 @@ def _client(client: ClientBlock, value: str | None, artifacts_dir: str, base: st
     )
 
 
-def _command_lines(env: dict[str, str], command: str) -> list[str]:
+def _command_lines(env: dict[str, str], command: str, where: str = "the wiki root") -> list[str]:
     """The `env added` and `command` lines shared by the server and each client."""
     out = []
     if env:
         pairs = " ".join(f"{k}={shell_quote(v)}" for k, v in sorted(env.items()))
         out.append(f"  env added: {pairs}")
-    out.append("  command (bash -c, in the wiki root):")
+    out.append(f"  command (bash -c, in {where}):")
     return out + ["    " + line for line in command.splitlines()]
+
+
+def _container_lines(plan: Plan) -> list[str]:
+    c = plan.server.container
+    if c is None:
+        return []
+    out: list[str] = []
+    for path, _text in c.files:
+        out.append(f"  file: {c.workdir}/{path} (from the page)")
+    if plan.server.container_env:
+        pairs = " ".join(f"{k}={shell_quote(v)}" for k, v in plan.server.container_env.items())
+        out.append(f"  container env: {pairs}")
+    if c.kind == "run":
+        how = "detached: its log followed with docker logs -f" if c.detached else "attached"
+        out.append(f"  container: docker run, {how}; ID read from {c.cidfile}")
+        out.append("  stop: docker stop <that ID>" + ("" if c.remove else ", docker rm")
+                   + "; then the ID checked gone")
+    else:
+        prog = " ".join(c.compose_program + c.compose_args)
+        how = "detached: logs followed" if c.detached else "attached"
+        out.append(f"  containers: Compose project {c.project} ({how})")
+        out.append(f"  stop: {prog} down; then each container ID checked gone")
+    return out
 
 
 def format_plan(plan: Plan) -> str:
@@ -208,7 +261,10 @@ def format_plan(plan: Plan) -> str:
     srv = plan.server
     out = [f"runbook {rb.ref}", f"blocks  {rb.blocks_hash}", f"artifacts {plan.artifacts_dir}/",
            "", "server:"]
-    out += _command_lines(srv.display_env, srv.display_command)
+    where = (f"{srv.container.workdir}/" if srv.container and srv.container.workdir != "."
+             else "the wiki root")
+    out += _command_lines(srv.display_env, srv.display_command, where)
+    out += _container_lines(plan)
     out.append(f"  ready: {srv.health_url} within {srv.ready_timeout:g} s; "
                f"stop: TERM, KILL after {srv.stop_timeout:g} s")
     out.append(f"  log: {srv.log_path}")

@@ -9,9 +9,10 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from wikitools.runbook.containers import DockerFacts, gather_docker, short
 from wikitools.runbook.host import HostFacts, gather_host, port_free, summarise_topology
 from wikitools.runbook.model import Check, GpuInfo, Runbook, ServerBlock, Verdict
-from wikitools.runbook.shell import env_assignments
+from wikitools.runbook.shell import env_assignments, expand
 
 BUSY_USED_MIB = 1024  # a GPU with more memory in use than this counts as busy
 NO_DRIVER = "nvidia-smi not found: no NVIDIA driver on this host"
@@ -112,9 +113,11 @@ def preflight(
     environ: Mapping[str, str] | None = None,
     port_checker: Callable[[int], bool] = port_free,
     busy_used_mib: int = BUSY_USED_MIB,
+    docker: DockerFacts | None = None,
 ) -> Verdict:
     """Decide whether `runbook` can run here now. `facts` defaults to `gather_host()`;
-    `environ` (default os.environ) supplies an outer CUDA_VISIBLE_DEVICES."""
+    `environ` (default os.environ) supplies an outer CUDA_VISIBLE_DEVICES and the values of
+    variables in a container name; `docker` defaults to asking the daemon (containers only)."""
     server = runbook.server
     facts = facts if facts is not None else gather_host()
     environ = os.environ if environ is None else environ
@@ -156,6 +159,7 @@ def preflight(
     if server.command.docker:
         if facts.docker_found:
             add("docker", "ok", f"docker present for image {server.command.image}")
+            _docker_checks(server, docker, environ, add)
         else:
             add("docker", "fail", f"docker not found, needed for image {server.command.image}")
     # operational rules
@@ -169,6 +173,40 @@ def preflight(
             "drop the assignment")
     return Verdict(checks=tuple(checks), selected_gpus=selected,
                    host=host_record(facts, selected, cpu_only), forced=force)
+
+
+def _docker_checks(server: ServerBlock, docker: DockerFacts | None,
+                   environ: Mapping[str, str], add: Callable[[str, str, str], None]) -> None:
+    """The daemon answers; the container name is free; the Compose project (when the page names
+    one) has no containers yet; `--gpus` has an NVIDIA runtime behind it. None is forceable:
+    each would make docker fail, or make the run touch containers it did not start."""
+    use = server.command.container
+    if use is None or use.kind not in ("run", "compose"):
+        return
+    scope = dict(environ)
+    scope.update(block_env(server))
+    name = expand(use.name, scope) if use.name else None
+    facts = docker if docker is not None else gather_docker([name] if name else [], use.project)
+    if facts.daemon_error:
+        add("docker", "fail", f"no Docker daemon answers: {facts.daemon_error}")
+        return
+    for taken, cid in facts.taken:
+        add("container", "fail", f"container name {taken} already in use by a container this "
+            f"run did not start (ID {short(cid)}); remove or rename it, or change the name")
+    if use.project and facts.project_ids:
+        ids = ", ".join(short(c) for c in facts.project_ids)
+        add("container", "fail", f"Compose project {use.project} already has containers this "
+            f"run did not start ({ids}); stop that project or name another")
+    gpus = server.command.docker_gpus
+    if gpus and not facts.gpus_ok:
+        what = f"--gpus {gpus}" if use.kind == "run" else "GPU devices (compose)"
+        runtimes = ", ".join(facts.runtimes) or "none"
+        add("docker-gpus", "fail", f"docker {what} needs the NVIDIA container runtime "
+            f"(nvidia-container-toolkit), which this host's Docker does not have (runtimes: "
+            f"{runtimes}; no nvidia-container-runtime-hook on PATH)")
+    if not any(c for c in (facts.taken, facts.project_ids)) and not (gpus and not facts.gpus_ok):
+        add("container", "ok", f"container name {name} is free" if name else
+            "the run's containers get names of their own")
 
 
 def _select(

@@ -1,12 +1,11 @@
 """Processes the executor starts: `bash -c` in its own process group, stopped by that group
-(TERM, then KILL), docker containers stopped by the name the plan gave them, and signal handling
-for the duration of a run. Nothing is ever stopped by program name."""
+(TERM, then KILL), and signal handling for the duration of a run. Nothing is ever stopped by
+program name; containers are `containers`' job (by the IDs the run observed)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
-import re
 import signal
 import subprocess
 import threading
@@ -91,26 +90,6 @@ def stop_group(proc: subprocess.Popen[bytes], grace: float) -> tuple[bool, str |
     return False, f"process group {pgid} needed SIGKILL after {grace:g} s"
 
 
-
-def container_name(command: str) -> str | None:
-    """The `--name` a docker run command gives its container (the plan names it wiki-<run-id>)."""
-    m = re.search(r"--name[= ]+([\w.-]+)", command)
-    return m.group(1) if m else None
-
-
-def docker_stop(name: str, grace: float) -> str | None:
-    try:
-        out = subprocess.run(
-            ["docker", "stop", "--time", str(int(grace)), name],
-            capture_output=True, text=True, timeout=grace + 30, check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"docker stop {name} failed: {exc}"
-    if out.returncode != 0 and "No such container" not in out.stderr:
-        return f"docker stop {name} failed: {out.stderr.strip()[:200]}"
-    return None
-
-
 def wait_until(cond: Callable[[], bool], seconds: float) -> bool:
     deadline = time.monotonic() + seconds
     while True:
@@ -119,7 +98,6 @@ def wait_until(cond: Callable[[], bool], seconds: float) -> bool:
         if time.monotonic() >= deadline:
             return False
         time.sleep(0.1)
-
 
 
 @contextlib.contextmanager

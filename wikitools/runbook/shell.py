@@ -20,6 +20,7 @@ class Word:
     end: int  # offset after the last raw character
     quoted: bool = False  # any quoting inside the word
     op: bool = False  # an operator (; && || | & ( ) newline) or redirection
+    heredoc: str | None = None  # for a `<<` delimiter word: the here-document's text
 
 
 @dataclass(slots=True)
@@ -43,7 +44,7 @@ def tokenize(text: str) -> list[Word]:
     """Split shell text into words and operators. Raises ShellSyntaxError on an unclosed quote."""
     out: list[Word] = []
     i, n = 0, len(text)
-    heredocs: list[tuple[str, bool]] = []  # (delimiter, strip tabs) pending at the next newline
+    heredocs: list[tuple[Word, bool]] = []  # (delimiter word, strip tabs) pending at a newline
 
     while i < n:
         c = text[i]
@@ -91,7 +92,7 @@ def tokenize(text: str) -> list[Word]:
                 word, j = _read_word(text, j)
                 if word is not None:
                     out.append(word)
-                    heredocs.append((word.value, op.endswith("-")))
+                    heredocs.append((word, op.endswith("-")))
                 i = j
             continue
         word, i = _read_word(text, i)
@@ -104,14 +105,18 @@ def _at_word_start(text: str, i: int) -> bool:
     return i == 0 or text[i - 1] in " \t\n;&|()"
 
 
-def _skip_heredocs(text: str, i: int, heredocs: list[tuple[str, bool]]) -> int:
-    for delim, strip in heredocs:
+def _skip_heredocs(text: str, i: int, heredocs: list[tuple[Word, bool]]) -> int:
+    """Skip the bodies of the pending here-documents; each body goes to its delimiter word."""
+    for word, strip in heredocs:
+        body: list[str] = []
         while i < len(text):
             eol = text.find("\n", i)
             line = text[i:] if eol == -1 else text[i:eol]
             i = len(text) if eol == -1 else eol + 1
-            if (line.lstrip("\t") if strip else line) == delim:
+            if (line.lstrip("\t") if strip else line) == word.value:
                 break
+            body.append(line.lstrip("\t") if strip else line)
+        word.heredoc = "\n".join(body) + "\n" if body else ""
     return i
 
 
@@ -245,10 +250,49 @@ def split_commands(text: str) -> list[SimpleCommand]:
     return cmds
 
 
+def heredoc_files(text: str) -> dict[str, str]:
+    """Files a script writes from here-documents (`cat > PATH <<'EOF'`, `cat <<EOF >PATH`,
+    `tee PATH <<EOF`): PATH → text. Unreadable shell text gives none."""
+    files: dict[str, str] = {}
+    try:
+        words = tokenize(text)
+    except ShellSyntaxError:
+        return files
+    argv: list[str] = []
+    target: str | None = None
+    body: str | None = None
+    expect: str | None = None  # "target" after > / >>, "delim" after << / <<-
+    for w in [*words, Word("\n", len(text), len(text), op=True)]:
+        if w.op and w.value in (">", ">>", ">|"):
+            expect = "target"
+            continue
+        if w.op and w.value in ("<<", "<<-"):
+            expect = "delim"
+            continue
+        if w.op and _REDIRECT.match(w.value):
+            expect = "other"
+            continue
+        if w.op:
+            if body is not None and argv and basename(argv[0]) in ("cat", "tee"):
+                path = target or next((a for a in argv[1:] if not a.startswith("-")), None)
+                if path:
+                    files[path] = body
+            argv, target, body, expect = [], None, None, None
+            continue
+        if expect == "target":
+            target = w.value
+        elif expect == "delim":
+            body = w.heredoc
+        elif expect is None:
+            argv.append(w.value)
+        expect = None
+    return files
+
+
 # --------------------------------------------------------------------------- expansion
 
 _ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.S)
-_VAR = re.compile(r"\$\{([A-Za-z_]\w*)(?:(:?[-=+?])([^}]*))?\}|\$([A-Za-z_]\w*)")
+_VAR = re.compile(r"\$\{([A-Za-z_]\w*|\d+)(?:(:?[-=+?])([^}]*))?\}|\$([A-Za-z_]\w*|\d)")
 
 
 def expand(value: str, env: dict[str, str]) -> str:
@@ -265,6 +309,21 @@ def expand(value: str, env: dict[str, str]) -> str:
         return m.group(0)
 
     return _VAR.sub(sub, value)
+
+
+def resolve(value: str, env: dict[str, str], depth: int = 5) -> str:
+    """`expand`, also expanding the values taken from `env` (which may refer to other
+    variables: `MODEL=${MODEL:-org/name}` then `"$MODEL"`), a few levels deep. A variable is
+    not looked up again in its own value, so a self-reference falls back to its default."""
+    used: set[str] = set()  # variables already substituted in an earlier round
+    out = value
+    for _ in range(depth):
+        again = expand(out, {k: v for k, v in env.items() if k not in used})
+        if again == out:
+            break
+        used |= {m.group(1) or m.group(4) for m in _VAR.finditer(out)}
+        out = again
+    return out
 
 
 
