@@ -67,10 +67,10 @@ def test_scan_write_marks_blocks_in_place_and_check_reports_drift(
     assert main(["runbook", "scan", "--write", "--root", str(root)]) == 0
     out = capsys.readouterr().out
     # Blocks that cannot become runbooks are left alone, with the reason.
-    assert ("wiki/troubleshooting/inside-a-running-container.md:14:1: RB012 server block not "
-            "converted: the server starts inside a running container (dev)") in out
-    assert ("wiki/models/minimax-m25.md:6:1: RB012 file block not converted: no `docker compose "
-            "… up` block follows it on the page to run it") in out
+    assert ("wiki/troubleshooting/inside-a-running-container.md:14:1: RB012 warning: server "
+            "block not converted: the server starts inside a running container (dev)") in out
+    assert ("wiki/models/minimax-m25.md:6:1: RB012 warning: file block not converted: no "
+            "`docker compose … up` block follows it on the page to run it") in out
     changed = 0
     for path, old in before.items():
         new = path.read_text()
@@ -100,18 +100,18 @@ def test_scan_write_marks_blocks_in_place_and_check_reports_drift(
 def test_lint_says_why_container_blocks_cannot_run() -> None:
     pages, _expected = bench_scan.expectations(PAGES)
     found = {d.format() for p in pages for d in container_findings(p)}
-    assert ("compose/glm52-compose.md:95:1: RB013 compose file whose services start no engine "
-            "themselves (service glm52 runs /usr/local/bin/serve-gilded-gnosis.sh in "
+    assert ("compose/glm52-compose.md:95:1: RB013 warning: compose file whose services start no "
+            "engine themselves (service glm52 runs /usr/local/bin/serve-gilded-gnosis.sh in "
             "voipmonitor/vllm:gilded-gnosis-v20-vllme1e9426-si200c1db-fi801d57a-cu132-20260804-r28)"
             ": a runbook cannot tell the engine, model or port from it") in found
-    assert ("compose/glm52-compose.md:110:1: RB013 docker compose runs the compose file shown at "
-            "line 95, whose services start no engine themselves") in found
-    assert ("troubleshooting/inside-a-running-container.md:37:1: RB013 the server starts inside "
-            "a running container (sglang-dev) that the page does not start: a runbook could not "
-            "stop it; start it with docker run or docker compose") in found
+    assert ("compose/glm52-compose.md:110:1: RB013 warning: docker compose runs the compose file "
+            "shown at line 95, whose services start no engine themselves") in found
+    assert ("troubleshooting/inside-a-running-container.md:37:1: RB013 warning: the server starts "
+            "inside a running container (sglang-dev) that the page does not start: a runbook "
+            "could not stop it; start it with docker run or docker compose") in found
     # Compose files with a launcher, and `up` blocks that run them, are not findings.
     assert not any(f.startswith("models/ds4-flash-v2.md") for f in found), found
     lone = parse_page("```bash\ndocker compose -f srv.yaml up -d\n```\n", "p.md")
     assert [d.format() for d in container_findings(lone)] == [
-        "p.md:1:1: RB013 docker compose up needs its compose file (srv.yaml) on the page, in a "
-        "block marked `{ .yaml .runbook-file for=ID path=… }`"]
+        "p.md:1:1: RB013 warning: docker compose up needs its compose file (srv.yaml) on the "
+        "page, in a block marked `{ .yaml .runbook-file for=ID path=… }`"]
