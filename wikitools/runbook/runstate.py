@@ -275,6 +275,20 @@ def stop_leftovers(data: dict[str, Any], grace: float) -> list[Leftover]:
     return stopped
 
 
+def remove_temp_files(root: Path, folders: Iterable[Path]) -> list[str]:
+    """Remove the half-written files (`.NAME.*.tmp`, left by an atomic write that was killed)
+    in `folders`; return their paths relative to `root`, for the report."""
+    removed = []
+    for folder in sorted(set(folders)):
+        for path in sorted(folder.glob(".*.tmp")) if folder.is_dir() else ():
+            if path.is_file() and not path.is_symlink():
+                with contextlib.suppress(OSError):
+                    path.unlink()
+                    removed.append(path.relative_to(root).as_posix()
+                                   if path.is_relative_to(root) else path.as_posix())
+    return removed
+
+
 def _load_prctl() -> Any:
     try:
         return ctypes.CDLL(None, use_errno=True).prctl
