@@ -20,8 +20,9 @@ from fakes.plans import free_port
 
 from wikitools.cli import main
 from wikitools.runbook import runstate
+from wikitools.runbook.processes import process_state, tagged_pids
 from wikitools.runbook.record import make_run_id
-from wikitools.runbook.runstate import RunState, tagged_pids
+from wikitools.runbook.runstate import RunLock
 
 FAKE_BIN = Path(__file__).parent / "fakes" / "bin"
 
@@ -92,7 +93,7 @@ def test_second_run_of_one_runbook_is_refused_naming_the_holder(
 ) -> None:
     port = free_port()
     root = make_wiki(tmp_path, port)
-    holder = RunState(root, "fake-rb", port, "20261130T100000.000Z-aaaaaaaa-0000")
+    holder = RunLock(root, "fake-rb", port, "20261130T100000.000Z-aaaaaaaa-0000")
     holder.acquire()
     try:
         assert run(root) == 1
@@ -177,9 +178,9 @@ def test_kill_9_of_the_runner_leaves_no_server_client_or_temp_file(tmp_path: Pat
         runner.wait()
         # Server and client die with the runner (parent-death signal)…
         assert wait_for(lambda: not listening(port), 15)
-        assert wait_for(lambda: runstate._state(server) in ("", "Z"), 15)
+        assert wait_for(lambda: process_state(server) in ("", "Z"), 15)
         # …and what left their process groups is stopped by the next run, by its tag.
-        nxt = RunState(root, "fake-rb", port, "20261130T120000.000Z-bbbbbbbb-0000")
+        nxt = RunLock(root, "fake-rb", port, "20261130T120000.000Z-bbbbbbbb-0000")
         stopped = nxt.acquire(grace=3.0)
         nxt.release()
         assert tagged_pids(tag) == []

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import secrets
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -297,10 +299,17 @@ def utc_stamp(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+RUN_ID = re.compile(r"^\d{8}T\d{6}(?:\.\d{3})?Z-[0-9a-f]{8}(?:-[0-9a-f]{4})?$")
+
+
 def make_run_id(started: datetime, blocks_hash: str) -> str:
-    """`YYYYMMDDTHHMMSSZ-<first 8 hex of the blocks hash>`."""
+    """`YYYYMMDDTHHMMSS.mmmZ-<first 8 hex of the blocks hash>-<4 random hex>`: milliseconds and
+    a random part, so two runs started in the same second never share an id (or a record file,
+    or an artifacts folder). Older records have ids without the last two parts."""
     hex_part = blocks_hash.split(":", 1)[-1][:8]
-    return f"{started.astimezone(UTC).strftime('%Y%m%dT%H%M%SZ')}-{hex_part}"
+    moment = started.astimezone(UTC)
+    stamp = f"{moment.strftime('%Y%m%dT%H%M%S')}.{moment.microsecond // 1000:03d}Z"
+    return f"{stamp}-{hex_part}-{secrets.token_hex(2)}"
 
 
 # --------------------------------------------------------------------------- files
@@ -397,6 +406,7 @@ def record_rel_path(record: Record) -> str:
 
 
 __all__ = [
+    "RUN_ID",
     "ClientResult",
     "Point",
     "Record",
