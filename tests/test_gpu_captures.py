@@ -6,8 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from wikitools.runbook.engines import VLLM
-from wikitools.runbook.execute import LogWatcher, scan_markers
-from wikitools.runbook.preflight import HostFacts, parse_topology, summarise_topology
+from wikitools.runbook.host import HostFacts, parse_topology, summarise_topology
+from wikitools.runbook.logwatch import LogWatcher
+from wikitools.runbook.markers import scan_markers
 
 GPU = Path(__file__).parent / "fixtures" / "gpu"
 

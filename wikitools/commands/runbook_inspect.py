@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -15,16 +14,11 @@ from wikitools.errors import UsageError
 from wikitools.pages import read_page
 from wikitools.runbook.extract import load_runbooks
 from wikitools.runbook.model import Runbook
-from wikitools.runbook.plan import (
-    PlanOverrides,
-    artifacts_dir_for,
-    format_plan,
-    format_verdict,
-    make_plan,
-)
-from wikitools.runbook.preflight import gather_host, preflight, required_gpus
+from wikitools.runbook.plan import format_plan, format_verdict
+from wikitools.runbook.preflight import required_gpus
 from wikitools.runbook.scan import scan_pages
 from wikitools.runbook.secrets import mask_env
+from wikitools.runbook.session import RunOptions, prepare
 
 
 def add_parsers(sub: Any) -> None:
@@ -64,7 +58,8 @@ def add_parsers(sub: Any) -> None:
 
 
 def _root(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--root", type=Path, default=Path(), help="wiki root (default: .)")
+    p.add_argument("--root", type=Path, default=None,
+                   help="wiki root (default: the wiki around the working directory)")
 
 
 def _report(diags: list[Any]) -> bool:
@@ -195,18 +190,11 @@ def run_show(args: argparse.Namespace) -> int:
 
 
 def run_plan(args: argparse.Namespace) -> int:
-    rb, _diags = _resolve(args.root, args.ref)
-    if args.port is not None and not 1 <= args.port <= 65535:
-        raise UsageError(f"--port {args.port}: expected 1-65535")
-    facts = gather_host()
-    verdict = preflight(rb, force=args.force, port=args.port, facts=facts)
-    run_id = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + rb.short_hash
-    plan = make_plan(rb, root=args.root, artifacts_dir=artifacts_dir_for(rb, run_id),
-                     overrides=PlanOverrides(port=args.port), verdict=verdict)
-    print(format_plan(plan), end="")
+    prepared = prepare(args.ref, args.root, RunOptions(port=args.port, force=args.force))
+    print(format_plan(prepared.plan), end="")
     print()
-    print(format_verdict(verdict), end="")
-    return 0 if verdict.ok else 1
+    print(format_verdict(prepared.verdict), end="")
+    return 0 if prepared.verdict.ok else 1
 
 
 # --------------------------------------------------------------------------- scan

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -16,20 +15,13 @@ from wikitools.config import load_config, load_pages
 from wikitools.diagnostics import Severity, sort_diagnostics, summary
 from wikitools.errors import UsageError
 from wikitools.fsio import unified_diff, write_if_changed
-from wikitools.pages import Page, read_page
-from wikitools.runbook.execute import Event, execute
+from wikitools.pages import read_page
+from wikitools.runbook.execute import Event
 from wikitools.runbook.extract import extract_runbooks
-from wikitools.runbook.model import Runbook
-from wikitools.runbook.plan import (
-    PlanOverrides,
-    artifacts_dir_for,
-    format_plan,
-    format_verdict,
-    make_plan,
-)
-from wikitools.runbook.preflight import gather_host, preflight
-from wikitools.runbook.record import Record, make_run_id, write_record
+from wikitools.runbook.plan import format_plan, format_verdict
+from wikitools.runbook.record import Record
 from wikitools.runbook.render import render_pages
+from wikitools.runbook.session import RunOptions, prepare, run_prepared
 
 
 def add_parsers(sub: Any) -> None:
@@ -52,7 +44,8 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--port", type=int, help="serve on this port instead of the block's")
     p.add_argument("--no-render", action="store_true",
                    help="write the record but leave the pages alone")
-    p.add_argument("--root", type=Path, default=Path(), help="wiki root (default: .)")
+    p.add_argument("--root", type=Path, default=None,
+                   help="wiki root (default: the wiki around the working directory)")
     p.set_defaults(handler=run_run)
 
     p = sub.add_parser(
@@ -64,26 +57,12 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("paths", nargs="*", type=Path, help="pages (default: every page)")
     p.add_argument("--check", action="store_true", help="write nothing; exit 1 on drift")
     p.add_argument("--diff", action="store_true", help="print a unified diff of the changes")
-    p.add_argument("--root", type=Path, default=Path(), help="wiki root (default: .)")
+    p.add_argument("--root", type=Path, default=None,
+                   help="wiki root (default: the wiki around the working directory)")
     p.set_defaults(handler=run_render)
 
 
 # --------------------------------------------------------------------------- run
-
-
-def _parse_sweep(text: str | None, runbook: Runbook) -> tuple[str, ...] | None:
-    if text is None:
-        return None
-    var, eq, values = text.partition("=")
-    var = var.strip()
-    vals = tuple(v.strip() for v in values.split(",") if v.strip())
-    if not eq or not var or not vals:
-        raise UsageError(f"--sweep {text!r}: expected VAR=v1,v2,…")
-    swept = sorted({c.sweep_var for c in runbook.clients if c.sweep_var})
-    if var not in swept:
-        have = ", ".join(swept) or "none"
-        raise UsageError(f"--sweep {var}: runbook '{runbook.id}' sweeps {have}")
-    return vals
 
 
 def _confirm(console: Console) -> bool:
@@ -130,57 +109,28 @@ class _Progress:
 
 def run_run(args: argparse.Namespace) -> int:
     err = Console(stderr=True, highlight=False)
-    if args.port is not None and not 1 <= args.port <= 65535:
-        raise UsageError(f"--port {args.port}: expected 1-65535")
-    config = load_config(args.root)
-    root = config.root
-    pages = load_pages(config)
-    runbooks, _diags = extract_runbooks(pages)
-    if not args.ref.strip("#").strip():
-        raise UsageError("name a runbook: ID or path/to/page.md#ID")
-    runbook = runbooks.get(args.ref)
-    sweep = _parse_sweep(args.sweep, runbook)
-
-    facts = gather_host()
-    verdict = preflight(runbook, force=args.force, port=args.port, facts=facts)
-    started = datetime.now(UTC)
-    run_id = make_run_id(started, runbook.blocks_hash)
-    overrides = PlanOverrides(port=args.port, sweep_values=sweep,
-                              clients=tuple(args.client) if args.client else None)
-    plan = make_plan(runbook, root=root, artifacts_dir=artifacts_dir_for(runbook, run_id),
-                     overrides=overrides, verdict=verdict)
-    print(format_plan(plan), end="")
+    options = RunOptions(port=args.port, sweep=args.sweep,
+                         clients=tuple(args.client) if args.client else None,
+                         force=args.force, render=not args.no_render)
+    prepared = prepare(args.ref, args.root, options)
+    print(format_plan(prepared.plan), end="")
     print()
-    print(format_verdict(verdict), end="", flush=True)
+    print(format_verdict(prepared.verdict), end="", flush=True)
     if not args.yes and not _confirm(err):
         err.print("not run")
         return 1
 
-    progress = _Progress(err, len(plan.clients))
+    progress = _Progress(err, len(prepared.plan.clients))
     try:
-        record = execute(plan, root=root, verdict=verdict, on_event=progress, started=started)
+        result = run_prepared(prepared, on_event=progress)
     finally:
         progress.stop()
-    path = write_record(root, record)
-    rendered: list[str] = []
-    if not args.no_render and record.failed_step != "preflight":
-        rendered = _render_for(runbook.id, pages, root, runbooks)
-    _summary(record, path.relative_to(root).as_posix(), rendered, err)
-    return 0 if record.ok else 1
-
-
-def _render_for(runbook_id: str, pages: list[Page], root: Path, runbooks: Any) -> list[str]:
-    """Re-render the pages that hold a region of this runbook; return the paths written."""
-    needle = f"runbook={runbook_id}"
-    mine = [p for p in pages if any(needle in c.text.split() for c in p.comments)]
-    changes, diags = render_pages(mine, root, runbooks=runbooks)
-    for d in sort_diagnostics(diags):
+    for d in result.diagnostics:
         print(d.format())
-    written = []
-    for change in changes:
-        if write_if_changed(root / change.path, change.new):
-            written.append(change.path)
-    return written
+    record = result.record
+    _summary(record, result.record_path.relative_to(prepared.root).as_posix(),
+             list(result.rendered), err)
+    return 0 if record.ok else 1
 
 
 def _summary(record: Record, path: str, rendered: list[str], err: Console) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 from wikitools.errors import UsageError
 from wikitools.fsio import write_if_changed
 from wikitools.runbook.extract import load_runbooks
-from wikitools.runbook.preflight import gather_host
+from wikitools.runbook.host import gather_host
 from wikitools.support import build_bundle, read_log
 
 
@@ -35,7 +35,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--output", "-o", type=Path, metavar="FILE", help="write to FILE instead of stdout"
     )
-    p.add_argument("--root", type=Path, default=Path(), help="wiki root (default: .)")
+    p.add_argument("--root", type=Path, default=None,
+                   help="wiki root (default: the wiki around the working directory)")
     p.set_defaults(handler=run)
 
 

@@ -17,9 +17,10 @@ from typing import Any
 
 from wikitools.fleet.records import opening_record
 from wikitools.runbook.execute import Event, execute
+from wikitools.runbook.host import gather_host, port_free
 from wikitools.runbook.model import Runbook
 from wikitools.runbook.plan import PlanOverrides, artifacts_dir_for, make_plan
-from wikitools.runbook.preflight import gather_host, port_is_free, preflight
+from wikitools.runbook.preflight import preflight
 from wikitools.runbook.record import make_run_id
 
 Message = dict[str, Any]
@@ -132,7 +133,7 @@ def _port_for(runbook: Runbook, wanted: int | None) -> Iterator[int]:
         return
     folder = Path(tempfile.gettempdir()) / PORTS_DIR
     folder.mkdir(exist_ok=True)
-    held = _hold(folder, runbook.server.port) if port_is_free(runbook.server.port) else None
+    held = _hold(folder, runbook.server.port) if port_free(runbook.server.port) else None
     while held is None:
         held = _hold(folder, _free_port())
     try:
