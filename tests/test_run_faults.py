@@ -193,3 +193,24 @@ def test_kill_9_of_the_runner_leaves_no_server_client_or_temp_file(tmp_path: Pat
         with contextlib.suppress(Exception):
             for pid in tagged_pids(json.loads(lock.read_text())["tag"]):
                 os.kill(pid, signal.SIGKILL)
+
+
+def test_plan_reports_block_errors_with_their_location(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = make_wiki(tmp_path, free_port(), client_attrs="swep=\"C=1,2\" ")
+    assert main(["runbook", "plan", "fake-rb", "--root", str(root)]) == 2
+    err = capsys.readouterr().err
+    assert "wiki/fake.md:11:51: RB003 error: unknown attribute 'swep'" in err
+
+
+def test_plan_without_gpus_prints_the_plan_and_exits_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    page = tmp_path / "wiki" / "fake.md"
+    make_wiki(tmp_path, free_port())
+    page.write_text(page.read_text().replace("gpus=0", "gpus=1"))
+    monkeypatch.setenv("PATH", f"{FAKE_BIN}{os.pathsep}/nonexistent")  # no nvidia-smi
+    assert main(["runbook", "plan", "fake-rb", "--root", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "vllm serve fake-model" in out  # the whole plan, then the refusal

@@ -382,16 +382,28 @@ def read_record(path: Path, name: str | None = None) -> Record:
         raise RecordError(f"{where}: {exc}") from None
 
 
-def load_records(root: Path, runbook_id: str) -> list[Record]:
-    """Every readable record of a runbook, oldest first (by started_at, then run id).
-    Unreadable files raise RecordError naming the file."""
+def read_records(root: Path, runbook_id: str) -> tuple[list[Record], list[RecordError]]:
+    """Every readable record of a runbook, oldest first (by started_at, then run id), and a
+    located error for each file that cannot be read."""
     folder = root / RECORDS_DIR / runbook_id
     if not folder.is_dir():
-        return []
-    records = []
+        return [], []
+    records, errors = [], []
     for path in sorted(folder.glob("*.json")):
-        records.append(read_record(path, _rel(root, path)))
+        try:
+            records.append(read_record(path, _rel(root, path)))
+        except RecordError as exc:
+            errors.append(exc)
     records.sort(key=lambda r: (r.started_at, r.run_id))
+    return records, errors
+
+
+def load_records(root: Path, runbook_id: str) -> list[Record]:
+    """Every record of a runbook, oldest first. An unreadable file raises RecordError naming
+    it: a table is never rendered from part of the history."""
+    records, errors = read_records(root, runbook_id)
+    if errors:
+        raise errors[0]
     return records
 
 
@@ -420,6 +432,7 @@ __all__ = [
     "masked",
     "point_from_samples",
     "read_record",
+    "read_records",
     "record_path",
     "record_rel_path",
     "utc_stamp",
