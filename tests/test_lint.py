@@ -122,6 +122,25 @@ def test_lint_links(tmp_path: Path, capsys) -> None:
     ]
 
 
+def test_missing_link_suggests_a_page_whose_name_contains_it(tmp_path: Path, capsys) -> None:
+    make_tree(tmp_path, {
+        "wiki/topics/kv-cache-sessions.md": "# KV\n",
+        "wiki/topics/quantization.md": "# Q\n",
+        "wiki/models/m.md": "# M\n\n[kv](../topics/kv-cache.md) [q](../topics/quant.md)"
+        " [far](kv-cache.md)\n",
+    })
+    code, out, _ = run(["lint", "--root", str(tmp_path)], capsys)
+    assert code == 1
+    assert out == [
+        "wiki/models/m.md:3:1: LNK001 error: link to missing page '../topics/kv-cache.md';"
+        " did you mean '../topics/kv-cache-sessions.md'?",
+        "wiki/models/m.md:3:29: LNK001 error: link to missing page '../topics/quant.md';"
+        " did you mean '../topics/quantization.md'?",
+        "wiki/models/m.md:3:53: LNK001 error: link to missing page 'kv-cache.md';"
+        " did you mean '../topics/kv-cache-sessions.md'?",
+    ]
+
+
 def test_links_in_code_are_ignored(tmp_path: Path, capsys) -> None:
     make_tree(tmp_path, {"wiki/a.md": "# A\n\n```\n[x](missing.md)\n```\n\n`[y](gone.md)`\n"})
     assert run(["lint", "--root", str(tmp_path)], capsys)[:2] == (0, [])
