@@ -110,14 +110,15 @@ def _matcher(context: AcronymContext) -> Any:
 
 def _acronym_findings(page: Page, context: AcronymContext) -> list[Diagnostic]:
     from wikitools import expansions
-    from wikitools.acronyms import check_page, is_checked
+    from wikitools.acronyms import check_page, find_uses, is_checked
 
     if page.path == context.index_output or not is_checked(page, context.glossary_path):
         return []
     matcher = _matcher(context)
+    uses = list(find_uses(page, matcher))  # one scan serves both rules
     return [
-        *check_page(page, matcher, context.glossary_path),
-        *expansions.check_page(page, matcher),
+        *check_page(page, matcher, context.glossary_path, uses),
+        *expansions.check_page(page, matcher, uses),
     ]
 
 
