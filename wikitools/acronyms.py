@@ -57,7 +57,7 @@ from collections.abc import Container, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from wikitools.diagnostics import Diagnostic
+from wikitools.diagnostics import Diagnostic, sort_key
 from wikitools.errors import ConfigError
 from wikitools.glossary import Entry, Glossary
 from wikitools.pages import Page
@@ -376,7 +376,7 @@ def check_pages(
     for page in pages:
         if is_checked(page, gpath):
             diags.extend(check_page(page, matcher, gpath))
-    return sorted(diags)
+    return sorted(diags, key=sort_key)
 
 
 # --------------------------------------------------------------------------- baseline
@@ -428,7 +428,7 @@ def apply_baseline(
     left = Counter(baseline)
     fresh: list[Diagnostic] = []
     suppressed = 0
-    for diag in sorted(diags):
+    for diag in sorted(diags, key=sort_key):
         key = baseline_key(diag)
         if left[key] > 0:
             left[key] -= 1
