@@ -50,8 +50,9 @@ from wikitools.config import load_config, load_pages  # noqa: E402
 from wikitools.runbook import clients as result_parsers  # noqa: E402
 from wikitools.runbook.execute import Event, execute  # noqa: E402
 from wikitools.runbook.extract import extract_runbooks  # noqa: E402
+from wikitools.runbook.host import gather_host  # noqa: E402
 from wikitools.runbook.plan import PlanOverrides, artifacts_dir_for, make_plan  # noqa: E402
-from wikitools.runbook.preflight import gather_host, preflight  # noqa: E402
+from wikitools.runbook.preflight import preflight  # noqa: E402
 from wikitools.runbook.record import Record, make_run_id, write_record  # noqa: E402
 from wikitools.runbook.render import render_pages  # noqa: E402
 

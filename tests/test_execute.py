@@ -17,6 +17,7 @@ import pytest
 from fakes.plans import fake_plan, free_port
 
 from wikitools.runbook import execute as ex
+from wikitools.runbook import host, markers, processes
 from wikitools.runbook.record import read_record
 
 FAKES = Path(__file__).resolve().parent / "fakes"
@@ -32,8 +33,8 @@ def assert_gone(root: Path, record) -> None:
     art = root / record.artifacts_dir
     groups = [g for log in art.glob("*.log") for g in pgids(log)]
     for g in groups:
-        assert not ex.group_alive(g), f"process group {g} still alive"
-    assert ex.port_free(record.server["port"])
+        assert not processes.group_alive(g), f"process group {g} still alive"
+    assert host.port_free(record.server["port"])
 
 
 def run(tmp_path: Path, **kw):
@@ -153,7 +154,7 @@ def test_port_already_in_use(tmp_path):
         assert (teardown.name, teardown.status) == ("teardown", "skipped")
         assert not (tmp_path / record.artifacts_dir / "server.log").exists()
         # The process holding the port was left alone.
-        assert not ex.port_free(port)
+        assert not host.port_free(port)
 
 
 def test_server_ignoring_term_is_killed_with_its_children(tmp_path):
@@ -195,8 +196,8 @@ def test_sigint_during_client_records_and_cleans_up(tmp_path):
     assert record.clients[0].points[0].status == "failed"
     assert record.steps[-1].name == "teardown" and record.steps[-1].status == "ok"
     for g in client_groups + server_groups:
-        assert not ex.group_alive(g)
-    assert ex.port_free(port)
+        assert not processes.group_alive(g)
+    assert host.port_free(port)
 
 
 def test_scan_markers_on_vllm_032_merged_line():
@@ -205,7 +206,7 @@ def test_scan_markers_on_vllm_032_merged_line():
         "Maximum concurrency for 1,024 tokens per request: 2048.00x",
         "INFO Using AttentionBackendEnum.TRITON_ATTN backend.",
     ]
-    m = ex.scan_markers(lines)
+    m = markers.scan_markers(lines)
     assert m["kv_cache_tokens"] == 2097152
     assert m["kv_cache_device"] == "CPU"
     assert m["max_concurrency"] == 2048.0
@@ -214,25 +215,25 @@ def test_scan_markers_on_vllm_032_merged_line():
 
 
 def test_spec_acceptance_from_counter_deltas():
-    before = ex.spec_counters(
+    before = markers.spec_counters(
         'vllm:spec_decode_num_accepted_tokens_total{engine="0"} 100.0\n'
         'vllm:spec_decode_num_draft_tokens_total{engine="0"} 200.0\n'
         'vllm:spec_decode_num_drafts_total{engine="0"} 70.0\n'
     )
-    after = ex.spec_counters(
+    after = markers.spec_counters(
         'vllm:spec_decode_num_accepted_tokens_total{engine="0"} 834.0\n'
         'vllm:spec_decode_num_draft_tokens_total{engine="0"} 979.0\n'
         'vllm:spec_decode_num_drafts_total{engine="0"} 340.0\n'
     )
-    got = ex.spec_acceptance(before, after)
+    got = markers.spec_acceptance(before, after)
     assert got["spec_decode_acceptance"] == 734 / 779
     assert got["spec_decode_acceptance_length"] == 1 + 734 / 270
-    assert ex.spec_acceptance({}, {}) == {}
+    assert markers.spec_acceptance({}, {}) == {}
 
 
 def test_container_name():
-    assert ex.container_name("docker run --rm --name wiki-x1 img vllm serve m") == "wiki-x1"
-    assert ex.container_name("vllm serve m") is None
+    assert processes.container_name("docker run --rm --name wiki-x1 img vllm serve m") == "wiki-x1"
+    assert processes.container_name("vllm serve m") is None
 
 
 def test_no_leftover_environment_change():
@@ -244,18 +245,19 @@ FIX = Path(__file__).parent / "fixtures"
 
 
 def test_markers_from_real_vllm_logs_and_metrics():
-    cpu = ex.scan_markers((FIX / "engines" / "vllm-cpu-server.log").read_text().splitlines())
+    cpu = markers.scan_markers((FIX / "engines" / "vllm-cpu-server.log").read_text().splitlines())
     assert cpu["kv_cache_device"] == "CPU"
     assert cpu["kv_cache_tokens"] == 2097152
     assert cpu["engine_version"] == "0.32.0"
-    gpu = ex.scan_markers((FIX / "gpu" / "h200-x1" / "vllm-server.log").read_text().splitlines())
+    gpu_log = (FIX / "gpu" / "h200-x1" / "vllm-server.log").read_text()
+    gpu = markers.scan_markers(gpu_log.splitlines())
     assert gpu["attention_backend"] == "FLASH_ATTN"
     assert gpu["flash_attn_version"] == 3
     assert gpu["kv_cache_tokens"] == 1274576
     assert gpu["kv_cache_gib"] == 38.9
     assert gpu["max_concurrency"] == 622.35
     assert gpu["cuda_graphs"] is False  # --enforce-eager
-    metrics = ex.metrics_markers((FIX / "gpu" / "h200-x1" / "metrics-after.txt").read_text())
+    metrics = markers.metrics_markers((FIX / "gpu" / "h200-x1" / "metrics-after.txt").read_text())
     assert metrics["metrics_kv_cache_tokens"] == 1274576
     assert metrics["cache_config"]["kv_cache_max_concurrency"] == "622.3515625"
-    assert ex.spec_counters((FIX / "engines" / "vllm-metrics.txt").read_text()) is not None
+    assert markers.spec_counters((FIX / "engines" / "vllm-metrics.txt").read_text()) is not None

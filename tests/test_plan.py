@@ -13,6 +13,7 @@ from wikitools.cli import main
 from wikitools.errors import UsageError
 from wikitools.pages import parse_page, read_page
 from wikitools.runbook.extract import extract_runbooks
+from wikitools.runbook.host import HostFacts
 from wikitools.runbook.model import Runbook
 from wikitools.runbook.plan import (
     PlanOverrides,
@@ -21,7 +22,7 @@ from wikitools.runbook.plan import (
     format_verdict,
     make_plan,
 )
-from wikitools.runbook.preflight import MULTICAST_OFF, HostFacts, preflight
+from wikitools.runbook.preflight import MULTICAST_OFF, preflight
 from wikitools.runbook.secrets import mask_command, mask_env
 
 HERE = Path(__file__).parent

@@ -9,19 +9,17 @@ import pytest
 
 from wikitools.pages import parse_page
 from wikitools.runbook.extract import extract_runbooks
-from wikitools.runbook.model import Runbook
-from wikitools.runbook.preflight import (
-    NO_DRIVER,
+from wikitools.runbook.host import (
     HostFacts,
     parse_compute_apps,
     parse_gpu_query,
     parse_smi_header,
     parse_topology,
-    port_is_free,
-    preflight,
-    required_gpus,
     summarise_topology,
 )
+from wikitools.runbook.host import port_free as port_is_free
+from wikitools.runbook.model import Runbook
+from wikitools.runbook.preflight import NO_DRIVER, preflight, required_gpus
 
 SMI = Path(__file__).parent / "fixtures" / "nvidia-smi"
 

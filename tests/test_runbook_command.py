@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from wikitools.runbook.command import (
+from wikitools.runbook.command import parse_client_command, parse_flags, parse_server_command
+from wikitools.runbook.launcher import append_args, insertion_point
+from wikitools.runbook.shell import (
     ShellSyntaxError,
-    append_args,
     env_assignments,
     expand,
-    insertion_point,
-    parse_client_command,
-    parse_flags,
-    parse_server_command,
     split_commands,
     tokenize,
 )

@@ -9,10 +9,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from wikitools.pages import parse_page
-from wikitools.runbook.command import ShellSyntaxError, tokenize
 from wikitools.runbook.extract import extract_runbooks
 from wikitools.runbook.plan import format_plan, make_plan
 from wikitools.runbook.secrets import is_secret, mask_data, mask_env, mask_text
+from wikitools.runbook.shell import ShellSyntaxError, tokenize
 
 _ALNUM = "QmZtXkLpWvRnYsBcDfGhJkLmNpQrStUvWx7a9b2c4d6e8f0g1h3i5j"
 

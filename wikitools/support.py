@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from wikitools.runbook.engines import engine
+from wikitools.runbook.host import HostFacts, summarise_topology
 from wikitools.runbook.model import Runbook
-from wikitools.runbook.preflight import HostFacts, summarise_topology
 from wikitools.runbook.record import RecordError, latest_record, record_rel_path
 from wikitools.runbook.secrets import mask_env, mask_text
 

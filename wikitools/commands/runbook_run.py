@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -16,20 +15,14 @@ from wikitools.config import load_config, load_pages
 from wikitools.diagnostics import Severity, sort_diagnostics, summary
 from wikitools.errors import UsageError
 from wikitools.fsio import unified_diff, write_if_changed
-from wikitools.pages import Page, read_page
-from wikitools.runbook.execute import Event, execute
+from wikitools.pages import read_page
+from wikitools.runbook.execute import Event
 from wikitools.runbook.extract import extract_runbooks
-from wikitools.runbook.model import Runbook
-from wikitools.runbook.plan import (
-    PlanOverrides,
-    artifacts_dir_for,
-    format_plan,
-    format_verdict,
-    make_plan,
-)
-from wikitools.runbook.preflight import gather_host, preflight
-from wikitools.runbook.record import Record, make_run_id, write_record
+from wikitools.runbook.plan import format_plan, format_verdict
+from wikitools.runbook.record import Record, dumps
 from wikitools.runbook.render import render_pages
+from wikitools.runbook.secrets import mask_text
+from wikitools.runbook.session import RunOptions, RunResult, prepare, run_prepared
 
 
 def add_parsers(sub: Any) -> None:
@@ -73,21 +66,6 @@ def add_parsers(sub: Any) -> None:
 # --------------------------------------------------------------------------- run
 
 
-def _parse_sweep(text: str | None, runbook: Runbook) -> tuple[str, ...] | None:
-    if text is None:
-        return None
-    var, eq, values = text.partition("=")
-    var = var.strip()
-    vals = tuple(v.strip() for v in values.split(",") if v.strip())
-    if not eq or not var or not vals:
-        raise UsageError(f"--sweep {text!r}: expected VAR=v1,v2,…")
-    swept = sorted({c.sweep_var for c in runbook.clients if c.sweep_var})
-    if var not in swept:
-        have = ", ".join(swept) or "none"
-        raise UsageError(f"--sweep {var}: runbook '{runbook.id}' sweeps {have}")
-    return vals
-
-
 def _confirm(console: Console) -> bool:
     if not sys.stdin.isatty():
         raise UsageError("stdin is not a terminal; pass --yes to run without confirmation")
@@ -123,7 +101,7 @@ class _Progress:
             mark = "ok" if e.status == "ok" else (e.status or "?")
             line = f"{mark:>7}  {e.step}" + (f": {e.message}" if e.message and mark != "ok"
                                               else "")
-            self.console.print(line, markup=False, highlight=False)
+            self.console.print(mask_text(line), markup=False, highlight=False)
 
     def stop(self) -> None:
         if self.live:
@@ -132,60 +110,56 @@ class _Progress:
 
 def run_run(args: argparse.Namespace) -> int:
     err = Console(stderr=True, highlight=False)
-    if args.port is not None and not 1 <= args.port <= 65535:
-        raise UsageError(f"--port {args.port}: expected 1-65535")
-    config = load_config(args.root)
-    root = config.root
-    pages = load_pages(config)
-    runbooks, _diags = extract_runbooks(pages)
-    if not args.ref.strip("#").strip():
-        raise UsageError("name a runbook: ID or path/to/page.md#ID")
-    runbook = runbooks.get(args.ref)
-    sweep = _parse_sweep(args.sweep, runbook)
-
-    facts = gather_host()
-    verdict = preflight(runbook, force=args.force, port=args.port, facts=facts)
-    started = datetime.now(UTC)
-    run_id = make_run_id(started, runbook.blocks_hash)
-    overrides = PlanOverrides(port=args.port, sweep_values=sweep,
-                              clients=tuple(args.client) if args.client else None)
-    plan = make_plan(runbook, root=root, artifacts_dir=artifacts_dir_for(runbook, run_id),
-                     overrides=overrides, verdict=verdict)
-    print(format_plan(plan), end="")
+    options = RunOptions(port=args.port, sweep=args.sweep,
+                         clients=tuple(args.client) if args.client else None,
+                         force=args.force, render=not args.no_render)
+    prepared = prepare(args.ref, args.root, options)
+    print(format_plan(prepared.plan), end="")
     print()
-    print(format_verdict(verdict), end="", flush=True)
+    print(format_verdict(prepared.verdict), end="", flush=True)
     if not args.yes and not _confirm(err):
         err.print("not run")
         return 1
 
-    progress = _Progress(err, len(plan.clients))
+    progress = _Progress(err, len(prepared.plan.clients))
     try:
-        record = execute(plan, root=root, verdict=verdict, on_event=progress, started=started)
+        result = run_prepared(prepared, on_event=progress)
     finally:
         progress.stop()
-    path = write_record(root, record)
-    rendered: list[str] = []
-    if not args.no_render and record.failed_step != "preflight":
-        rendered = _render_for(runbook.id, pages, root, runbooks)
-    _summary(record, path.relative_to(root).as_posix(), rendered, err)
+    for item in result.leftovers:
+        print(f"stopped, left by an earlier run that was killed: {item.describe()}",
+              file=sys.stderr)
+    for path in result.removed:
+        print(f"removed a half-written file of an earlier run: {path}", file=sys.stderr)
+    for d in result.diagnostics:
+        print(d.format())
+    record = result.record
+    path = result.record_path.relative_to(prepared.root).as_posix() if result.record_path else None
+    _summary(record, path, list(result.rendered), err)
+    if result.record_error is not None:
+        _not_written(result, prepared.root)
+        return 2
     return 0 if record.ok else 1
 
 
-def _render_for(runbook_id: str, pages: list[Page], root: Path, runbooks: Any) -> list[str]:
-    """Re-render the pages that hold a region of this runbook; return the paths written."""
-    needle = f"runbook={runbook_id}"
-    mine = [p for p in pages if any(needle in c.text.split() for c in p.comments)]
-    changes, diags = render_pages(mine, root, runbooks=runbooks)
-    for d in sort_diagnostics(diags):
-        print(d.format())
-    written = []
-    for change in changes:
-        if write_if_changed(root / change.path, change.new):
-            written.append(change.path)
-    return written
+def _not_written(result: RunResult, root: Path) -> None:
+    """The record could not be written: say so, and where the results are instead."""
+    def say(text: str) -> None:
+        print(text, file=sys.stderr)
+
+    say(f"wiki: error: {result.record_error}")
+    if result.kept_at is not None:
+        kept = (result.kept_at.relative_to(root).as_posix()
+                if result.kept_at.is_relative_to(root) else result.kept_at.as_posix())
+        say(f"the record is kept in {kept}: copy it to runbooks/{result.record.runbook}/ once "
+            "that folder can be written, then run `wiki runbook render`")
+    else:
+        say("the record could not be kept anywhere; here it is:")
+        print(dumps(result.record), end="")
+    say("pages not re-rendered: the record is not in runbooks/")
 
 
-def _summary(record: Record, path: str, rendered: list[str], err: Console) -> None:
+def _summary(record: Record, path: str | None, rendered: list[str], err: Console) -> None:
     out = []
     if record.ok:
         out.append(f"run {record.run_id}: ok")
@@ -204,7 +178,8 @@ def _summary(record: Record, path: str, rendered: list[str], err: Console) -> No
                            f"{m.get('median_ttft_ms', float('nan')):,.1f} ms")
             else:
                 out.append(f"  {label}: {p.status}" + (f" ({p.message})" if p.message else ""))
-    out.append(f"record: {path}")
+    if path is not None:
+        out.append(f"record: {path}")
     out += [f"rendered: {p}" for p in rendered]
     print("\n".join(out))
     if not record.ok and record.server.get("log_tail"):

@@ -10,7 +10,7 @@ from typing import Any
 from wikitools.errors import UsageError
 from wikitools.fsio import write_if_changed
 from wikitools.runbook.extract import load_runbooks
-from wikitools.runbook.preflight import gather_host
+from wikitools.runbook.host import gather_host
 from wikitools.support import build_bundle, read_log
 
 

@@ -91,3 +91,69 @@ def engine_for_image(image: str | None) -> str | None:
         if hint in low:
             return name
     return None
+
+
+# --------------------------------------------------------------------------- flags
+
+# docker run options that take a value (long names without '='; short ones)
+DOCKER_VALUE_FLAGS = {
+    "-e", "--env", "-v", "--volume", "-p", "--publish", "--gpus", "--ipc", "--shm-size", "--name",
+    "--network", "--net", "--entrypoint", "-w", "--workdir", "-u", "--user", "--ulimit",
+    "--runtime", "--env-file", "--mount", "-l", "--label", "--cpus", "--cpuset-cpus", "-m",
+    "--memory", "--device", "--add-host", "--cap-add", "--cap-drop", "--security-opt",
+    "--restart", "--platform", "--pull", "--pid", "--hostname", "-h", "--log-driver", "--log-opt",
+    "--memory-swap", "--group-add", "--stop-signal", "--stop-timeout", "--tmpfs", "--dns",
+    "--cgroupns", "--uts", "--userns", "--health-cmd", "--gpus-all", "--cidfile",
+    "--volumes-from", "--link", "--mac-address", "--ip", "--expose", "--label-file",
+}
+DOCKER_BOOL_SHORT = set("dit")  # -d -i -t and combinations (-it, -dit)
+
+# engine flags (all spellings) → the EngineCommand field they set
+SERVER_FLAG_ALIASES = {
+    "--tensor-parallel-size": "tp", "-tp": "tp", "--tp": "tp", "--tp-size": "tp",
+    "--pipeline-parallel-size": "pp", "-pp": "pp", "--pp": "pp", "--pp-size": "pp",
+    "--data-parallel-size": "dp", "-dp": "dp", "--dp": "dp", "--dp-size": "dp",
+    "--decode-context-parallel-size": "dcp", "-dcp": "dcp", "--dcp": "dcp", "--dcp-size": "dcp",
+    "--enable-expert-parallel": "ep", "--ep": "ep", "-ep": "ep",
+    "--expert-parallel-size": "ep_size", "--ep-size": "ep_size",
+    "--port": "port", "--host": "host",
+    "--quantization": "quantization", "-q": "quantization",
+    "--kv-cache-dtype": "kv_cache_dtype",
+    "--model": "model", "--model-path": "model",
+    "--speculative-config": "speculative", "-sc": "speculative",
+}
+# canonical spellings for flags kept in `flags`
+CANONICAL_FLAGS = {
+    "--speculative-algo": "--speculative-algorithm",
+    "-O": "--compilation-config",
+    "-cc": "--compilation-config",
+}
+# flags that take no value (engines and clients)
+BOOL_FLAGS = {
+    "--trust-remote-code", "--enable-expert-parallel", "--enable-prefix-caching",
+    "--no-enable-prefix-caching", "--enable-chunked-prefill", "--no-enable-chunked-prefill",
+    "--enable-auto-tool-choice", "--async-scheduling", "--no-async-scheduling", "--enforce-eager",
+    "--disable-custom-all-reduce", "--enable-metrics", "--disable-log-requests",
+    "--disable-log-stats", "--enable-flashinfer-autotune", "--sleep-on-idle",
+    "--language-model-only", "--enable-pcie-oneshot-allreduce", "--no-scheduler-reserve-full-isl",
+    "--disable-radix-cache", "--enable-torch-compile", "--disable-cuda-graph", "--ep",
+    "--enable-dp-attention", "--skip-server-warmup", "--enable-log-requests",
+    "--enable-mixed-chunk", "--save-result", "--save-detailed", "--append-result",
+    "--ignore-eos", "--disable-tqdm", "--disable-ignore-eos", "--disable-stream",
+    "--apply-chat-template", "--flush-cache", "--output-details", "--return-logprob",
+    "--profile", "--log_samples", "--log-samples", "--apply_chat_template",
+    "--fewshot_as_multiturn", "--enable-sleep-mode", "--enable-lora", "-it",
+    "--headless", "--skip-tokenizer-init", "--cache-report", "--plot-throughput",
+    "--tokenize-prompt", "--enable-expert-parallel-load-balancer", "--enable-eplb",
+    "--enable-dbo", "--enable-return-routed-experts",
+}
+
+
+# client flags → the ClientCommand field they set
+CLIENT_FLAG_KEYS = {
+    "--model": "model", "--base-url": "base_url", "--host": "host", "--port": "port",
+    "--backend": "backend", "--dataset-name": "dataset", "--dataset": "dataset",
+    "--num-prompts": "num_prompts", "--max-concurrency": "max_concurrency",
+    "--request-rate": "request_rate",
+}
+

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from wikitools.errors import UsageError
 from wikitools.runbook import engines
-from wikitools.runbook.command import append_args, shell_quote
+from wikitools.runbook.launcher import append_args
 from wikitools.runbook.model import (
     ClientBlock,
     Plan,
@@ -25,6 +25,7 @@ from wikitools.runbook.model import (
 )
 from wikitools.runbook.preflight import MULTICAST_OFF, block_env
 from wikitools.runbook.secrets import mask_command, mask_env
+from wikitools.runbook.shell import shell_quote
 
 ARTIFACTS_ROOT = ".artifacts"
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from itertools import pairwise
 from typing import Any
 
-from wikitools.runbook.command import ShellSyntaxError, Word, tokenize
+from wikitools.runbook.shell import ShellSyntaxError, Word, tokenize
 
 MASK = "***"
 

@@ -1,0 +1,118 @@
+"""The run record from what a run collected: the host, the engine, the server command and log
+tail, the startup markers, every step and every client point (planned points that never ran are
+recorded as skipped)."""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from wikitools.runbook.host import gpu_memory_used
+from wikitools.runbook.model import Plan, Verdict
+from wikitools.runbook.record import ClientResult, Point, Record, Step, utc_stamp
+from wikitools.runbook.runstate import RunLock
+from wikitools.runbook.secrets import mask_command
+
+
+@dataclass
+class RunState:
+    """What a run has collected so far; the pipeline fills it, `build_record` reads it."""
+
+    steps: list[Step] = field(default_factory=list)
+    markers: dict[str, Any] = field(default_factory=dict)
+    timings: dict[str, Any] = field(default_factory=dict)
+    points: dict[str, list[Point]] = field(default_factory=dict)
+    failed_step: str | None = None
+    message: str | None = None
+    log_tail: list[str] = field(default_factory=list)
+    engine_version: str | None = None
+    model_id: str | None = None
+    server: subprocess.Popen[bytes] | None = None
+    client: subprocess.Popen[bytes] | None = None
+    server_started: bool = False
+    t_start: float = 0.0  # monotonic time the server was started
+    tag: str = ""  # in the environment of every process of the run (its run id)
+    lock: RunLock | None = None  # records each process started, for the next run
+
+    def fail(self, step: str, message: str, tail: list[str] | None = None) -> None:
+        if self.failed_step is None:
+            self.failed_step = step
+            self.message = message
+            if tail is not None:
+                self.log_tail = tail
+
+
+
+def build_record(
+    plan: Plan,
+    verdict: Verdict | None,
+    st: RunState,
+    run_id: str,
+    started: datetime,
+    finished: datetime,
+) -> Record:
+    srv = plan.server
+    host = dict(verdict.host) if verdict is not None and verdict.host else _fallback_host()
+    clients: list[ClientResult] = []
+    seen: list[str] = []
+    for c in plan.clients:
+        if c.name not in seen:
+            seen.append(c.name)
+    for name in seen:
+        planned = [c for c in plan.clients if c.name == name]
+        done = st.points.get(name, [])
+        points = list(done)
+        for c in planned[len(done):]:
+            points.append(Point(c.point_value, "skipped", result_file=None,
+                                message="not run: an earlier step failed"))
+        first = planned[0]
+        shown = first.display_command or mask_command(first.command)
+        clients.append(ClientResult(name, first.kind, shown,
+                                    first.sweep_var, tuple(points)))
+    status = "ok" if st.failed_step is None else "failed"
+    return Record(
+        runbook=plan.runbook.id,
+        page=plan.runbook.page,
+        blocks_hash=plan.runbook.blocks_hash,
+        run_id=run_id,
+        started_at=utc_stamp(started),
+        finished_at=utc_stamp(finished),
+        status=status,
+        failed_step=st.failed_step,
+        message=_one_line(st.message),
+        host=host,
+        engine={
+            "name": srv.engine,
+            "version": st.engine_version,
+            "image": srv.image,
+            "image_digest": None,
+        },
+        server={
+            "command": srv.display_command or mask_command(srv.command),
+            "env": dict(sorted(srv.display_env.items())),
+            "port": srv.port,
+            "model": st.model_id,
+            "log_tail": st.log_tail if status == "failed" else [],
+            "run_tag": st.tag or None,
+        },
+        markers=dict(sorted(st.markers.items())),
+        timings=dict(sorted(st.timings.items())),
+        steps=tuple(st.steps),
+        clients=tuple(clients),
+        artifacts_dir=plan.artifacts_dir,
+    )
+
+
+def _one_line(text: str | None) -> str | None:
+    if text is None:
+        return None
+    line = " ".join(text.split())
+    return line if len(line) <= 300 else line[:297] + "..."
+
+
+def _fallback_host() -> dict[str, Any]:
+    """Host facts when no preflight verdict is given: just enough to tell a CPU-only host."""
+    return {"gpus": [], "gpu_count": 0, "driver": None, "cuda": None, "topology": "none",
+            "hostname_hash": None, "cpu_only": gpu_memory_used() is None}

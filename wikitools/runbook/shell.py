@@ -1,0 +1,334 @@
+"""The one reader of shell text. A block's text runs through `bash -c`; this module only reads
+it the way a POSIX shell would: words and operators (quotes, escapes, backslash-newline
+continuations, comments, `;`/`&&`/`||`/`|`/newline separators, heredocs), simple commands,
+`$VAR` expansion, `NAME=value` assignments, and quoting for text put back into a command."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from wikitools.errors import InputError
+
+# --------------------------------------------------------------------------- shell words
+
+
+@dataclass(slots=True)
+class Word:
+    value: str  # after quote removal (no expansion)
+    start: int  # offset of the first raw character in the text
+    end: int  # offset after the last raw character
+    quoted: bool = False  # any quoting inside the word
+    op: bool = False  # an operator (; && || | & ( ) newline) or redirection
+
+
+@dataclass(slots=True)
+class SimpleCommand:
+    words: list[Word] = field(default_factory=list)
+
+    @property
+    def argv(self) -> list[str]:
+        return [w.value for w in self.words]
+
+
+class ShellSyntaxError(InputError, ValueError):
+    """Shell text that cannot be read (an unclosed quote or parenthesis)."""
+
+
+_SEPARATORS = {";", "&&", "||", "|", "&", "\n", "(", ")", "|&", ";;"}
+_REDIRECT = re.compile(r"^(\d*)(>>|>&|<&|>\||>|<<<|<<-|<<|<)$|^&>>?$")
+
+
+def tokenize(text: str) -> list[Word]:
+    """Split shell text into words and operators. Raises ShellSyntaxError on an unclosed quote."""
+    out: list[Word] = []
+    i, n = 0, len(text)
+    heredocs: list[tuple[str, bool]] = []  # (delimiter, strip tabs) pending at the next newline
+
+    while i < n:
+        c = text[i]
+        if c in " \t\r":
+            i += 1
+            continue
+        if c == "\\" and i + 1 < n and text[i + 1] == "\n":
+            i += 2
+            continue
+        if c == "#":
+            while i < n and text[i] != "\n":
+                i += 1
+            continue
+        if c == "\n":
+            out.append(Word("\n", i, i + 1, op=True))
+            i += 1
+            if heredocs:
+                i = _skip_heredocs(text, i, heredocs)
+                heredocs = []
+            continue
+        two = text[i : i + 2]
+        if two == "&>":  # &> file, &>> file: redirection of both streams
+            op = "&>>" if text[i : i + 3] == "&>>" else "&>"
+            out.append(Word(op, i, i + len(op), op=True))
+            i += len(op)
+            continue
+        if two in ("&&", "||", "|&", ";;"):
+            out.append(Word(two, i, i + 2, op=True))
+            i += 2
+            continue
+        if c in ";&|()":
+            out.append(Word(c, i, i + 1, op=True))
+            i += 1
+            continue
+        # redirections: [n]> >> < << <<- <<< >& <&
+        m = re.match(r"\d*(?:>>|>&|<&|>\||<<<|<<-|<<|>|<)", text[i:])
+        if m and (m.group(0)[0] in "<>" or _at_word_start(text, i)):
+            op = m.group(0)
+            out.append(Word(op, i, i + len(op), op=True))
+            i += len(op)
+            if op.endswith(("<<", "<<-")):
+                j = i
+                while j < n and text[j] in " \t":
+                    j += 1
+                word, j = _read_word(text, j)
+                if word is not None:
+                    out.append(word)
+                    heredocs.append((word.value, op.endswith("-")))
+                i = j
+            continue
+        word, i = _read_word(text, i)
+        if word is not None:
+            out.append(word)
+    return out
+
+
+def _at_word_start(text: str, i: int) -> bool:
+    return i == 0 or text[i - 1] in " \t\n;&|()"
+
+
+def _skip_heredocs(text: str, i: int, heredocs: list[tuple[str, bool]]) -> int:
+    for delim, strip in heredocs:
+        while i < len(text):
+            eol = text.find("\n", i)
+            line = text[i:] if eol == -1 else text[i:eol]
+            i = len(text) if eol == -1 else eol + 1
+            if (line.lstrip("\t") if strip else line) == delim:
+                break
+    return i
+
+
+def _read_word(text: str, i: int) -> tuple[Word | None, int]:
+    start = i
+    n = len(text)
+    buf: list[str] = []
+    quoted = False
+    while i < n:
+        c = text[i]
+        if c in " \t\r\n;&|()<>":
+            if c in "<>" and buf and buf[-1] == "=":  # a=<x> is unusual; stop anyway
+                break
+            break
+        if c == "\\":
+            if i + 1 < n and text[i + 1] == "\n":
+                i += 2
+                continue
+            if i + 1 < n:
+                buf.append(text[i + 1])
+                quoted = True
+                i += 2
+                continue
+            i += 1
+            continue
+        if c == "'":
+            end = text.find("'", i + 1)
+            if end == -1:
+                raise ShellSyntaxError(f"unclosed single quote at offset {i}")
+            buf.append(text[i + 1 : end])
+            quoted = True
+            i = end + 1
+            continue
+        if c == '"':
+            i += 1
+            quoted = True
+            while True:
+                if i >= n:
+                    raise ShellSyntaxError(f"unclosed double quote at offset {start}")
+                d = text[i]
+                if d == '"':
+                    i += 1
+                    break
+                if d == "\\" and i + 1 < n and text[i + 1] in '$`"\\\n':
+                    if text[i + 1] != "\n":
+                        buf.append(text[i + 1])
+                    i += 2
+                    continue
+                if d == "$" and text[i + 1 : i + 2] == "(":
+                    j = _match_paren(text, i + 1)
+                    buf.append(text[i:j])
+                    i = j
+                    continue
+                buf.append(d)
+                i += 1
+            continue
+        if c == "$" and text[i + 1 : i + 2] in ("(", "{"):
+            j = _match_paren(text, i + 1) if text[i + 1] == "(" else _match_brace(text, i + 1)
+            buf.append(text[i:j])
+            i = j
+            continue
+        if c == "=" and text[i + 1 : i + 2] == "(" and re.fullmatch(r"[A-Za-z_]\w*", "".join(buf)):
+            j = _match_paren(text, i + 1)  # bash array assignment NAME=( … )
+            buf.append(text[i:j])
+            i = j
+            continue
+        buf.append(c)
+        i += 1
+    if i == start:
+        return None, i
+    return Word("".join(buf), start, i, quoted=quoted), i
+
+
+def _match_paren(text: str, i: int) -> int:
+    """`text[i]` is '('; return the offset after its match (quotes respected)."""
+    depth = 0
+    n = len(text)
+    while i < n:
+        c = text[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "'":
+            end = text.find("'", i + 1)
+            i = n if end == -1 else end + 1
+            continue
+        if c == '"':
+            j = i + 1
+            while j < n and text[j] != '"':
+                j += 2 if text[j] == "\\" else 1
+            i = j + 1
+            continue
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    raise ShellSyntaxError("unclosed '('")
+
+
+def _match_brace(text: str, i: int) -> int:
+    end = text.find("}", i)
+    if end == -1:
+        raise ShellSyntaxError("unclosed '${'")
+    return end + 1
+
+
+def split_commands(text: str) -> list[SimpleCommand]:
+    """Simple commands in order; redirections (and their targets) are dropped."""
+    cmds: list[SimpleCommand] = []
+    cur = SimpleCommand()
+    words = tokenize(text)
+    skip_next = False
+    for w in words:
+        if skip_next:
+            skip_next = False
+            continue
+        if w.op and _REDIRECT.match(w.value):
+            skip_next = True  # the target file, or the heredoc delimiter
+            continue
+        if w.op:
+            if cur.words:
+                cmds.append(cur)
+            cur = SimpleCommand()
+            continue
+        cur.words.append(w)
+    if cur.words:
+        cmds.append(cur)
+    return cmds
+
+
+# --------------------------------------------------------------------------- expansion
+
+_ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.S)
+_VAR = re.compile(r"\$\{([A-Za-z_]\w*)(?:(:?[-=+?])([^}]*))?\}|\$([A-Za-z_]\w*)")
+
+
+def expand(value: str, env: dict[str, str]) -> str:
+    """Expand `$V`, `${V}`, `${V:-default}` from `env`; unknown variables become their default
+    (or stay as written when there is none). No command substitution."""
+
+    def sub(m: re.Match[str]) -> str:
+        name = m.group(1) or m.group(4)
+        op, default = m.group(2), m.group(3)
+        if name in env and (env[name] != "" or not (op or "").startswith(":")):
+            return env[name] if op not in ("+", ":+") else (default or "")
+        if op in ("-", ":-", "=", ":="):
+            return expand(default or "", env)
+        return m.group(0)
+
+    return _VAR.sub(sub, value)
+
+
+
+def basename(path: str) -> str:
+    return path.rstrip("/").rsplit("/", 1)[-1]
+
+
+def assignments(words: list[str]) -> list[tuple[str, str]]:
+    """The `NAME=value` words among `words`, as (name, value), in order."""
+    return [(m.group(1), m.group(2)) for m in map(_ASSIGN.match, words) if m]
+
+
+def assignment(word: str) -> tuple[str, str] | None:
+    """(name, value) when `word` is a `NAME=value` assignment."""
+    m = _ASSIGN.match(word)
+    return (m.group(1), m.group(2)) if m else None
+
+
+def shell_quote(arg: str) -> str:
+    if arg and re.fullmatch(r"[A-Za-z0-9_./:=,+@%-]+", arg):
+        return arg
+    return "'" + arg.replace("'", "'\"'\"'") + "'"
+
+
+def env_assignments(text: str) -> list[tuple[str, str, str]]:
+    """Every environment assignment in a block, wherever it is: (name, value, how) with how one
+    of prefix | export | docker-e | assign. Used by operational-rule checks (empty
+    NCCL_GRAPH_FILE)."""
+    out: list[tuple[str, str, str]] = []
+    _collect_env(text, out, 0)
+    return out
+
+
+def _collect_env(text: str, out: list[tuple[str, str, str]], depth: int) -> None:
+    try:
+        cmds = split_commands(text)
+    except ShellSyntaxError:
+        return
+    for cmd in cmds:
+        argv = cmd.argv
+        if not argv:
+            continue
+        if argv[0] == "export":
+            out.extend((k, v, "export") for k, v in assignments(argv[1:]))
+            continue
+        i = 0
+        while i < len(argv) and _ASSIGN.match(argv[i]):
+            m = _ASSIGN.match(argv[i])
+            assert m
+            out.append((m.group(1), m.group(2), "prefix" if i + 1 < len(argv) or i else "assign"))
+            i += 1
+        rest = argv[i:]
+        if i == len(argv) and i == 1:
+            out[-1] = (out[-1][0], out[-1][1], "assign")
+        for j, a in enumerate(rest):
+            if a in ("-e", "--env") and j + 1 < len(rest):
+                k, eq, v = rest[j + 1].partition("=")
+                if eq:
+                    out.append((k, v, "docker-e"))
+            elif a.startswith("--env="):
+                k, eq, v = a[len("--env="):].partition("=")
+                if eq:
+                    out.append((k, v, "docker-e"))
+            elif a.startswith("-") and "c" in a[1:] and not a.startswith("--") and depth < 4:
+                base = basename(rest[0]) if rest else ""
+                if base in ("bash", "sh", "zsh", "dash") and j + 1 < len(rest):
+                    _collect_env(rest[j + 1], out, depth + 1)
