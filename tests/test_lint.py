@@ -328,3 +328,33 @@ def test_pages_unreachable_from_home_are_reported(tmp_path: Path, capsys) -> Non
         "wiki/models/stray.md:1:1:",
         "wiki/orphan.md:1:1:",
     ]
+
+
+TYPO_PAGE = """# Page
+
+```{{ .bash #{rid} .runbook-server engine=vllm {attrs} }}
+vllm serve org/model --port 8011
+```
+
+<!-- wiki:results runbook={rid} view=serving -->
+<!-- wiki:end -->
+"""
+
+
+def test_typo_in_a_server_attribute_does_not_point_at_another_pages_runbook(
+    tmp_path: Path, capsys
+) -> None:
+    make_tree(tmp_path, {
+        "wiki/a.md": TYPO_PAGE.format(rid="qwen-tp2", attrs="gpu=2"),
+        "wiki/b.md": TYPO_PAGE.format(rid="qwen-tp1", attrs="gpus=1"),
+    })
+    code, out, _ = run(["check", "--root", str(tmp_path)], capsys)
+    assert code == 1
+    mine = [line for line in out if line.startswith("wiki/a.md")]
+    assert any("RB003 error: unknown attribute 'gpu'" in line for line in mine)
+    rb009 = [line for line in mine if " RB009 " in line]
+    assert rb009 == [
+        "wiki/a.md:7:1: RB009 error: results region of runbook 'qwen-tp2' cannot be rendered: "
+        "its server block (wiki/a.md:3) has errors"
+    ]
+    assert not any("qwen-tp1" in line for line in mine)
