@@ -18,6 +18,7 @@ from wikitools.runbook.model import Runbook
 from wikitools.runbook.record import write_record
 from wikitools.runbook.render import render_pages
 
+LOG_LINES = 10  # of a failed run's server log tail, echoed with the node's prefix
 INSTALL_HINT = "Ray is not installed here: pip install -e '.[fleet]'"
 
 
@@ -137,6 +138,8 @@ def run_run(args: argparse.Namespace) -> int:
             written.append(o.runbook.id)
             on_line(o.node or "driver", o.runbook.id,
                     f"{o.status}; record {path.relative_to(root).as_posix()}")
+            for line in o.record.server.get("log_tail", [])[-LOG_LINES:]:
+                on_line(o.node or "driver", o.runbook.id, f"| {line}")
         else:
             on_line(o.node or "driver", o.runbook.id, f"{o.status}: {o.message}")
 
