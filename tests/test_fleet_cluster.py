@@ -69,12 +69,14 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path | None) -
     try:
         c.make_namespace()
         c.start_node("head", head=True, num_cpus=1, env=head_env)
-        c.start_node("worker-a", num_gpus=1, resources={"sm120": 1},
-                     env={"PATH": fake_path,
-                          "WIKI_NVIDIA_SMI": str(fake_smi(smi, "rtxpro6000-x2", CAPTURES))})
-        c.start_node("worker-b", num_gpus=1, resources={"sm90": 1},
-                     env={"PATH": fake_path,
-                          "WIKI_NVIDIA_SMI": str(fake_smi(smi, "h200-x2", CAPTURES))})
+        c.start_nodes([
+            {"name": "worker-a", "num_gpus": 1, "resources": {"sm120": 1},
+                 "env": {"PATH": fake_path,
+                      "WIKI_NVIDIA_SMI": str(fake_smi(smi, "rtxpro6000-x2", CAPTURES))}},
+            {"name": "worker-b", "num_gpus": 1, "resources": {"sm90": 1},
+                 "env": {"PATH": fake_path,
+                      "WIKI_NVIDIA_SMI": str(fake_smi(smi, "h200-x2", CAPTURES))}},
+        ])
         yield c
     finally:
         c.stop()
