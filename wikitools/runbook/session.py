@@ -47,6 +47,7 @@ class RunOptions:
     clients: tuple[str, ...] | None = None  # run only these clients
     force: bool = False  # run although preflight refuses
     render: bool = True  # re-render the pages that show this runbook's results
+    write: bool = True  # write the record here (a fleet node returns it to the driver instead)
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +141,8 @@ def run_prepared(
     finally:
         lock.release()
     base = RunResult(masked(record), None, (), (), tuple(leftovers), tuple(removed))
+    if not options.write:
+        return base
     try:
         path = write_record(root, record)
     except RecordError as exc:
