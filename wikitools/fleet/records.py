@@ -9,7 +9,7 @@ from datetime import datetime
 
 from wikitools.runbook.assemble import RunState, build_record
 from wikitools.runbook.model import Plan, Verdict
-from wikitools.runbook.record import Point, Record, Step, utc_stamp
+from wikitools.runbook.record import Record, Step, utc_stamp
 
 LOST_POINT = "measured, but the result stayed on the lost node"
 
@@ -52,18 +52,28 @@ def lost_record(opening: Record, progress: Progress, message: str, finished: dat
         points = []
         for p in c.points:
             label = f"client:{c.name}" + (f"[{p.value}]" if p.value is not None else "")
-            if label in done:
-                s = done[label]
-                points.append(Point(p.value, s.status, message=LOST_POINT if s.status == "ok"
-                                    else s.message, seconds=s.seconds))
-            elif label == failed:
-                points.append(Point(p.value, "failed", message=message))
+            runs = [s for name, s in done.items() if _of_point(name, label)]
+            bad = next((s for s in runs if s.status != "ok"), None)
+            measured = [s for s in runs if not s.name.endswith(" warm-up")]
+            if bad is not None:
+                points.append(replace(p, status=bad.status, message=bad.message,
+                                      seconds=bad.seconds))
+            elif _of_point(failed, label):
+                points.append(replace(p, status="failed", message=message))
+            elif len(measured) >= c.repeats:
+                points.append(replace(p, status="ok", message=LOST_POINT,
+                                      seconds=round(sum(s.seconds for s in runs), 3)))
             else:
                 points.append(p)
         clients.append(replace(c, points=tuple(points)))
     steps = (*progress.steps, Step(failed, "failed", 0.0, message))
     return replace(opening, status="failed", failed_step=failed, message=message,
                    finished_at=utc_stamp(finished), steps=steps, clients=tuple(clients))
+
+
+def _of_point(step: str, label: str) -> bool:
+    """True for the step of a point's run: `client:x[8]`, `… warm-up`, `… run 2/3`."""
+    return step == label or step.startswith(label + " ")
 
 
 def _next_step(opening: Record, done: dict[str, Step]) -> str:
