@@ -97,7 +97,11 @@ def make_plan(
     own = block_env(server)
     if cmd.docker:
         missing = [k for k in MULTICAST_OFF if k not in own]
-        if missing:
+        if missing and cmd.container is not None and cmd.container.kind == "compose":
+            notes.append("the container does not inherit the run's environment; add "
+                         + " ".join(f"{k}={MULTICAST_OFF[k]}" for k in missing)
+                         + " to the service's environment: to keep NVLink multicast off")
+        elif missing:
             notes.append("the container does not inherit the run's environment; add "
                          + " ".join(f"-e {k}={MULTICAST_OFF[k]}" for k in missing)
                          + " to keep NVLink multicast off")
