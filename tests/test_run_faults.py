@@ -214,3 +214,19 @@ def test_plan_without_gpus_prints_the_plan_and_exits_1(
     assert main(["runbook", "plan", "fake-rb", "--root", str(tmp_path)]) == 1
     out = capsys.readouterr().out
     assert "vllm serve fake-model" in out  # the whole plan, then the refusal
+
+
+def test_unreadable_earlier_record_is_located_and_the_run_exits_nonzero(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = make_wiki(tmp_path, free_port())
+    folder = root / "runbooks" / "fake-rb"
+    folder.mkdir(parents=True)
+    (folder / "20261130T100000Z-00000000.json").write_text('{"schema_version": 2,\n  oops')
+    assert run(root) == 1
+    out, err = capsys.readouterr()
+    assert "run " in out and ": ok" in out  # the run itself went well and was recorded
+    assert len(list(folder.glob("*.json"))) == 2
+    assert ("RGN006 error: cannot read records: runbooks/fake-rb/20261130T100000Z-00000000.json"
+            ":2:3: not valid JSON") in out
+    assert "pages not fully re-rendered" in err

@@ -139,6 +139,9 @@ def run_run(args: argparse.Namespace) -> int:
     if result.record_error is not None:
         _not_written(result, prepared.root)
         return 2
+    if any(d.severity is Severity.ERROR for d in result.diagnostics):
+        print("pages not fully re-rendered: see the errors above", file=sys.stderr)
+        return 1
     return 0 if record.ok else 1
 
 
