@@ -7,6 +7,7 @@ import json
 import os
 import re
 import shutil
+import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -114,7 +115,7 @@ def test_place_picks_an_architecture_some_node_has(tree: Path) -> None:
 def shape(value: object) -> object:
     if isinstance(value, dict):
         return {k: shape(v) for k, v in sorted(value.items())
-                if k not in ("metrics", "markers", "timings")}
+                if k not in ("metrics", "markers", "timings", "samples")}
     if isinstance(value, list):
         return [shape(v) for v in value if isinstance(v, dict | list)][:1]
     return None
@@ -124,7 +125,8 @@ def shape(value: object) -> object:
 def executed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object, Record]:
     """A real executor run of a fake plan (fake server and client, 2 sweep points)."""
     root = tmp_path_factory.mktemp("exec")
-    plan = fake_plan(port=free_port())
+    # A run id of its own: teardown stops every process carrying the run's tag, host-wide.
+    plan = fake_plan(port=free_port(), run_id=f"20261130T100000Z-{uuid.uuid4().hex[:8]}")
     verdict = Verdict(checks=(), selected_gpus=(), host={"gpus": [], "gpu_count": 0,
                       "driver": None, "cuda": None, "topology": "none",
                       "hostname_hash": None, "cpu_only": True})
@@ -236,7 +238,11 @@ def test_run_job_runs_the_executor_and_sends_progress(tree: Path, tmp_path: Path
     assert sent[-1] == {"runbook": "fake-sm90", "node_id": "n1", "kind": "record",
                         "record": data}
     steps = [(m["event"], m["step"]) for m in sent if m["kind"] == "event"]
-    assert ("step-end", "ready") in steps and ("point-end", "client:bench[1]") in steps
+    assert ("step-end", "ready") in steps
+    # each serving point: an unrecorded warm-up run, then three measured runs
+    assert [s for e, s in steps if e == "point-end" and s.startswith("client:bench[1]")] == [
+        "client:bench[1] warm-up", "client:bench[1] run 1/3", "client:bench[1] run 2/3",
+        "client:bench[1] run 3/3"]
     assert not (tree / "runbooks").exists()  # the node writes no record
     assert (tree / record.artifacts_dir / "server.log").is_file()  # its logs stay there
 

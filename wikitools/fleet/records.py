@@ -7,51 +7,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
+from wikitools.runbook.assemble import RunState, build_record
 from wikitools.runbook.model import Plan, Verdict
-from wikitools.runbook.record import ClientResult, Point, Record, Step, utc_stamp
-from wikitools.runbook.secrets import mask_command
+from wikitools.runbook.record import Record, Step, utc_stamp
 
 LOST_POINT = "measured, but the result stayed on the lost node"
 
 
 def opening_record(plan: Plan, verdict: Verdict, run_id: str, started: datetime) -> Record:
-    """The record of `plan` before any step ran: every point skipped, no timings."""
-    srv = plan.server
-    names: list[str] = []
-    for c in plan.clients:
-        if c.name not in names:
-            names.append(c.name)
-    clients = []
-    for name in names:
-        planned = [c for c in plan.clients if c.name == name]
-        first = planned[0]
-        points = tuple(Point(c.point_value, "skipped", result_file=None,
-                             message="not run: an earlier step failed") for c in planned)
-        clients.append(ClientResult(name, first.kind, first.display_command
-                                    or mask_command(first.command), first.sweep_var, points))
-    stamp = utc_stamp(started)
-    return Record(
-        runbook=plan.runbook.id,
-        page=plan.runbook.page,
-        blocks_hash=plan.runbook.blocks_hash,
-        run_id=run_id,
-        started_at=stamp,
-        finished_at=stamp,
-        status="failed",
-        host=dict(verdict.host),
-        engine={"name": srv.engine, "version": None, "image": srv.image, "image_digest": None},
-        server={
-            "command": srv.display_command or mask_command(srv.command),
-            "env": dict(sorted(srv.display_env.items())),
-            "port": srv.port,
-            "model": None,
-            "log_tail": [],
-            "run_tag": run_id,  # the executor tags every process of the run with its id
-        },
-        steps=(),
-        clients=tuple(clients),
-        artifacts_dir=plan.artifacts_dir,
-    )
+    """The record of `plan` before any step ran (every point skipped), built as the executor
+    builds its own; completed by `lost_record` if the node goes away."""
+    return build_record(plan, verdict, RunState(tag=run_id), run_id, started, started)
 
 
 @dataclass
@@ -86,18 +52,28 @@ def lost_record(opening: Record, progress: Progress, message: str, finished: dat
         points = []
         for p in c.points:
             label = f"client:{c.name}" + (f"[{p.value}]" if p.value is not None else "")
-            if label in done:
-                s = done[label]
-                points.append(Point(p.value, s.status, message=LOST_POINT if s.status == "ok"
-                                    else s.message, seconds=s.seconds))
-            elif label == failed:
-                points.append(Point(p.value, "failed", message=message))
+            runs = [s for name, s in done.items() if _of_point(name, label)]
+            bad = next((s for s in runs if s.status != "ok"), None)
+            measured = [s for s in runs if not s.name.endswith(" warm-up")]
+            if bad is not None:
+                points.append(replace(p, status=bad.status, message=bad.message,
+                                      seconds=bad.seconds))
+            elif _of_point(failed, label):
+                points.append(replace(p, status="failed", message=message))
+            elif len(measured) >= c.repeats:
+                points.append(replace(p, status="ok", message=LOST_POINT,
+                                      seconds=round(sum(s.seconds for s in runs), 3)))
             else:
                 points.append(p)
         clients.append(replace(c, points=tuple(points)))
     steps = (*progress.steps, Step(failed, "failed", 0.0, message))
     return replace(opening, status="failed", failed_step=failed, message=message,
                    finished_at=utc_stamp(finished), steps=steps, clients=tuple(clients))
+
+
+def _of_point(step: str, label: str) -> bool:
+    """True for the step of a point's run: `client:x[8]`, `… warm-up`, `… run 2/3`."""
+    return step == label or step.startswith(label + " ")
 
 
 def _next_step(opening: Record, done: dict[str, Step]) -> str:

@@ -83,9 +83,18 @@ _MARKERS: tuple[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
         lambda m: {"marlin_fallback": True},
     ),
     (
+        # SGLang 0.5.17: "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 2201189,
+        # K size: 33.59 GB, V size: 33.59 GB" (its GB are GiB); older releases omit the dtype.
         "sglang_kv_tokens",
-        re.compile(r"KV Cache is allocated\. #tokens: (\d+)"),
-        lambda m: {"kv_cache_tokens": int(m[1])},
+        re.compile(r"KV Cache is allocated\.(?: dtype: \S+,)? #tokens: (\d+)"
+                   r"(?:, K size: ([\d.]+) GB, V size: ([\d.]+) GB|, KV size: ([\d.]+) GB)?"),
+        lambda m: {"kv_cache_tokens": int(m[1]), **_sglang_kv_gib(m)},
+    ),
+    (
+        "sglang_cuda_graph",
+        re.compile(r"Capture (?:target )?(?:decode )?cuda graph end\. (?:Time )?elapsed[=:] ?"
+                   r"([\d.]+) s", re.IGNORECASE),
+        lambda m: {"cuda_graph_capture_s": float(m[1]), "cuda_graphs": True},
     ),
     (
         "sglang_max_total_tokens",
@@ -95,9 +104,25 @@ _MARKERS: tuple[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, 
     (
         "cuda_graphs_disabled",
         re.compile(r"enforce_eager[\"']?[:=] ?True|disabling torch\.compile and CUDAGraphs"),
-        lambda m: {"cuda_graphs": False},
+        lambda m: {"cuda_graphs": False, "compiled": False},
+    ),
+    (
+        "torch_compile",
+        re.compile(r"torch\.compile took ([\d.]+) s in total"),
+        lambda m: {"compiled": True, "compile_s": float(m[1])},
+    ),
+    (
+        "cuda_graphs_captured",
+        re.compile(r"Capturing CUDA graphs \((\w+)\)|Graph capturing finished in"),
+        lambda m: {"cuda_graphs": True},
     ),
 )
+
+
+def _sglang_kv_gib(m: re.Match[str]) -> dict[str, float]:
+    if m[2] and m[3]:
+        return {"kv_cache_gib": round(float(m[2]) + float(m[3]), 2)}
+    return {"kv_cache_gib": float(m[4])} if m[4] else {}
 
 
 def _int(text: str) -> int:
