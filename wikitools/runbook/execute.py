@@ -317,7 +317,7 @@ def _run_point(
 ) -> Point:
     result = root / client.result_path if client.result_path else None
     if result is not None:
-        # SGLang appends to its output file; a stale file would be read as this run's result.
+        # Some tools append to their output file; a stale file would be read as this run's result.
         result.parent.mkdir(parents=True, exist_ok=True)
         if result.is_file():
             result.unlink()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import difflib
 import re
-import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +14,7 @@ from wikitools.pages import CodeBlock, Page
 from wikitools.runbook import engines
 from wikitools.runbook.command import parse_client_command, parse_server_command
 from wikitools.runbook.model import ClientBlock, Requirements, Runbook, RunbookSet, ServerBlock
+from wikitools.runbook.shell import ShellSyntaxError, tokenize
 
 SERVER_CLASS = "runbook-server"
 CLIENT_CLASS = "runbook-client"
@@ -86,8 +86,8 @@ def _number(ctx: _Ctx, key: str, value: str, col: int, *, integer: bool = False,
 
 def _parse_env(ctx: _Ctx, value: str, col: int) -> tuple[tuple[str, str], ...]:
     try:
-        parts = shlex.split(value)
-    except ValueError as exc:
+        parts = [w.value for w in tokenize(value) if not w.op]
+    except ShellSyntaxError as exc:
         ctx.error("RB004", f"bad value for env: {exc}", col)
         return ()
     out: list[tuple[str, str]] = []
@@ -133,7 +133,8 @@ def _server(ctx: _Ctx) -> ServerBlock | None:
     if "engine" in opts:
         value, col = opts["engine"]
         if value not in engines.ENGINES:
-            ctx.error("RB004", f"bad value for engine: '{value}' (expected vllm or sglang)"
+            ctx.error("RB004", f"bad value for engine: '{value}' (expected "
+                      f"{engines.engine_names()})"
                       f"{_did_you_mean(value, engines.ENGINES)}", col)
         else:
             engine_attr = value

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from wikitools.errors import UsageError
+from wikitools.runbook import engines
 
 Env = tuple[tuple[str, str], ...]  # ordered (name, value) pairs
 
@@ -29,8 +30,8 @@ class EngineCommand:
     text: str
     env: Env = ()  # `export K=V` lines, `K=V cmd` prefixes and `docker run -e K=V`, page order
     argv: tuple[str, ...] = ()  # the engine command after unwrapping docker / bash -c
-    engine: str | None = None  # vllm | sglang | None (no launcher found)
-    launcher: str | None = None  # e.g. "vllm serve", "python3 -m sglang.launch_server"
+    engine: str | None = None  # an engine of `engines.ENGINES`; None: no launcher found
+    launcher: str | None = None  # the launcher as spelled in the block
     model: str | None = None
     tp: int | None = None
     pp: int | None = None
@@ -71,8 +72,8 @@ class ClientCommand:
     text: str
     env: Env = ()
     argv: tuple[str, ...] = ()
-    tool: str | None = None  # vllm-bench | sglang-bench | lm-eval | curl | None
-    launcher: str | None = None  # "vllm bench serve", "python3 -m sglang.bench_serving", ...
+    tool: str | None = None  # a tool of `engines.CLIENT_TOOLS`; None: no client found
+    launcher: str | None = None  # the launcher as spelled in the block
     model: str | None = None
     base_url: str | None = None
     host: str | None = None
@@ -82,7 +83,7 @@ class ClientCommand:
     num_prompts: str | None = None  # strings: may be "${N:-200}"
     max_concurrency: str | None = None
     request_rate: str | None = None
-    url: str | None = None  # curl target
+    url: str | None = None  # the target of a smoke request
     docker: bool = False
     wrappers: tuple[str, ...] = ()
     flags: tuple[tuple[str, str | None], ...] = ()
@@ -90,13 +91,15 @@ class ClientCommand:
 
     @property
     def default_kind(self) -> str | None:
-        return {"vllm-bench": "serving", "sglang-bench": "serving", "lm-eval": "quality",
-                "curl": "smoke"}.get(self.tool or "")
+        tool = engines.client_tool(self.tool)
+        return tool.default_kind if tool else None
 
     @property
     def parser(self) -> str:
-        """How the executor reads the result: vllm-bench | sglang-bench | lm-eval | text."""
-        return self.tool if self.tool in ("vllm-bench", "sglang-bench", "lm-eval") else "text"
+        """How the executor reads the result: the tool's name when it writes a result file
+        the executor reads, else "text"."""
+        tool = engines.client_tool(self.tool)
+        return tool.name if tool and tool.result.kind != "text" else "text"
 
 
 # --------------------------------------------------------------------------- blocks
@@ -290,7 +293,7 @@ class PlannedServer:
     host: str = "127.0.0.1"  # where the executor connects
     health_url: str = ""  # e.g. http://127.0.0.1:8000/health
     models_url: str = ""  # /v1/models
-    metrics_url: str = ""  # /metrics (vLLM) or /server_info (SGLang)
+    metrics_url: str = ""  # the engine's metrics_path
     ready_timeout: float = 900.0
     stop_timeout: float = 20.0
     engine: str | None = None
@@ -313,7 +316,7 @@ class PlannedClient:
     result_path: str | None = None  # where the client's JSON result lands (None: stdout only)
     log_path: str = ""  # stdout+stderr of this point
     timeout: float = 1800.0
-    parser: str = "text"  # vllm-bench | sglang-bench | lm-eval | text
+    parser: str = "text"  # a client tool name (its result format) or "text"
 
     @property
     def label(self) -> str:

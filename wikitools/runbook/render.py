@@ -15,7 +15,7 @@ import jinja2
 
 from wikitools.diagnostics import Diagnostic, Severity
 from wikitools.pages import Page
-from wikitools.runbook import serving
+from wikitools.runbook import engines, serving
 from wikitools.runbook.charts import XY, Chart, Series, figure, render_chart
 from wikitools.runbook.extract import extract_runbooks
 from wikitools.runbook.failure import better_message
@@ -35,7 +35,6 @@ from wikitools.runbook.regions import (
     replace_regions,
 )
 
-ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang"}
 DASH = "–"
 
 # (header, metric key, format) per serving column after the sweep value.
@@ -100,7 +99,7 @@ def hardware(record: Record) -> str:
 
 def engine_text(record: Record) -> str:
     eng = record.engine
-    name = ENGINE_NAMES.get(str(eng.get("name")), str(eng.get("name") or "engine"))
+    name = engines.display_name(eng.get("name"))
     text = f"{name} {eng['version']}" if eng.get("version") else f"{name} (version not reported)"
     if eng.get("image"):
         text += f", image `{eng['image']}`"
