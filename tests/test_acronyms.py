@@ -92,7 +92,7 @@ def test_message_names_term_and_expansion() -> None:
     page = parse_page("# T\n\nThe MoE model.\n", "wiki/p.md")
     (diag,) = check_pages([page], GLOSSARY)
     assert diag.format() == (
-        'wiki/p.md:3:5: ACR001 first use of "MoE" is not expanded: write '
+        'wiki/p.md:3:5: ACR001 error: first use of "MoE" is not expanded: write '
         '"Mixture of Experts (MoE)" or "MoE (Mixture of Experts)"'
     )
 
@@ -204,9 +204,28 @@ def test_write_then_use_baseline(tmp_path: Path, capsys: pytest.CaptureFixture[s
     page.write_text(
         "# Old page\n\nInserted line.\n\n" + page.read_text().split("\n", 2)[2] + "GPU\n"
     )
-    assert main(["acronyms", "--root", str(root), "--baseline", str(target)]) == 0  # warning only
+    assert main(["acronyms", "--root", str(root), "--baseline", str(target)]) == 1
     out, _ = capsys.readouterr()
-    assert out == 'wiki/old.md:6:1: ACR002 unknown acronym "GPU": not defined in wiki/glossary.md\n'
+    assert out == (
+        'wiki/old.md:6:1: ACR002 error: unknown acronym "GPU": add a row for it to '
+        "wiki/glossary.md\n"
+    )
+
+
+def test_unknown_acronym_is_an_error_as_the_contributing_guide_says(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "w"
+    (root / "wiki").mkdir(parents=True)
+    (root / "wiki" / "glossary.md").write_text(
+        "# G\n\n| Acronym | Meaning |\n|---|---|\n| TP | tensor parallelism |\n"
+    )
+    (root / "wiki" / "a.md").write_text("# A\n\nThe NCCL library.\n")
+    assert main(["acronyms", "--root", str(root)]) == 1
+    out = capsys.readouterr().out
+    assert 'ACR002 error: unknown acronym "NCCL": add a row' in out
+    contributing = (Path(__file__).parent.parent / "wiki" / "contributing.md").read_text()
+    assert "A new acronym gets a\n   glossary row in the same change." in contributing
 
 
 def test_baseline_errors(tmp_path: Path) -> None:

@@ -8,9 +8,15 @@ from dataclasses import replace
 from test_render import apply, make_wiki, record
 
 from wikitools.runbook.charts import XY, Chart, Heat, Series, nice_ticks, render_chart, render_heat
-from wikitools.runbook.record import ClientResult, Point, Sample, write_record
+from wikitools.runbook.record import ClientResult, Point, Sample, record_path, write_record
 
 SVG = "{http://www.w3.org/2000/svg}"
+
+
+def rewrite(root, rec) -> None:
+    """Replace the record the test helper wrote with an edited copy (records never overwrite)."""
+    record_path(root, rec.runbook, rec.run_id).unlink()
+    write_record(root, rec)
 
 
 def _svgs(text: str) -> list[ET.Element]:
@@ -36,7 +42,7 @@ def test_repeats_show_median_spread_noisy_and_every_run(tmp_path):
     client = ClientResult("bench", "serving", "vllm bench serve", "C", (
         _point("1", [452.0, 499.0, 541.0]), _point("2", [6451.0, 6443.0, 6460.0], 3.0),
     ), ("C",), 3, True)
-    write_record(root, replace(base, clients=(client,)))
+    rewrite(root, replace(base, clients=(client,)))
     text = apply(root)
     assert "| 1 | 499.0 ±8.9\u202f% noisy | 11.0 ±9.1\u202f% noisy | 2.00 ±0.0\u202f% |" in text
     assert "| 2 | 6,451.0 ±0.1\u202f% |" in text
@@ -73,7 +79,7 @@ def test_grid_sweep_gives_matrix_and_heat_map(tmp_path):
             points.append(Point(f"C={c},N={n}", "ok", {"output_throughput": tput},
                                 coords=(("C", c), ("N", n))))
     client = ClientResult("bench", "serving", "cmd", "C", tuple(points), ("C", "N"))
-    write_record(root, replace(base, clients=(client,)))
+    rewrite(root, replace(base, clients=(client,)))
     text = apply(root)
     assert "| C \\\\ N | 512 | 2048 |" in text
     assert "| 1 | 101.0 | 104.0 |" in text and "| 8 | 801.0 | failed |" in text
@@ -94,7 +100,7 @@ def test_tradeoff_draws_one_line_per_runbook(tmp_path):
     base = record(root)
     client = ClientResult("bench", "serving", "cmd", "C",
                           (_point("1", [500.0], 2.0), _point("8", [3000.0], 4.0)))
-    write_record(root, replace(base, clients=(client,)))
+    rewrite(root, replace(base, clients=(client,)))
     text = apply(root)
     assert "| fake-rb | 1 | 1 | 500.0 | 500.0 |" in text
     assert "| fake-rb | 1 | 8 | 250.0 | 3,000.0 |" in text

@@ -84,8 +84,8 @@ def test_terms_load(tmp_path: Path) -> None:
 def test_warnings_are_located(tmp_path: Path) -> None:
     g = load(tmp_path)
     assert [d.format() for d in g.problems] == [
-        'wiki/glossary.md:27:3: GLO003 term "X" is shorter than 2 characters; skipped',
-        'wiki/glossary.md:28:3: GLO001 duplicate term "MoE" (first defined at line 17); '
+        'wiki/glossary.md:27:3: GLO003 warning: term "X" is shorter than 2 characters; skipped',
+        'wiki/glossary.md:28:3: GLO001 warning: duplicate term "MoE" (first defined at line 17); '
         "this row is ignored",
     ]
     assert g.terms["MoE"].expansion == "Mixture of Experts"

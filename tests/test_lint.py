@@ -8,11 +8,16 @@ from pathlib import Path
 import pytest
 
 from wikitools.cli import main
-from wikitools.config import iter_pages, load_config, load_pages
+from wikitools.config import iter_pages, list_pages, load_config, load_pages
+from wikitools.facts import acronym_context, gather
+from wikitools.glossary import load_glossary
 from wikitools.index import render_index
 
 
 def make_tree(root: Path, files: dict[str, str | bytes]) -> Path:
+    """Write `files`; a tree of wiki/ pages gets a wiki.yml naming wiki/ its docs folder."""
+    if any(rel.startswith("wiki/") for rel in files) and "wiki.yml" not in files:
+        files = {"wiki.yml": "docs_dir: wiki\n", **files}
     for rel, content in files.items():
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -43,9 +48,9 @@ def test_lint_status_and_did_you_mean(tmp_path: Path, capsys) -> None:
     code, out, _ = run(["lint", "--root", str(tmp_path)], capsys)
     assert code == 1
     assert out == [
-        "wiki/a.md:3:9: FM003 unknown status 'Curent' (allowed: current, experimental, "
+        "wiki/a.md:3:9: FM003 error: unknown status 'Curent' (allowed: current, experimental, "
         "historical, unverified); did you mean 'current'?",
-        "wiki/b.md:3:9: FM003 unknown status 'shipped' (allowed: current, experimental, "
+        "wiki/b.md:3:9: FM003 error: unknown status 'shipped' (allowed: current, experimental, "
         "historical, unverified)",
     ]
 
@@ -60,9 +65,9 @@ def test_lint_front_matter_types(tmp_path: Path, capsys) -> None:
     make_tree(tmp_path, {"wiki/a.md": "---\ntitle: 3\ntags: nvfp4\nhub: yes please\n---\n# A\n"})
     _, out, _ = run(["lint", "--root", str(tmp_path)], capsys)
     assert out == [
-        "wiki/a.md:2:8: FM004 front matter 'title' must be text",
-        "wiki/a.md:3:7: FM004 front matter 'tags' must be a list",
-        "wiki/a.md:4:6: FM004 front matter 'hub' must be true or false",
+        "wiki/a.md:2:8: FM004 error: front matter 'title' must be text",
+        "wiki/a.md:3:7: FM004 error: front matter 'tags' must be a list",
+        "wiki/a.md:4:6: FM004 error: front matter 'hub' must be true or false",
     ]
 
 
@@ -76,9 +81,10 @@ def test_lint_parser_problems(tmp_path: Path, capsys) -> None:
     code, out, _ = run(["lint", "--root", str(tmp_path)], capsys)
     assert code == 1
     codes = [line.split(": ", 1)[1].split()[0] for line in out]
-    assert codes == ["IDX001", "PG002", "PG001", "FM001", "FM002"]
-    assert out[2] == (
-        "wiki/fence.md:3:1: PG001 code fence '~~~' is never closed; it runs to the end of the file"
+    assert codes == ["PG002", "PG001", "FM001", "FM002"]  # the bytes page keeps its title
+    assert out[1] == (
+        "wiki/fence.md:3:1: PG001 error: code fence '~~~' is never closed; it runs to the "
+        "end of the file"
     )
 
 
@@ -87,9 +93,10 @@ def test_lint_missing_title_and_second_h1(tmp_path: Path, capsys) -> None:
     code, out, _ = run(["lint", "--root", str(tmp_path)], capsys)
     assert code == 0  # both are warnings
     assert out == [
-        "wiki/a.md:1:1: IDX001 no title (front matter 'title' or a level-1 heading);"
+        "wiki/a.md:1:1: IDX001 warning: no title (front matter 'title' or a level-1 heading);"
         " using file name 'a'",
-        "wiki/b.md:3:3: PG003 second level-1 heading 'Two'; the title is the one on line 1",
+        "wiki/b.md:3:3: PG003 warning: second level-1 heading 'Two'; the title is the one "
+        "on line 1",
     ]
 
 
@@ -107,11 +114,11 @@ def test_lint_links(tmp_path: Path, capsys) -> None:
     code, out, _ = run(["lint", "--root", str(tmp_path)], capsys)
     assert code == 1
     assert out == [
-        "wiki/models/qwen.md:3:33: LNK001 link to missing page '../hardware/pcei.md';"
+        "wiki/models/qwen.md:3:33: LNK001 error: link to missing page '../hardware/pcei.md';"
         " did you mean '../hardware/pcie.md'?",
-        "wiki/models/qwen.md:3:61: LNK001 link to missing page 'nothere.md'",
-        "wiki/models/qwen.md:3:121: LNK001 link to missing image 'img/missing.png'",
-        "wiki/models/qwen.md:3:200: LNK001 link to missing page '../../README.md'",
+        "wiki/models/qwen.md:3:61: LNK001 error: link to missing page 'nothere.md'",
+        "wiki/models/qwen.md:3:121: LNK001 error: link to missing image 'img/missing.png'",
+        "wiki/models/qwen.md:3:200: LNK001 error: link to missing page '../../README.md'",
     ]
 
 
@@ -144,10 +151,28 @@ def test_load_pages_parallel_matches_serial(tmp_path: Path, monkeypatch) -> None
     make_tree(tmp_path, files)
     config = load_config(tmp_path)
     parallel = load_pages(config)
-    monkeypatch.setattr("wikitools.config._PARALLEL_BYTES", 10**12)
+    monkeypatch.setattr("wikitools.config.PARALLEL_BYTES", 10**12)
     serial = load_pages(config)
     assert [p.path for p in parallel] == [p.path for p in serial]
     assert render_index(config, parallel) == render_index(config, serial)
+
+
+def test_facts_from_workers_match_serial(tmp_path: Path, monkeypatch) -> None:
+    files = {
+        f"wiki/p{i}.md": f"# Page {i}\n\nUse TP here, see [x](p{i + 1}.md) and [bad](nope.md).\n"
+        + "Some text. " * 4000 + "\n"
+        for i in range(60)
+    }
+    make_tree(tmp_path, {**files, "wiki/glossary.md": GLOSSARY})
+    config = load_config(tmp_path)
+    glossary = load_glossary(config.glossary_path, config.root)
+    context = acronym_context(glossary, config.glossary, config.index_output)
+    files_found = list_pages(config)
+    parallel = gather(config, files_found, context).facts
+    monkeypatch.setattr("wikitools.config.PARALLEL_BYTES", 10**12)
+    serial = gather(config, files_found, context).facts
+    assert parallel == serial
+    assert any(f.acronyms and f.acronyms[1] for f in parallel)
 
 
 GLOSSARY = "# Glossary\n\n| Acronym | Meaning |\n|---|---|\n| TP | Tensor Parallelism |\n"
@@ -174,7 +199,7 @@ def test_check_clean_then_findings(tmp_path: Path, capsys) -> None:
     codes = [line.split(": ", 1)[1].split()[0] for line in out]
     assert codes == ["IDX100", "IDX001", "FM003", "ACR001", "LNK001"]
     assert out[0] == (
-        "INDEX.md:1:1: IDX100 would change: INDEX.md (run `wiki index` to regenerate it)"
+        "INDEX.md:1:1: IDX100 error: would change: INDEX.md (run `wiki index` to regenerate it)"
     )
     assert "errors" in err
 
@@ -189,7 +214,7 @@ def test_check_reports_runbook_block_and_region_findings(tmp_path: Path, capsys)
     assert code == 1
     found = [line for line in out if line.startswith("wiki/b.md")]
     assert found[0].startswith("wiki/b.md:3:") and " RB002 " in found[0]
-    assert any(line.startswith("wiki/b.md:7:1: RB009 ") for line in found), found
+    assert any(line.startswith("wiki/b.md:7:1: RB009 error: ") for line in found), found
 
 
 def test_check_reports_stale_abbreviations(tmp_path: Path, capsys) -> None:
@@ -198,47 +223,62 @@ def test_check_reports_stale_abbreviations(tmp_path: Path, capsys) -> None:
     (root / "includes" / "abbreviations.md").write_text("stale\n")
     code, out, _ = run(["check", "--root", str(root)], capsys)
     assert code == 1
-    assert any(" ACR100 would change: includes/abbreviations.md" in line for line in out)
+    assert any(" ACR100 error: would change: includes/abbreviations.md" in line for line in out)
 
 
-def test_check_parses_each_page_once(tmp_path: Path, capsys, monkeypatch) -> None:
-    root = _fresh_tree(tmp_path, capsys)
-    import wikitools.config
+def _count_parses(monkeypatch) -> list[str]:
+    import wikitools.pages
 
     calls: list[str] = []
-    real = wikitools.config.read_page
+    real = wikitools.pages.read_page
 
     def counting(path: Path, base: Path):
         calls.append(path.name)
         return real(path, base)
 
-    monkeypatch.setattr(wikitools.config, "read_page", counting)
+    monkeypatch.setattr(wikitools.pages, "read_page", counting)
+    return calls
+
+
+def test_check_parses_each_page_once(tmp_path: Path, capsys, monkeypatch) -> None:
+    root = _fresh_tree(tmp_path, capsys)
+    calls = _count_parses(monkeypatch)
     run(["check", "--root", str(root)], capsys)
     assert sorted(calls) == ["a.md", "glossary.md"]
 
 
-def test_parse_cache_reuses_unchanged_pages(tmp_path: Path, monkeypatch) -> None:
-    import wikitools.config
-
-    make_tree(tmp_path / "w", {"wiki/a.md": "# A\n", "wiki/b.md": "# B\n"})
+def test_fact_cache_reuses_unchanged_pages(tmp_path: Path, capsys, monkeypatch) -> None:
+    root = make_tree(tmp_path / "w", {"wiki/a.md": "# A\n", "wiki/b.md": "# B\n"})
     monkeypatch.setenv("WIKI_CACHE_DIR", str(tmp_path / "cache"))
-    config = load_config(tmp_path / "w")
-    first = load_pages(config)
-    parsed: list[str] = []
-    real = wikitools.config.read_page
+    assert run(["index", "--root", str(root)], capsys)[0] == 0
+    calls = _count_parses(monkeypatch)
+    assert run(["index", "--root", str(root), "--check"], capsys)[0] == 0
+    assert calls == []
+    (root / "wiki" / "b.md").write_text("# B changed\n")
+    assert run(["index", "--root", str(root), "--check"], capsys)[0] == 1
+    assert calls == ["b.md"]
+    cache = tmp_path / "cache" / os.listdir(tmp_path / "cache")[0]
+    cache.write_bytes(b"junk")
+    calls.clear()
+    assert run(["index", "--root", str(root)], capsys)[0] == 0
+    assert sorted(calls) == ["a.md", "b.md"]
+    assert "B changed" in (root / "INDEX.md").read_text()
 
-    def counting(path: Path, base: Path):
-        parsed.append(path.name)
-        return real(path, base)
 
-    monkeypatch.setattr(wikitools.config, "read_page", counting)
-    assert [p.title for p in load_pages(config)] == [p.title for p in first]
-    assert parsed == []
-    (tmp_path / "w" / "wiki" / "b.md").write_text("# B changed\n")
-    assert [p.title for p in load_pages(config)] == ["A", "B changed"]
-    assert parsed == ["b.md"]
-    (tmp_path / "cache").joinpath(next(iter(os.listdir(tmp_path / "cache")))).write_bytes(b"junk")
-    assert [p.title for p in load_pages(config)] == ["A", "B changed"]
+def test_fact_cache_keeps_acronym_findings_per_glossary(
+    tmp_path: Path, capsys, monkeypatch
+) -> None:
+    root = _fresh_tree(tmp_path, capsys)
+    monkeypatch.setenv("WIKI_CACHE_DIR", str(tmp_path / "cache"))
+    (root / "wiki" / "b.md").write_text("# B\n\nPP is used.\n")
+    first = run(["check", "--root", str(root)], capsys)
+    calls = _count_parses(monkeypatch)
+    assert run(["check", "--root", str(root)], capsys) == first
+    assert calls == []  # no page is parsed again
+    glossary = (root / "wiki" / "glossary.md").read_text()
+    (root / "wiki" / "glossary.md").write_text(glossary + "| PP | pipeline parallelism | |\n")
+    _code, out, _err = run(["check", "--root", str(root)], capsys)
+    assert any('first use of "PP"' in line for line in out)
 
 
 def test_lint_yaml_comment_cuts_value(tmp_path: Path, capsys) -> None:
@@ -249,7 +289,8 @@ def test_lint_yaml_comment_cuts_value(tmp_path: Path, capsys) -> None:
     code, out, _ = run(["lint", "--root", str(tmp_path)], capsys)
     assert code == 0
     assert out == [
-        "wiki/a.md:3:22: FM005 front matter 'description' is cut short at ' #' (YAML reads the"
+        "wiki/a.md:3:22: FM005 warning: front matter 'description' is cut short at ' #' "
+        "(YAML reads the"
         " rest as a comment); put the value in quotes",
     ]
 

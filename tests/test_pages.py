@@ -151,7 +151,8 @@ def test_non_utf8_is_located(tmp_path: Path) -> None:
     path.write_bytes(b"# Title\n\nok line\ncaf\xe9\n")
     page = read_page(path, tmp_path)
     assert [p.format() for p in page.problems] == [
-        "bad.md:4:4: PG002 file is not valid UTF-8 (invalid continuation byte)"
+        "bad.md:4:4: PG002 error: byte 0xe9 is not valid UTF-8 (invalid continuation byte); "
+        "read as U+FFFD"
     ]
 
 

@@ -22,7 +22,7 @@ from wikitools.runbook.plan import (
     format_verdict,
     make_plan,
 )
-from wikitools.runbook.preflight import preflight
+from wikitools.runbook.preflight import MULTICAST_OFF, preflight
 from wikitools.runbook.secrets import mask_command, mask_env
 
 HERE = Path(__file__).parent
@@ -71,7 +71,7 @@ def test_plan_data_for_the_executor() -> None:
     srv = plan.server
     assert srv.command == rb.server.content.rstrip("\n")
     assert srv.env == {"HF_TOKEN": "hf_not_a_real_token", "VLLM_LOGGING_LEVEL": "INFO",
-                       "CUDA_VISIBLE_DEVICES": "0,1"}
+                       "CUDA_VISIBLE_DEVICES": "0,1", **MULTICAST_OFF}
     assert srv.display_env["HF_TOKEN"] == "***"
     assert (srv.port, srv.host, srv.health_url, srv.metrics_url, srv.models_url) == (
         8000, "127.0.0.1", "http://127.0.0.1:8000/health", "http://127.0.0.1:8000/metrics",
@@ -122,6 +122,8 @@ def test_sglang_docker_plan() -> None:
                         environ={})
     plan = make_plan(rb, artifacts_dir="x", verdict=verdict)
     assert plan.server.env == {}  # docker --gpus chooses the GPUs
+    # The container does not see the run's environment: the plan says what to add.
+    assert any("-e NCCL_NVLS_ENABLE=0" in n for n in plan.notes)
     assert plan.server.docker and plan.server.image == "voipmonitor/sglang:cu130"
     assert plan.server.health_url == "http://127.0.0.1:30000/health_generate"
     assert plan.server.metrics_url == "http://127.0.0.1:30000/server_info"
@@ -228,7 +230,9 @@ def test_cli_plan_ok_and_refused(tmp_path: Path, capsys: pytest.CaptureFixture[s
             str(GOOD), "--port", str(port)]
     assert main(args) == 0
     out = capsys.readouterr().out
-    assert "  env added: CUDA_VISIBLE_DEVICES=0,1 HF_TOKEN='***' VLLM_LOGGING_LEVEL=INFO\n" in out
+    assert ("  env added: CUDA_VISIBLE_DEVICES=0,1 HF_TOKEN='***' NCCL_NVLS_ENABLE=0 "
+            "NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 "
+            "VLLM_FLASHINFER_ALLREDUCE_BACKEND=trtllm VLLM_LOGGING_LEVEL=INFO\n") in out
     assert f"--port 8000 --port {port}\n" in out
     assert "verdict: ok\n" in out
     assert not (GOOD / ".artifacts").exists()  # nothing was started or written

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
 
+from wikitools.errors import WikiError
 from wikitools.runbook.record import (
     ClientResult,
     Point,
@@ -18,6 +21,7 @@ from wikitools.runbook.record import (
     latest_record,
     load_records,
     make_run_id,
+    masked,
     read_record,
     write_record,
 )
@@ -96,6 +100,60 @@ def test_redaction():
     assert "--api-key ***" in out
 
 
+def test_record_never_replaces_another_runs_record(tmp_path):
+    first = make()
+    path = write_record(tmp_path, first)
+    second = make(message="the second run")
+    with pytest.raises(RecordError, match="already exists"):
+        write_record(tmp_path, second)
+    assert read_record(path) == first
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary file left
+
+
+def test_unwritable_record_is_a_located_error_without_temp_files(tmp_path):
+    (tmp_path / "runbooks").write_text("not a folder")
+    with pytest.raises(RecordError, match=r"^runbooks/rb/20261130T100000Z-abcdef12\.json: "
+                       r"cannot write the record: "):
+        write_record(tmp_path, make())
+    folder = tmp_path / "elsewhere"
+    folder.mkdir()
+    (folder / "runbooks").mkdir()
+    (folder / "runbooks" / "rb").mkdir()
+    (folder / "runbooks" / "rb").chmod(0o500)
+    try:
+        if os.access(folder / "runbooks" / "rb", os.W_OK):
+            return  # running as root: permissions do not stop a write
+        with pytest.raises(RecordError, match="cannot write the record"):
+            write_record(folder, make())
+        assert list((folder / "runbooks" / "rb").iterdir()) == []
+    finally:
+        (folder / "runbooks" / "rb").chmod(0o700)
+
+
+def test_unreadable_record_is_located_at_line_and_column(tmp_path):
+    folder = tmp_path / "runbooks" / "rb"
+    folder.mkdir(parents=True)
+    (folder / "x.json").write_text('{\n  "schema_version": 1,\n  "runbook": oops\n}\n')
+    with pytest.raises(RecordError, match=r"^runbooks/rb/x.json:3:14: not valid JSON: "):
+        load_records(tmp_path, "rb")
+    (folder / "x.json").write_bytes(b'{"a": "\xff"}')
+    with pytest.raises(RecordError, match=r"^runbooks/rb/x.json: cannot read the record: "):
+        load_records(tmp_path, "rb")
+    assert issubclass(RecordError, WikiError)
+
+
+def test_record_on_disk_has_every_secret_masked(tmp_path):
+    key = "sk-proj-Zx81LmQpW0rTy7Vb2Nc4Kd9Qe"
+    rec = make(message=f"client failed: unrecognized arguments: --api_key {key}")
+    rec = replace(rec, server={"command": f"vllm serve m --api-key {key}",
+                               "env": {"OPENAI_API_KEY": key},
+                               "log_tail": [f"non-default args: {{'api_key': '{key}'}}"]})
+    path = write_record(tmp_path, rec)
+    text = path.read_text()
+    assert key not in text and text.count("***") == 4
+    assert read_record(path) == masked(rec)
+
+
 def test_samples_and_gpu_state_round_trip(tmp_path):
     samples = (Sample("ok", {"output_throughput": 100.0}, 3.0, "r1.json"),
                Sample("ok", {"output_throughput": 110.0}, 3.1, "r2.json"),
@@ -127,3 +185,17 @@ def test_schema_1_records_still_read():
     assert point.coords == (("CONCURRENCY", "1"),)
     assert old[0].clients[0].sweep_vars == ("CONCURRENCY",)
     assert point.spread("output_throughput").count == 1
+
+
+def test_point_from_samples_takes_medians_and_keeps_every_run():
+    from wikitools.runbook.record import point_from_samples
+    runs = [Sample("ok", {"output_throughput": t, "completed": 64}, 10.0, f"r{i}.json")
+            for i, t in enumerate((452.0, 541.0, 499.0))]
+    point = point_from_samples("1", runs, (("C", "1"),))
+    assert (point.status, point.metrics, point.seconds) == (
+        "ok", {"output_throughput": 499.0, "completed": 64}, 30.0)
+    assert point.samples == tuple(runs) and point.result_file == "r0.json"
+    failed = point_from_samples("8", [*runs[:1], Sample("timeout", {}, 900.0, None, "no result")])
+    assert (failed.status, failed.message, failed.metrics) == (
+        "timeout", "no result", {"output_throughput": 452.0, "completed": 64})
+    assert point_from_samples("32", []).status == "skipped"

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from wikitools.pages import parse_page
 from wikitools.runbook.regions import checksum, find_regions, replace_regions
@@ -74,3 +76,59 @@ def test_indented_region_inside_admonition():
     assert lines[6].startswith("    <!-- wiki:end sum=")
     again, _ = regions_of(new)
     assert not again[0].edited
+
+
+# --------------------------------------------------------------------------- properties
+
+# Indented markers only inside an admonition: indented four spaces anywhere else, Markdown reads
+# a marker after a blank line as code, so no writer can keep such a region a region.
+FRAGMENTS = st.sampled_from([
+    "<!-- wiki:results runbook=a -->", "<!-- wiki:results runbook=b view=history -->",
+    "<!-- wiki:end -->", "<!-- wiki:end sum=0123456789 -->",
+    '!!! note "R"\n    <!-- wiki:results runbook=a -->\n    <!-- wiki:end -->',
+    '!!! note "x"', "```", "~~~", "text", "| a |", "|---|", "# H",
+    "---", "title: t", "<!-- wiki:results runbook=a", "-->", "<!-- other -->", "", " ",
+    "\ufeff", "\t", "<!-- wiki:results runbook='a b -->", "<!-- wiki:end sum= -->",
+])
+EOLS = st.sampled_from(["\n", "\r\n", "\r"])
+
+
+@st.composite
+def pages(draw) -> str:
+    lines = draw(st.lists(FRAGMENTS, max_size=30))
+    eol = draw(EOLS)
+    return eol.join(lines) + draw(st.sampled_from(["", eol]))
+
+
+def _plain(text: str) -> str:
+    return text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+
+
+@settings(max_examples=300, deadline=None)
+@given(pages(), st.text(alphabet="ab|-\n ", max_size=30))
+def test_regions_never_raise_and_render_is_idempotent(text: str, body: str) -> None:
+    page = parse_page(text, "p.md")
+    regions, diags = find_regions(page)
+    n_lines = len(page.lines)
+    for d in diags:
+        assert 1 <= d.line <= n_lines and d.col >= 1
+    for r in regions:
+        assert 1 <= r.start < r.end <= n_lines
+    if any(d.code == "RGN001" for d in diags):
+        return  # broken markers: reported (RGN001, an error), no promise about the rest
+    body = body if body.endswith("\n") or not body else body + "\n"
+    bodies = {r.start: body for r in regions}
+    once = replace_regions(text, bodies, regions)
+    # Only region bytes change: the same line endings, the byte-order mark kept.
+    assert once.startswith("\ufeff") == text.startswith("\ufeff")
+    again_regions, _ = find_regions(parse_page(once, "p.md"))
+    assert len(again_regions) == len(regions)
+    assert not any(r.edited for r in again_regions)
+    twice = replace_regions(once, {r.start: body for r in again_regions}, again_regions)
+    assert twice == once
+    if not regions:
+        assert once == text
+    else:
+        first = regions[0].start  # everything up to the first opening marker is untouched
+        head = _plain(text).split("\n")[:first]
+        assert _plain(once).split("\n")[:first] == head

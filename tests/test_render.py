@@ -184,11 +184,60 @@ def test_hand_edit_is_reported_and_kept(tmp_path):
     changes, diags = render(root)
     assert [(d.line, d.code) for d in diags] == [(15, "RGN002")]
     assert changes == []
-    # Deleting sum= accepts the edit: the region is regenerated.
+    # Deleting sum= hands the region back to the renderer: it is regenerated.
     first_end = text.index("<!-- wiki:end sum=")
     sum_end = text.index(" -->", first_end)
     (root / "wiki/fake.md").write_text(text[:first_end] + "<!-- wiki:end" + text[sum_end:])
     assert "| 1 | 13.62 |" in apply(root)
+
+
+def test_render_changes_only_region_bytes_of_crlf_and_bom_page(tmp_path):
+    root = make_wiki(tmp_path)
+    record(root)
+    path = root / "wiki/fake.md"
+    lf = path.read_text()
+    crlf = ("\ufeff" + lf.replace("\n", "\r\n")).encode("utf-8")
+    path.write_bytes(crlf)
+    assert main(["runbook", "render", "--root", str(root)]) == 0
+    got = path.read_bytes()
+    assert got.startswith("\ufeff---\r\n".encode())
+    assert b"\n" not in got.replace(b"\r\n", b"")  # every line still ends in CRLF
+    # Outside the regions every byte is as it was.
+    before, after = crlf.decode(), got.decode()
+    head = before.index("<!-- wiki:results")
+    assert after[:head] == before[:head]
+    assert after.endswith(before[before.rindex("<!-- wiki:end -->") + len("<!-- wiki:end -->"):])
+    assert "| 1 | 13.62 |" in after
+    # Rendering again changes nothing, and the check agrees.
+    assert main(["runbook", "render", "--root", str(root), "--check"]) == 0
+    assert main(["runbook", "render", "--root", str(root)]) == 0
+    assert path.read_bytes() == got
+
+
+def test_hand_edit_advice_is_true(tmp_path):
+    root = make_wiki(tmp_path)
+    record(root)
+    path = root / "wiki/fake.md"
+    text = apply(root)
+    note = "Measured on a noisy host; see the discussion."
+    edited = text.replace("| 1 | 13.62 |", "| 1 | 99.99 |", 1).replace(
+        "| 1 | 13.62 |", "| 1 | 13.62 |\n" + note, 1)
+    path.write_text(edited)
+    _changes, diags = render(root)
+    (diag,) = diags
+    assert diag.code == "RGN002"
+    assert "move hand-written text outside the markers" in diag.message
+    assert "delete 'sum=…'" in diag.message
+    # Follow the advice: the note goes below the region, `sum=` is deleted.
+    edited = edited.replace(note + "\n", "")
+    end = edited.index("<!-- wiki:end sum=")
+    close = edited.index("-->", end) + 3
+    edited = edited[:end] + "<!-- wiki:end -->\n\n" + note + edited[close:]
+    path.write_text(edited)
+    after = apply(root)
+    assert render(root) == ([], [])  # no RGN002, nothing left to change
+    assert "| 1 | 13.62 |" in after and "99.99" not in after
+    assert note in after and after.index(note) > after.index("<!-- wiki:end sum=")
 
 
 def test_unknown_runbook_and_check_mode(tmp_path):

@@ -59,30 +59,37 @@ def test_blocks_hash_covers_content_and_attributes_only() -> None:
 
 
 EXPECTED_BAD = [
-    "wiki/errors.md:7:33: RB004 bad value for gpus: 'abc' (expected a whole number)",
-    "wiki/errors.md:11:12: RB001 duplicate runbook id 'dup' (first defined at wiki/errors.md:7)",
-    "wiki/errors.md:15:12: RB005 runbook-server block without an #id (add `#my-runbook-id` to "
+    "wiki/errors.md:7:33: RB004 error: bad value for gpus: 'abc' (expected a whole number)",
+    "wiki/errors.md:11:12: RB001 error: duplicate runbook id 'dup' (first defined at "
+    "wiki/errors.md:7)",
+    "wiki/errors.md:15:12: RB005 error: runbook-server block without an #id (add "
+    "`#my-runbook-id` to "
     "the attribute list)",
-    "wiki/errors.md:19:38: RB003 unknown attribute 'gpu' on a runbook-server block; did you mean "
+    "wiki/errors.md:19:38: RB003 error: unknown attribute 'gpu' on a runbook-server block; "
+    "did you mean "
     "'gpus'?",
-    "wiki/errors.md:20:1: RB007 server command not understood: no engine launcher found (vllm "
+    "wiki/errors.md:20:1: RB007 error: server command not understood: no engine launcher "
+    "found (vllm "
     "serve, python -m vllm.entrypoints.openai.api_server, python -m sglang.launch_server)",
-    "wiki/errors.md:23:38: RB010 engine=sglang but the command starts vllm (vllm serve)",
-    "wiki/errors.md:27:28: RB002 for=mismatc names no runbook; did you mean 'mismatch'?",
-    "wiki/errors.md:35:41: RB008 duplicate client name 'a' in runbook 'mismatch' (first at "
+    "wiki/errors.md:23:38: RB010 error: engine=sglang but the command starts vllm (vllm serve)",
+    "wiki/errors.md:27:28: RB002 error: for=mismatc names no runbook; did you mean 'mismatch'?",
+    "wiki/errors.md:35:41: RB008 error: duplicate client name 'a' in runbook 'mismatch' (first at "
     "wiki/errors.md:31)",
-    "wiki/errors.md:40:1: RB007 client command not understood: no client command found (vllm "
+    "wiki/errors.md:40:1: RB007 error: client command not understood: no client command "
+    "found (vllm "
     "bench serve, python -m sglang.bench_serving, lm_eval, curl); name its kind with "
     "kind=serving|quality|smoke",
-    "wiki/errors.md:43:4: RB006 malformed attribute list: cannot read attribute at column 36: "
+    "wiki/errors.md:43:4: RB006 error: malformed attribute list: cannot read attribute at "
+    "column 36: "
     "'engine=\"vllm '",
-    "wiki/errors.md:47:43: RB004 bad value for ready_timeout: '0' (expected a number above 0)",
-    "wiki/errors.md:47:59: RB004 bad value for port: '70000' (expected 1-65535)",
-    "wiki/errors.md:47:70: RB004 bad value for env: 'B' is not NAME=VALUE",
-    "wiki/errors.md:51:36: RB004 bad value for kind: 'servng' (expected serving, quality or "
+    "wiki/errors.md:47:43: RB004 error: bad value for ready_timeout: '0' (expected a number "
+    "above 0)",
+    "wiki/errors.md:47:59: RB004 error: bad value for port: '70000' (expected 1-65535)",
+    "wiki/errors.md:47:70: RB004 error: bad value for env: 'B' is not NAME=VALUE",
+    "wiki/errors.md:51:36: RB004 error: bad value for kind: 'servng' (expected serving, quality or "
     "smoke); did you mean 'serving'?",
-    "wiki/errors.md:51:48: RB004 bad value for sweep: 'C=1,1' repeats a value",
-    "wiki/errors.md:51:62: RB004 bad value for timeout: '-1' (expected a number above 0)",
+    "wiki/errors.md:51:48: RB004 error: bad value for sweep: 'C=1,1' repeats a value",
+    "wiki/errors.md:51:62: RB004 error: bad value for timeout: '-1' (expected a number above 0)",
 ]
 
 
@@ -105,7 +112,7 @@ def test_client_defaults_and_unknown_class() -> None:
         "```{ .bash .runbook-client for=r2 }\ncurl http://x\n```\n", "p.md")
     runbooks, diags = extract_runbooks([page])
     assert [d.format() for d in diags] == [
-        "p.md:13:12: RB003 unknown runbook class '.runbook-serve'; did you mean "
+        "p.md:13:12: RB003 error: unknown runbook class '.runbook-serve'; did you mean "
         "'.runbook-server'?"]
     rb = runbooks.get("r1")
     assert [(c.name, c.kind, c.command.parser) for c in rb.clients] == [
@@ -123,7 +130,7 @@ def test_duplicate_ids_across_pages() -> None:
     b = parse_page("x\n\n```{ .bash #same .runbook-server }\nvllm serve m\n```\n", "b.md")
     runbooks, diags = extract_runbooks([b, a])
     assert [d.format() for d in diags] == [
-        "b.md:3:12: RB001 duplicate runbook id 'same' (first defined at a.md:1)"]
+        "b.md:3:12: RB001 error: duplicate runbook id 'same' (first defined at a.md:1)"]
     assert runbooks.get("same").page == "a.md"
 
 
@@ -197,7 +204,7 @@ def test_cli_list_reads_latest_record(capsys: pytest.CaptureFixture[str], tmp_pa
 def test_cli_list_reports_errors(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["runbook", "list", "--root", str(BAD)]) == 1
     err = capsys.readouterr().err
-    assert "wiki/errors.md:11:12: RB001 duplicate runbook id 'dup'" in err
+    assert "wiki/errors.md:11:12: RB001 error: duplicate runbook id 'dup'" in err
     assert "16 errors, 0 warnings in 1 file" in err
 
 
@@ -231,3 +238,47 @@ def test_cli_scan_paths(capsys: pytest.CaptureFixture[str]) -> None:
 def test_load_runbooks_uses_config(tmp_path: Path) -> None:
     runbooks, diags, pages = load_runbooks(GOOD)
     assert len(runbooks) == 2 and diags == [] and len(pages) == 2
+
+
+GRID_PAGE = """# Grid
+
+```{ .bash #g .runbook-server engine=vllm gpus=1 }
+vllm serve m
+```
+
+```{ .bash .runbook-client for=g name=grid sweep="CONCURRENCY=1,8;INPUT_LEN=512,2048" }
+vllm bench serve --model m --random-input-len "${INPUT_LEN:-512}" \
+  --max-concurrency "${CONCURRENCY:-8}"
+```
+
+```{ .bash .runbook-client for=g name=plain sweep="C=1,2" }
+vllm bench serve --model m --max-concurrency "${C:-1}"
+```
+
+```{ .bash .runbook-client for=g name=bad sweep="A=1;B=2;C=3" }
+vllm bench serve --model m
+```
+
+```{ .bash .runbook-client for=g name=twice sweep="A=1;A=2" }
+vllm bench serve --model m
+```
+"""
+
+
+def test_grid_sweep_of_two_variables() -> None:
+    page = parse_page(GRID_PAGE, "wiki/grid.md")
+    runbooks, diags = extract_runbooks([page])
+    grid = runbooks.get("g").client("grid")
+    assert grid.sweep == (("CONCURRENCY", ("1", "8")), ("INPUT_LEN", ("512", "2048")))
+    assert (grid.sweep_var, grid.sweep_values) == ("CONCURRENCY", ("1", "8"))
+    assert grid.sweep_vars == ("CONCURRENCY", "INPUT_LEN")
+    assert grid.sweep_points() == (
+        (("CONCURRENCY", "1"), ("INPUT_LEN", "512")), (("CONCURRENCY", "1"), ("INPUT_LEN", "2048")),
+        (("CONCURRENCY", "8"), ("INPUT_LEN", "512")), (("CONCURRENCY", "8"), ("INPUT_LEN", "2048")),
+    )
+    plain = runbooks.get("g").client("plain")
+    assert plain.sweep_points() == ((("C", "1"),), (("C", "2"),))
+    assert [d.message for d in diags] == [
+        "bad value for sweep: 'A=1;B=2;C=3' sweeps 3 variables (at most two: a grid)",
+        "bad value for sweep: 'A=1;A=2' names A twice",
+    ]

@@ -10,7 +10,7 @@ from test_render import record
 from wikitools.cli import main
 from wikitools.config import load_config, load_pages
 from wikitools.runbook.extract import extract_runbooks
-from wikitools.runbook.status import badge, check_partial, measurements, partial_text
+from wikitools.runbook.status import badge, measurements, partial_text
 
 PAGE = """---
 title: Fake
@@ -35,7 +35,9 @@ H200 = {"gpus": [{"index": 0, "name": "NVIDIA H200", "compute_capability": "9.0"
 def tree(root: Path, status: str = "current", arch: str = "sm120") -> Path:
     (root / "wiki").mkdir(parents=True, exist_ok=True)
     (root / "wiki" / "fake.md").write_text(PAGE.format(status=status, arch=arch))
-    (root / "wiki.yml").write_text("measured_badges: overrides/partials/measured.html\n")
+    (root / "wiki.yml").write_text(
+        "docs_dir: wiki\nmeasured_badges: overrides/partials/measured.html\n"
+    )
     return root
 
 
@@ -54,7 +56,7 @@ def test_current_page_without_a_record_on_its_target_is_flagged(tmp_path, capsys
     root = tree(tmp_path)
     code, out = lint(root, capsys)
     assert code == 1
-    assert out.strip() == ("wiki/fake.md:3:9: FM006 page is marked 'current' but runbook "
+    assert out.strip() == ("wiki/fake.md:3:9: FM006 error: page is marked 'current' but runbook "
                            "'fake-rb' has no successful record on sm120; use status "
                            "'unverified' until one is committed")
     assert badge(per_page(root)[2]) == ("none", "Not measured on SM120: no run recorded")
@@ -90,16 +92,21 @@ def test_failed_and_cpu_records_do_not_count(tmp_path):
     assert badge(per_page(root)[2])[0] == "none"
 
 
-def test_badge_partial_is_checked_and_is_a_jinja_macro(tmp_path):
+def test_render_writes_the_badge_partial_and_check_reports_drift(tmp_path, capsys):
     import jinja2
     root = tree(tmp_path, arch="sm90,sm120")
     record(root, host=H200)
-    config, runbooks, _ = per_page(root)
-    assert [d.code for d in check_partial(config, runbooks)] == ["RGN007"]
-    path, text = partial_text(config, runbooks)
-    path.parent.mkdir(parents=True)
-    path.write_text(text)
-    assert check_partial(config, runbooks) == []
+    assert main(["runbook", "render", "--root", str(root), "--check"]) == 1
+    out = capsys.readouterr().out
+    assert (
+        "overrides/partials/measured.html:1:1: RGN007 error: measured badges are out of date"
+        in out
+    )
+    assert main(["runbook", "render", "--root", str(root)]) == 0
+    text = (root / "overrides/partials/measured.html").read_text()
+    assert main(["runbook", "render", "--root", str(root), "--check"]) == 0
     macro = jinja2.Environment().from_string(text).module.badge
     assert "wiki-measured-badge--other" in str(macro("fake.md"))
     assert str(macro("other.md")).strip() == ""
+    config, runbooks, _ = per_page(root)
+    assert partial_text(config, runbooks)[1] == text

@@ -105,3 +105,29 @@ def test_missing_log_is_usage_error(tree: Path, capsys: pytest.CaptureFixture[st
     rc = main(["support-bundle", "tiny-tp2", "--root", str(tree), "--no-gpu", "--log", "nope.log"])
     assert rc == 2
     assert "log file not found: nope.log" in capsys.readouterr().err
+
+
+def test_bundle_with_unreadable_record_names_it_without_traceback(
+    tree: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tree / "runbooks" / "tiny-tp2"
+    folder.mkdir(parents=True)
+    (folder / "20261130T100000Z-00000000.json").write_text('{"schema_version": 1,')
+    rc = main(["support-bundle", "tiny-tp2", "--root", str(tree), "--no-gpu"])
+    out, err = capsys.readouterr()
+    assert rc == 0 and "Traceback" not in err
+    assert ("- latest run record: unreadable: runbooks/tiny-tp2/20261130T100000Z-00000000.json:"
+            "1:22: not valid JSON") in out
+
+
+def test_bundle_masks_secrets_in_logs(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    key = "sk-proj-Zx81LmQpW0rTy7Vb2Nc4Kd9Qe"
+    log = tree / "server.log"
+    log.write_text(f"INFO non-default args: {{'api_key': '{key}'}}\n"
+                   f"vllm: error: unrecognized arguments: --api_key {key}\n"
+                   "ERROR couldn't log in with password: hunter2-x\n")
+    assert main(["support-bundle", "tiny-tp2", "--root", str(tree), "--no-gpu",
+                 "--log", str(log)]) == 0
+    out = capsys.readouterr().out
+    assert key not in out and "hunter2-x" not in out
+    assert "unrecognized arguments: --api_key ***" in out

@@ -1,7 +1,8 @@
 """The acronym rule: on each page, the first prose use of a glossary term is expanded, as
 `Expansion (ACR)` or `ACR (Expansion)`; all-caps tokens the glossary lacks are reported.
 
-Codes: ACR001 (error) first use not expanded; ACR002 (warning) unknown acronym.
+Codes: ACR001 (error) first use not expanded; ACR002 (error) unknown acronym: the contributing
+guide asks for a glossary row with every new acronym, so the check insists on it.
 
 Where it looks. Only `Page.spans` (prose the reader sees); code, HTML, comments, front matter,
 URLs and link targets never reach it. Inside prose it skips, as a whole, any word that is a
@@ -37,7 +38,7 @@ How a use is recognised (the match policy):
 * A glossary row whose expansion contains the term itself ("vLLM inference engine") names a
   product; it gets a tooltip but its first use needs no expansion.
 
-Unknown acronyms (ACR002): a token of two or more capital letters A-Z and nothing else
+Unknown acronyms (ACR002, an error): a token of two or more capital letters A-Z and nothing else
 (optionally followed by a plural "s") that is not a glossary term, reported once per page at
 its first use, in any context. Tokens with digits (H200, GB202, A3B, EXL3) are model, product
 and format names and are never reported; a few all-caps words that are not acronyms
@@ -56,7 +57,7 @@ from collections.abc import Container, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from wikitools.diagnostics import Diagnostic, Severity
+from wikitools.diagnostics import Diagnostic
 from wikitools.errors import ConfigError
 from wikitools.glossary import Entry, Glossary
 from wikitools.pages import Page
@@ -78,6 +79,7 @@ NOT_ACRONYMS = frozenset(_NOT_ACRONYMS_TEXT.split())
 # Characters that may form one "word" with a match; the word decides whether the match is
 # inside a path, identifier, flag, tag or setting.
 _WORD_EDGE = re.compile(r"[^\s()\[\]{}<>\"'`,;!?*|]")
+_WORD_RUN = re.compile(r"[^\s()\[\]{}<>\"'`,;!?*|]+")
 _TRIM = ".:-"
 _FILE_NAME = re.compile(r"\.[A-Za-z][A-Za-z0-9]{0,5}$")
 _JSON = re.compile(r"\{[^{}\n]*\"[^\"\n]*\"\s*:[^{}\n]*\}")
@@ -210,15 +212,40 @@ def _skip_word(word: str, matcher: Matcher) -> bool:
     return bool(_FILE_NAME.search(word)) and matcher.entry_for(word) is None
 
 
-def _word_at(text: str, start: int, end: int) -> str:
-    left = start
-    while left > 0 and _WORD_EDGE.match(text, left - 1):
-        left -= 1
-    right = end
-    while right < len(text) and _WORD_EDGE.match(text, right):
-        right += 1
-    word = text[left:right].rstrip(_TRIM)
-    return word.lstrip(":") if not word.startswith(("-", ".")) else word
+class _Words:
+    """The word around a match (a maximal run of `_WORD_EDGE` characters, or two runs joined
+    by a multi-word match), and whether it is code-like. Runs are found once each, so a page
+    that is one long run (`GPU-GPU-…`) costs linear time, not quadratic."""
+
+    def __init__(self, text: str, matcher: Matcher) -> None:
+        self.text = text
+        self.matcher = matcher
+        self.runs: list[tuple[int, int]] = [(-1, -1), (-1, -1)]  # the last two runs found
+        self.last: tuple[int, int, bool] = (-1, -1, False)
+
+    def _run(self, pos: int) -> tuple[int, int]:
+        for a, b in self.runs:
+            if a <= pos < b:
+                return a, b
+        text = self.text
+        left = pos
+        while left > 0 and _WORD_EDGE.match(text, left - 1):
+            left -= 1
+        m = _WORD_RUN.match(text, pos)
+        found = (left, m.end() if m else pos + 1)
+        self.runs = [self.runs[1], found]
+        return found
+
+    def skip(self, start: int, end: int) -> bool:
+        left = self._run(start)[0]
+        right = self._run(end - 1)[1]
+        if (left, right) == self.last[:2]:
+            return self.last[2]
+        word = self.text[left:right].rstrip(_TRIM)
+        word = word.lstrip(":") if not word.startswith(("-", ".")) else word
+        decision = _skip_word(word, self.matcher)
+        self.last = (left, right, decision)
+        return decision
 
 
 def find_uses(page: Page, matcher: Matcher, settled: Container[str] = frozenset()) -> Iterator[Use]:
@@ -242,6 +269,7 @@ def find_uses(page: Page, matcher: Matcher, settled: Container[str] = frozenset(
     text = " ".join(parts)
     if "{" in text:
         text = _JSON.sub(lambda m: " " * len(m.group(0)), text)
+    words = _Words(text, matcher)
     for m in matcher.regex.finditer(text):
         start = m.start()
         if start and _WORDCHAR.match(text, start - 1):
@@ -255,8 +283,7 @@ def find_uses(page: Page, matcher: Matcher, settled: Container[str] = frozenset(
             or _WORDCHAR.match(text, m.end())
         ):
             continue
-        word = _word_at(text, start, m.end())
-        if _skip_word(word, matcher):
+        if words.skip(start, m.end()):
             continue
         k = bisect.bisect_right(starts, start) - 1
         span = spans[k]
@@ -292,8 +319,7 @@ def check_page(page: Page, matcher: Matcher, glossary_path: str) -> list[Diagnos
                         use.line,
                         use.col,
                         "ACR002",
-                        f'unknown acronym "{use.token}": not defined in {glossary_path}',
-                        Severity.WARNING,
+                        f'unknown acronym "{use.token}": add a row for it to {glossary_path}',
                     )
                 )
             continue

@@ -8,6 +8,7 @@ import importlib
 import sys
 import traceback
 
+from wikitools.config import resolve_root
 from wikitools.errors import WikiError
 
 # Order is the order of `wiki --help`.
@@ -18,6 +19,7 @@ COMMANDS = (
     "glossary",
     "lint",
     "runbook",
+    "fleet",
     "support_bundle",
 )
 
@@ -33,20 +35,30 @@ class _UsageExit(Exception):
     pass
 
 
-def build_parser() -> ArgumentParser:
+def build_parser(only: str | None = None) -> ArgumentParser:
+    """The parser with every subcommand, or with `only` that one (importing only its
+    module: `wiki index` never loads the runbook executor or the HTTP client)."""
     parser = ArgumentParser(
         prog="wiki", description="Tools for the RTX PRO 6000 Blackwell LLM Wiki."
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=ArgumentParser)
-    for name in COMMANDS:
+    for name in COMMANDS if only is None else (only,):
         module = importlib.import_module(f"wikitools.commands.{name}")
         module.add_parser(sub)
     return parser
 
 
+def _command_of(argv: list[str]) -> str | None:
+    """The module of the subcommand that `argv` names, when its first word names one."""
+    first = argv[0] if argv else ""
+    name = first.replace("-", "_")
+    return name if name in COMMANDS else None
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
     try:
+        parser = build_parser(_command_of(argv))
         args = parser.parse_args(argv)
     except _UsageExit as exc:
         print(exc, file=sys.stderr)
@@ -55,6 +67,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
+        if hasattr(args, "root"):  # every command works on the wiki around it
+            args.root = resolve_root(args.root)
         return int(args.handler(args))
     except WikiError as exc:
         print(f"wiki: error: {exc}", file=sys.stderr)

@@ -1,34 +1,39 @@
-"""The wiki's configuration (`wiki.yml` at the root, optional) and the list of its pages.
-Every command finds pages through `iter_pages` and reads them once through `load_pages`."""
+"""The wiki's configuration (`wiki.yml` at the root, optional), where the root is, and the list
+of its pages. Every command finds pages through `list_pages`."""
 
 from __future__ import annotations
 
-import hashlib
+import errno
 import os
-import pickle
 import re
-from collections.abc import Iterable
-from concurrent.futures import ProcessPoolExecutor
+import stat
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from wikitools import pages as pages_module
+from wikitools.diagnostics import Diagnostic, Severity
 from wikitools.errors import ConfigError
-from wikitools.pages import Page, read_page
+
+if TYPE_CHECKING:
+    import pathspec
+
+    from wikitools.pages import Page
 
 CONFIG_NAME = "wiki.yml"
+MKDOCS_NAME = "mkdocs.yml"
 DEFAULT_STATUSES = ("current", "experimental", "historical", "unverified")
+# Gitignore-style patterns (as MkDocs' exclude_docs): a pattern without a slash matches a
+# name at any depth, `dir/` a folder anywhere, a leading `/` anchors at the root.
 DEFAULT_EXCLUDE = (
     "INDEX.md",
-    "includes/**",
-    "snippets/**",
-    "**/_*.md",
-    "site/**",
-    "node_modules/**",
+    "includes/",
+    "snippets/",
+    "_*.md",
+    "site/",
+    "node_modules/",
 )
 # Folders never walked, whatever the configuration says (tool state, virtual environments).
 _SKIP_DIRS = frozenset({".git", ".venv", ".venv-engine", "node_modules", "__pycache__", "site"})
@@ -43,7 +48,7 @@ class Section:
     description: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class WikiConfig:
     root: Path
     docs_dir: str = "."  # POSIX, relative to root
@@ -69,9 +74,47 @@ class WikiConfig:
     def index_path(self) -> Path:
         return self.root / self.index_output
 
+    @cached_property
+    def exclude_spec(self) -> pathspec.GitIgnoreSpec:
+        return _spec(self.exclude)
+
+
+# --------------------------------------------------------------------------- the root
+
+
+def find_root(start: Path) -> Path:
+    """The wiki that `start` lies in: the nearest folder at or above it that holds wiki.yml or
+    mkdocs.yml, else the top of its git repository (a wiki without a configuration).
+    Outside any of these it is a ConfigError (exit 2)."""
+    start = start.resolve()
+    folders = [start, *start.parents]
+    for folder in folders:
+        if (folder / CONFIG_NAME).is_file() or (folder / MKDOCS_NAME).is_file():
+            return folder
+    for folder in folders:
+        if (folder / ".git").exists():
+            return folder
+    raise ConfigError(
+        f"{start}: not inside a wiki (no {CONFIG_NAME} or {MKDOCS_NAME} here or in a folder "
+        "above, and no git repository); run from the wiki or name it with --root DIR"
+    )
+
+
+def resolve_root(given: Path | None) -> Path:
+    """--root as given (it must be a folder), else the wiki around the working directory."""
+    if given is None:
+        return find_root(Path.cwd())
+    if not given.is_dir():
+        raise ConfigError(f"{given}: --root is not a folder")
+    return given.resolve()
+
+
+# --------------------------------------------------------------------------- configuration
+
 
 def load_config(root: Path) -> WikiConfig:
-    """Read `wiki.yml` at `root` (optional) and fill in defaults from the tree's layout."""
+    """Read `wiki.yml` at `root` (optional) and fill in defaults. Without a wiki.yml the docs
+    folder is mkdocs.yml's `docs_dir` when there is one, else the whole tree."""
     root = root.resolve()
     if not root.is_dir():
         raise ConfigError(f"{root}: not a directory")
@@ -90,6 +133,7 @@ def load_config(root: Path) -> WikiConfig:
     exclude = data.get("exclude", list(DEFAULT_EXCLUDE))
     if not isinstance(exclude, list | tuple) or not all(isinstance(s, str) for s in exclude):
         raise ConfigError(f"{CONFIG_NAME}: 'exclude' must be a list of glob patterns")
+    _spec(tuple(exclude))  # a bad pattern is a configuration error now, not at first use
     output = str(index.get("output", "INDEX.md"))
     return WikiConfig(
         root=root,
@@ -99,7 +143,7 @@ def load_config(root: Path) -> WikiConfig:
         index_title=str(index.get("title", "Index")),
         index_intro=" ".join(str(index.get("intro", "")).split()),
         sections=_sections(index.get("sections", [])),
-        exclude=(*tuple(exclude), output),
+        exclude=(*tuple(exclude), "/" + output),
         statuses=tuple(statuses),
         source=CONFIG_NAME if path.is_file() else None,
         extra={k: v for k, v in data.items() if k not in _KNOWN},
@@ -126,23 +170,44 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
+class _MkDocsLoader(yaml.SafeLoader):
+    """mkdocs.yml may hold `!!python/name:` and `!ENV` tags; only `docs_dir` is read here."""
+
+
+_MkDocsLoader.add_multi_constructor("", lambda _loader, _suffix, _node: None)
+
+
+def _mkdocs_docs_dir(root: Path) -> str | None:
+    path = root / MKDOCS_NAME
+    if not path.is_file():
+        return None
+    try:
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_MkDocsLoader)
+    except (yaml.YAMLError, UnicodeDecodeError, OSError):
+        return None
+    value = data.get("docs_dir", "docs") if isinstance(data, dict) else None
+    return value if isinstance(value, str) and (root / value).is_dir() else None
+
+
 def _docs_dir(root: Path, value: Any, path: Path) -> str:
-    if value is not None:
-        if not isinstance(value, str) or not (root / value).is_dir():
-            raise ConfigError(f"{path.name}: docs_dir {value!r} is not a folder under {root}")
-        return Path(value).as_posix().strip("/") or "."
-    for candidate in ("wiki", "docs"):
-        if (root / candidate).is_dir():
-            return candidate
-    return "."
+    if value is None:
+        value = _mkdocs_docs_dir(root)
+        if value is None:
+            return "."
+    if not isinstance(value, str) or not (root / value).is_dir():
+        raise ConfigError(f"{path.name}: docs_dir {value!r} is not a folder under {root}")
+    return Path(value).as_posix().strip("/") or "."
 
 
 def _glossary(root: Path, docs_dir: str, value: Any) -> str:
     if isinstance(value, str) and value:
         return Path(value).as_posix()
-    candidate = f"{docs_dir}/glossary.md" if docs_dir != "." else "glossary.md"
-    if (root / candidate).is_file():
-        return candidate
+    folders = dict.fromkeys([docs_dir, ".", "wiki", "docs"])
+    for folder in folders:
+        prefix = f"{folder}/" if folder != "." else ""
+        for name in ("glossary.md", "GLOSSARY.md"):
+            if (root / f"{prefix}{name}").is_file():
+                return f"{prefix}{name}"
     return "GLOSSARY.md"
 
 
@@ -171,140 +236,127 @@ def folder_title(folder: str) -> str:
 # --------------------------------------------------------------------------- pages
 
 
-@lru_cache(maxsize=64)
-def _glob_regex(pattern: str) -> re.Pattern[str]:
-    """Translate a glob where `**` spans folders and `*` stays within one."""
-    out: list[str] = []
-    i = 0
-    while i < len(pattern):
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif pattern[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif pattern[i] == "?":
-            out.append("[^/]")
-            i += 1
-        else:
-            out.append(re.escape(pattern[i]))
-            i += 1
-    return re.compile("".join(out) + r"\Z")
+def _spec(patterns: tuple[str, ...]) -> pathspec.GitIgnoreSpec:
+    import pathspec
+
+    try:
+        return pathspec.GitIgnoreSpec.from_lines(patterns)
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"{CONFIG_NAME}: bad exclude pattern: {exc}") from None
 
 
 def is_excluded(config: WikiConfig, rel: str) -> bool:
-    """True when `rel` (POSIX, relative to root) matches an exclude glob, tried against the
+    """True when `rel` (POSIX, relative to root) matches an exclude pattern, tried against the
     path relative to the root and relative to docs_dir."""
-    candidates = [rel]
+    spec = config.exclude_spec
+    if spec.match_file(rel):
+        return True
     prefix = config.docs_dir + "/"
-    if config.docs_dir != "." and rel.startswith(prefix):
-        candidates.append(rel[len(prefix) :])
-    return any(_glob_regex(p).match(c) for p in config.exclude for c in candidates)
+    return config.docs_dir != "." and rel.startswith(prefix) and spec.match_file(rel[len(prefix) :])
+
+
+@dataclass(frozen=True, slots=True)
+class PageFiles:
+    """The wiki's page files in path order, and warnings about `.md` entries left out."""
+
+    paths: tuple[Path, ...]
+    problems: tuple[Diagnostic, ...]
+
+
+def _skip(rel: str, code: str, message: str) -> Diagnostic:
+    return Diagnostic(rel, 1, 1, code, message, Severity.WARNING)
+
+
+def check_file(path: Path, root: Path) -> Diagnostic | None:
+    """None when `path` is a regular file inside `root` that may be read; else a located
+    warning saying why it is left out. Nothing is opened: a FIFO would block."""
+    rel = path.relative_to(root).as_posix()
+    try:
+        link = stat.S_ISLNK(os.lstat(path).st_mode)
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return _skip(rel, "PG004", "broken symbolic link (its target does not exist); skipped")
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return _skip(rel, "PG004", "symbolic link that loops back on itself; skipped")
+        return _skip(rel, "PG004", f"cannot read ({exc.strerror}); skipped")
+    if not stat.S_ISREG(mode):
+        return _skip(rel, "PG004", "not a regular file (a FIFO, device or folder); skipped")
+    if link:
+        target = path.resolve()
+        if not target.is_relative_to(root.resolve()):
+            return _skip(
+                rel, "PG005", f"symbolic link to {target}, outside the repository; not read"
+            )
+    return None
+
+
+def list_pages(config: WikiConfig) -> PageFiles:
+    """Every Markdown page of the wiki (sorted; excludes applied) plus the root README.md, and
+    PG004/PG005 warnings for broken links, non-regular files and links leaving the tree."""
+    found: dict[str, Path] = {}
+    problems: list[Diagnostic] = []
+    root = config.root
+
+    def consider(path: Path, rel: str) -> None:
+        if is_excluded(config, rel):
+            return
+        problem = check_file(path, root)
+        if problem is None:
+            found[rel] = path
+        else:
+            problems.append(problem)
+
+    for dirpath, dirnames, filenames in os.walk(config.docs_path):
+        dirnames[:] = [d for d in dirnames if d not in _SKIP_DIRS and not d.startswith(".")]
+        rel_dir = Path(dirpath).relative_to(root).as_posix()
+        for name in filenames:
+            if name.endswith(".md"):
+                consider(Path(dirpath) / name, name if rel_dir == "." else f"{rel_dir}/{name}")
+    readme = root / "README.md"
+    if "README.md" not in found and os.path.lexists(readme):
+        consider(readme, "README.md")
+    order = sorted(found)
+    return PageFiles(tuple(found[rel] for rel in order), tuple(sorted(problems)))
 
 
 def iter_pages(config: WikiConfig) -> list[Path]:
-    """Every Markdown page of the wiki (sorted; excludes applied) plus the root README.md."""
-    found: set[Path] = set()
-    base = config.docs_path
-    for dirpath, dirnames, filenames in os.walk(base):
-        dirnames[:] = [d for d in dirnames if d not in _SKIP_DIRS and not d.startswith(".")]
-        for name in filenames:
-            if name.endswith(".md"):
-                path = Path(dirpath) / name
-                if not is_excluded(config, path.relative_to(config.root).as_posix()):
-                    found.add(path)
-    readme = config.root / "README.md"
-    if readme.is_file() and not is_excluded(config, "README.md"):
-        found.add(readme)
-    return sorted(found, key=lambda p: p.relative_to(config.root).as_posix())
+    """The page files of `list_pages`, without its warnings."""
+    return list(list_pages(config).paths)
 
 
 def _read(args: tuple[Path, Path]) -> Page:
+    from wikitools.pages import read_page
+
     return read_page(args[0], args[1])
 
 
 # Below this many bytes a worker pool costs more than it saves.
-_PARALLEL_BYTES = 2_000_000
-CACHE_ENV = "WIKI_CACHE_DIR"  # a folder for the parse cache, or "off"
+PARALLEL_BYTES = 2_000_000
 
 
-def _parse_all(config: WikiConfig, paths: list[Path]) -> list[Page]:
-    jobs = [(p, config.root) for p in paths]
-    workers = min(os.cpu_count() or 1, 8)
-    if workers > 1 and len(jobs) > 50:
-        total = sum(p.stat().st_size for p in paths)
-        if total >= _PARALLEL_BYTES:
-            with ProcessPoolExecutor(max_workers=workers) as pool:
-                return list(pool.map(_read, jobs, chunksize=max(1, len(jobs) // (workers * 8))))
-    return [_read(job) for job in jobs]
+def workers_for(paths: list[Path] | tuple[Path, ...]) -> int:
+    """How many worker processes to parse `paths` with (1: in this process)."""
+    workers = min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                  else os.cpu_count() or 1, 8)
+    if workers < 2 or len(paths) < 50:
+        return 1
+    total = 0
+    for p in paths:
+        total += p.stat().st_size
+        if total >= PARALLEL_BYTES:
+            return workers
+    return 1
 
 
-@lru_cache(maxsize=1)
-def _parser_version() -> str:
-    """Changes whenever the parser or markdown-it-py changes, so cached pages are rebuilt."""
-    import markdown_it
-
-    source = Path(pages_module.__file__).read_bytes()
-    return hashlib.sha256(source + markdown_it.__version__.encode()).hexdigest()[:16]
-
-
-def _cache_file(config: WikiConfig) -> Path | None:
-    setting = os.environ.get(CACHE_ENV, "")
-    if setting == "off":
-        return None
-    if setting:
-        base = Path(setting)
-    else:
-        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "wikitools"
-    key = hashlib.sha256(f"{config.root}\0{_parser_version()}".encode()).hexdigest()[:20]
-    return base / f"pages-{key}.pickle"
-
-
-def _load_cache(path: Path) -> dict[str, tuple[bytes, Page]]:
-    try:
-        with path.open("rb") as f:
-            data = pickle.load(f)
-    except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ValueError, TypeError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _save_cache(path: Path, entries: dict[str, tuple[bytes, Page]]) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        with tmp.open("wb") as f:
-            pickle.dump(entries, f, protocol=pickle.HIGHEST_PROTOCOL)
-        tmp.replace(path)
-    except OSError:
-        pass  # a cache that cannot be written only costs time
-
-
-def load_pages(config: WikiConfig, paths: Iterable[Path] | None = None) -> list[Page]:
-    """Read and parse each page once, in path order. Parsed pages are cached by content hash
-    (in $WIKI_CACHE_DIR, else ~/.cache/wikitools; WIKI_CACHE_DIR=off disables it), and
-    misses are parsed in worker processes when there are many."""
+def load_pages(config: WikiConfig, paths: list[Path] | None = None) -> list[Page]:
+    """Read and parse each page once, in path order; in worker processes when there are many."""
     paths = list(iter_pages(config) if paths is None else paths)
-    cache_file = _cache_file(config)
-    if cache_file is None:
-        return _parse_all(config, paths)
-    cached = _load_cache(cache_file)
-    rels = [p.relative_to(config.root).as_posix() for p in paths]
-    digests = [hashlib.blake2b(p.read_bytes(), digest_size=16).digest() for p in paths]
-    result: dict[str, Page] = {}
-    missing: list[int] = []
-    for i, (rel, digest) in enumerate(zip(rels, digests, strict=True)):
-        hit = cached.get(rel)
-        if hit is not None and hit[0] == digest:
-            result[rel] = hit[1]
-        else:
-            missing.append(i)
-    for i, page in zip(missing, _parse_all(config, [paths[i] for i in missing]), strict=True):
-        result[rels[i]] = page
-    if missing or len(cached) != len(rels):
-        entries = {rel: (d, result[rel]) for rel, d in zip(rels, digests, strict=True)}
-        _save_cache(cache_file, entries)
-    return [result[rel] for rel in rels]
+    jobs = [(p, config.root) for p in paths]
+    workers = workers_for(paths)
+    if workers > 1:
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            return list(pool.map(_read, jobs, chunksize=max(1, len(jobs) // (workers * 8))))
+    return [_read(job) for job in jobs]

@@ -25,7 +25,9 @@ class Diagnostic:
     severity: Severity = Severity.ERROR
 
     def format(self) -> str:
-        return f"{self.path}:{self.line}:{self.col}: {self.code} {self.message}"
+        """`path:line:col: CODE error: message` (or `warning:`)."""
+        kind = "error" if self.severity is Severity.ERROR else "warning"
+        return f"{self.path}:{self.line}:{self.col}: {self.code} {kind}: {self.message}"
 
 
 def sort_diagnostics(diags: Iterable[Diagnostic]) -> list[Diagnostic]:

@@ -12,7 +12,7 @@ paired up), `TP, DP`, and `ctx0 / 100k` (a bare number after a prefixed term tak
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from wikitools.diagnostics import Diagnostic, Severity
@@ -162,9 +162,10 @@ def load_glossary(path: Path, root: Path) -> Glossary:
         raise ConfigError(f"{rel}: glossary not found (use --glossary PATH to name another file)")
     page = read_page(path.resolve(), path.resolve().parent)
     glossary = Glossary(path=rel)
-    if page.problems and not page.text:
-        first = page.problems[0]
-        raise ConfigError(f"{rel}:{first.line}:{first.col}: {first.message}")
+    # Bytes that are not text are read as U+FFFD and reported, so that no row is lost.
+    glossary.problems.extend(
+        replace(p, path=rel) for p in page.problems if p.code in ("PG002", "PG006")
+    )
     usable = [t for t in page.tables if _table_entries(glossary, t)]
     if not usable or not glossary.entries:
         where = f"{rel}:{page.tables[0].line}:1" if page.tables else f"{rel}:1:1"

@@ -14,36 +14,70 @@ from __future__ import annotations
 import difflib
 import posixpath
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 from wikitools.config import WikiConfig
 from wikitools.diagnostics import Diagnostic, Severity
 from wikitools.index import title_of
-from wikitools.pages import Page
-from wikitools.runbook.extract import extract_runbooks
-from wikitools.runbook.status import check_current_pages
+
+if TYPE_CHECKING:
+    from wikitools.pages import Page
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 _LIST_KEYS = ("tags",)
 _STRING_KEYS = ("title", "description", "status", "family")
 
 
+LinkFact = tuple[str, str, int, int]  # kind (link or image), target, line, col
+
+
 def lint_pages(config: WikiConfig, pages: list[Page]) -> list[Diagnostic]:
     """All lint findings for `pages` (unsorted)."""
-    known = frozenset(p.path for p in pages)
-    exists = _Exists(config.root, known)
     out: list[Diagnostic] = []
     for page in pages:
-        out.extend(page.problems)
-        out.extend(check_front_matter(config, page))
-        out.extend(check_headings(page))
-        out.extend(check_links(page, known, exists))
-    out.extend(check_reachable(config, pages))
+        out.extend(page_findings(config, page))
+    out.extend(link_findings(config, {page.path: page_links(page) for page in pages}))
+    out.extend(current_status_findings(config, pages))
+    return out
+
+
+def current_status_findings(config: WikiConfig, pages: Iterable[Page]) -> list[Diagnostic]:
+    """FM006 for `status: current` pages whose runbooks have no record on their target.
+    Only pages with runbook blocks can have any, so callers may pass just those."""
+    from wikitools.runbook.extract import extract_runbooks
+    from wikitools.runbook.status import check_current_pages
+
+    pages = list(pages)
     runbooks, _ = extract_runbooks(pages)
-    out.extend(check_current_pages(pages, runbooks, config.root, _fm_position))
+    return check_current_pages(pages, runbooks, config.root, _fm_position)
+
+
+def page_findings(config: WikiConfig, page: Page) -> list[Diagnostic]:
+    """The findings that need only the page itself: parser problems, front matter, headings."""
+    return [*page.problems, *check_front_matter(config, page), *check_headings(page)]
+
+
+def page_links(page: Page) -> tuple[LinkFact, ...]:
+    """The page's links and images, all that the link checks need of it."""
+    return tuple(
+        (link.kind, link.target, link.line, link.col)
+        for link in page.links
+        if link.kind in ("link", "image")
+    )
+
+
+def link_findings(config: WikiConfig, links: dict[str, tuple[LinkFact, ...]]) -> list[Diagnostic]:
+    """LNK001 and LNK002 for every page, given each page's links (keyed by page path)."""
+    known = frozenset(links)
+    exists = _Exists(config.root, known)
+    out: list[Diagnostic] = []
+    for path in sorted(links):
+        out.extend(check_links(path, links[path], known, exists))
+    out.extend(check_reachable(config, links))
     return out
 
 
@@ -135,33 +169,52 @@ def _local_target(target: str) -> str | None:
     return unquote(path) or None
 
 
-_SUGGEST_LIMIT = 400
+_SUGGEST_LIMIT = 2000
+
+
+def _stem(path: str) -> str:
+    return posixpath.splitext(posixpath.basename(path))[0].casefold()
+
+
+def _related(missing: str, candidate: str) -> bool:
+    """One name starts, ends or contains the other (`kv-cache` and `kv-cache-sessions`)."""
+    short, long = sorted((missing, candidate), key=len)
+    return len(short) >= 3 and short in long
+
+
+def suggest(resolved: str, known: frozenset[str]) -> str | None:
+    """The page a broken link most likely meant: a page whose name contains the missing name
+    (or is contained in it), else the closest name by difflib; the link's own folder first,
+    then the whole wiki."""
+    return _suggest_cached(resolved, known)
 
 
 @lru_cache(maxsize=4096)
 def _suggest_cached(resolved: str, known: frozenset[str]) -> str | None:
-    # Look in the target's own folder first; the whole wiki only when it is small, since
-    # difflib is quadratic in spirit and a big wiki has many stale links.
     folder = posixpath.dirname(resolved)
-    near = {posixpath.basename(k): k for k in known if posixpath.dirname(k) == folder}
-    if near:
-        names = sorted(near)[:_SUGGEST_LIMIT]
+    ext = posixpath.splitext(resolved)[1]
+    stem = _stem(resolved)
+    same_kind = sorted(k for k in known if posixpath.splitext(k)[1] == ext)
+    near = [k for k in same_kind if posixpath.dirname(k) == folder]
+    for pool in (near, same_kind):
+        related = [k for k in pool if _related(stem, _stem(k))]
+        if related:
+            return min(related, key=lambda k: (abs(len(_stem(k)) - len(stem)), k))
+        names: dict[str, str] = {}
+        for k in pool[:_SUGGEST_LIMIT]:
+            names.setdefault(posixpath.basename(k), k)
         hint = difflib.get_close_matches(posixpath.basename(resolved), names, n=1, cutoff=0.75)
-        return near[hint[0]] if hint else None
-    if len(known) > _SUGGEST_LIMIT:
-        return None
-    hint = difflib.get_close_matches(resolved, sorted(known), n=1, cutoff=0.75)
-    return hint[0] if hint else None
+        if hint:
+            return names[hint[0]]
+    return None
 
 
 def check_links(
-    page: Page, known: frozenset[str], exists: Callable[[str], bool]
+    path: str, links: tuple[LinkFact, ...], known: frozenset[str], exists: Callable[[str], bool]
 ) -> Iterator[Diagnostic]:
-    folder = posixpath.dirname(page.path)
-    for link in page.links:
-        if link.kind not in ("link", "image"):
-            continue
-        target = _local_target(link.target)
+    folder = posixpath.dirname(path)
+    for kind, raw, line, col in links:
+        target = _local_target(raw)
         if target is None:
             continue
         resolved = posixpath.normpath(posixpath.join(folder, target))
@@ -169,19 +222,17 @@ def check_links(
             continue  # outside the tree: not ours to judge
         if exists(resolved):
             continue
-        hint = _suggest_cached(resolved, known)
+        hint = suggest(resolved, known)
         suffix = f"; did you mean '{posixpath.relpath(hint, folder or '.')}'?" if hint else ""
-        what = "image" if link.kind == "image" else "page"
-        yield Diagnostic(
-            page.path, link.line, link.col, "LNK001", f"link to missing {what} '{target}'{suffix}"
-        )
+        what = "image" if kind == "image" else "page"
+        yield Diagnostic(path, line, col, "LNK001", f"link to missing {what} '{target}'{suffix}")
 
 
-def _link_targets(page: Page) -> Iterator[str]:
-    """Pages that `page` links to, as root-relative POSIX paths (folders mean their index.md)."""
-    folder = posixpath.dirname(page.path)
-    for link in page.links:
-        target = _local_target(link.target) if link.kind == "link" else None
+def _link_targets(path: str, links: tuple[LinkFact, ...]) -> Iterator[str]:
+    """Pages that a page links to, as root-relative POSIX paths (folders mean their index.md)."""
+    folder = posixpath.dirname(path)
+    for kind, raw, _line, _col in links:
+        target = _local_target(raw) if kind == "link" else None
         if target is None:
             continue
         resolved = posixpath.normpath(posixpath.join(folder, target))
@@ -190,11 +241,13 @@ def _link_targets(page: Page) -> Iterator[str]:
         yield resolved
 
 
-def check_reachable(config: WikiConfig, pages: list[Page]) -> Iterator[Diagnostic]:
+def check_reachable(
+    config: WikiConfig, links: dict[str, tuple[LinkFact, ...]]
+) -> Iterator[Diagnostic]:
     """LNK002 for each page under docs_dir that no chain of links from its home page
     (`index.md` or `README.md` at the top of docs_dir) reaches. Silent without a home page."""
     docs = "" if config.docs_dir in ("", ".") else config.docs_dir.rstrip("/") + "/"
-    in_docs = {p.path: p for p in pages if p.path.startswith(docs)}
+    in_docs = {path: page_links for path, page_links in links.items() if path.startswith(docs)}
     home = next((docs + n for n in ("index.md", "README.md") if docs + n in in_docs), None)
     if home is None:
         return
@@ -205,7 +258,7 @@ def check_reachable(config: WikiConfig, pages: list[Page]) -> Iterator[Diagnosti
         if path in seen or path not in in_docs:
             continue
         seen.add(path)
-        todo.extend(_link_targets(in_docs[path]))
+        todo.extend(_link_targets(path, in_docs[path]))
     for path in sorted(set(in_docs) - seen):
         yield Diagnostic(
             path, 1, 1, "LNK002",

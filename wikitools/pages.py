@@ -3,7 +3,10 @@ for every element the tools report on. Every other module reads `Page`, never ra
 
 from __future__ import annotations
 
+import bisect
+import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -12,7 +15,7 @@ import yaml
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-from wikitools.diagnostics import Diagnostic
+from wikitools.diagnostics import Diagnostic, Severity
 
 # libyaml's loader when present: front matter is parsed once per page, and the pure-Python
 # loader costs about a millisecond each (seconds on a large wiki).
@@ -189,20 +192,54 @@ for _cls in (FenceAttrs, CodeBlock, Heading, TextSpan, Link, Comment, Cell, Tabl
 
 
 def read_page(path: Path, root: Path) -> Page:
-    """Read and parse one file. Undecodable bytes become a located PG002 problem."""
+    """Read and parse one file. Bytes that are not UTF-8 become U+FFFD with a located PG002
+    error, a NUL byte a located PG006 error; the page is parsed all the same, so nothing in it
+    disappears. The file is opened without blocking and must be a regular file."""
     rel = path.relative_to(root).as_posix() if path.is_absolute() else path.as_posix()
-    data = path.read_bytes()
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            page = Page(path=rel, text="")
+            page.problems.append(Diagnostic(
+                rel, 1, 1, "PG004", "not a regular file (a FIFO, device or folder); skipped",
+                Severity.WARNING))
+            return page
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read()
+    finally:
+        os.close(fd)
+    problems: list[Diagnostic] = []
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
-        page = Page(path=rel, text="")
-        page.problems.append(
-            Diagnostic(rel, line, col, "PG002", f"file is not valid UTF-8 ({exc.reason})")
-        )
-        return page
-    return parse_page(text, rel)
+        text = data.decode("utf-8", errors="replace")
+        line, col = _byte_position(data, exc.start)
+        bad = text.count("\ufffd") - data.count("\ufffd".encode())
+        more = f"; {bad - 1} more such byte sequence{'s' * (bad != 2)} after it" if bad > 1 else ""
+        problems.append(Diagnostic(
+            rel, line, col, "PG002",
+            f"byte 0x{data[exc.start]:02x} is not valid UTF-8 ({exc.reason}); read as U+FFFD"
+            f"{more}"))
+    if "\0" in text:
+        at = text.index("\0")
+        line = text.count("\n", 0, at) + 1
+        col = at - (text.rfind("\n", 0, at) + 1) + 1 - (line == 1 and text[:1] == "\ufeff")
+        count = text.count("\0")
+        problems.append(Diagnostic(
+            rel, line, col, "PG006",
+            f"NUL byte in the page{f' ({count} in all)' if count > 1 else ''}; read as U+FFFD"))
+        text = text.replace("\0", "\ufffd")
+    page = parse_page(text, rel)
+    page.problems[:0] = problems
+    return page
+
+
+def _byte_position(data: bytes, offset: int) -> tuple[int, int]:
+    """1-based line and column (code points) of byte `offset`."""
+    start = data.rfind(b"\n", 0, offset) + 1
+    line = data.count(b"\n", 0, offset) + 1
+    prefix = data[start:offset].decode("utf-8", errors="replace")
+    return line, len(prefix.lstrip("\ufeff") if start == 0 else prefix) + 1
 
 
 def parse_page(text: str, path: str = "<string>") -> Page:
@@ -564,10 +601,7 @@ class _Walker:
             off += len(piece) + 1
 
         def locate(offset: int) -> tuple[int, int]:
-            k = 0
-            while k + 1 < len(line_of_offset) and line_of_offset[k + 1] <= offset:
-                k += 1
-            k = min(k, len(starts) - 1)
+            k = min(bisect.bisect_right(line_of_offset, offset) - 1, len(starts) - 1)
             idx, col0 = starts[k]
             return idx + 1, col0 + (offset - line_of_offset[k]) + 1
 

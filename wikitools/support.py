@@ -11,8 +11,8 @@ from pathlib import Path
 from wikitools.runbook.engines import engine
 from wikitools.runbook.host import HostFacts, summarise_topology
 from wikitools.runbook.model import Runbook
-from wikitools.runbook.record import latest_record, record_rel_path
-from wikitools.runbook.secrets import mask_command, mask_env
+from wikitools.runbook.record import RecordError, latest_record, record_rel_path
+from wikitools.runbook.secrets import mask_env, mask_text
 
 LOG_TAIL = 60
 LOG_CONTEXT = 2  # lines shown before and after each telling line
@@ -45,8 +45,8 @@ def read_log(path: Path, engine_name: str | None) -> LogExcerpt:
     for i, line in enumerate(lines):
         if rx.search(line):
             keep.update(range(max(0, i - LOG_CONTEXT), min(len(lines), i + LOG_CONTEXT + 1)))
-    notable = tuple((i + 1, mask_command(lines[i])) for i in sorted(keep))
-    tail = tuple(mask_command(line) for line in lines[-LOG_TAIL:])
+    notable = tuple((i + 1, mask_text(lines[i])) for i in sorted(keep))
+    tail = tuple(mask_text(line) for line in lines[-LOG_TAIL:])
     return LogExcerpt(path.as_posix(), notable, tail, len(lines))
 
 
@@ -111,6 +111,17 @@ def _gpu_section(facts: HostFacts | None) -> list[str]:
     return out
 
 
+def _latest(root: Path, runbook_id: str) -> str:
+    try:
+        rec = latest_record(root, runbook_id)
+    except RecordError as exc:
+        return f"unreadable: {exc}"
+    if rec is None:
+        return "none (never run)"
+    failed = f", failed at {rec.failed_step}" if rec.failed_step else ""
+    return f"`{record_rel_path(rec)}` ({rec.status}{failed})"
+
+
 def build_bundle(
     runbook: Runbook,
     *,
@@ -128,18 +139,13 @@ def build_bundle(
         f"- page: `{runbook.page}` — {title or 'untitled'} (status: {status or 'none'})",
         f"- runbook blocks hash: `{runbook.blocks_hash}`",
     ]
-    rec = latest_record(root, runbook.id)
-    if rec is None:
-        out.append("- latest run record: none (never run)")
-    else:
-        failed = f", failed at {rec.failed_step}" if rec.failed_step else ""
-        out.append(f"- latest run record: `{record_rel_path(rec)}` ({rec.status}{failed})")
+    out.append(f"- latest run record: {_latest(root, runbook.id)}")
     out += [
         "",
         "## Launch command (as on the page)",
         "",
         "```bash",
-        mask_command(s.content.rstrip()),
+        mask_text(s.content.rstrip()),
         "```",
         "",
     ]
@@ -161,7 +167,7 @@ def build_bundle(
             f"`{c.name}` ({c.kind}{sweep}):",
             "",
             "```bash",
-            mask_command(c.content.rstrip()),
+            mask_text(c.content.rstrip()),
             "```",
             "",
         ]
@@ -183,4 +189,4 @@ def build_bundle(
         "- What happened instead:",
         "- What I already tried:",
     ]
-    return "\n".join(out) + "\n"
+    return mask_text("\n".join(out) + "\n")

@@ -1,49 +1,57 @@
 #!/usr/bin/env bash
-# The GPU suite and the SM90 reference runs, on a GPU host that has a GPU vLLM on PATH.
+# The GPU suite and the SM90 reference runbooks, on a GPU host without network (the project's H200
+# device machine), one part per call so that every call ends well inside its 600 s limit:
 #
-# On the project's H200 device machine (no network), after the three bundle calls described in
-# ../shared/gpu-vllm/README.md, carry also `.gpu-vllm/deps` (pure-Python wheels for wikitools,
-# made by `pip download -d .gpu-vllm/deps …`, see below) and run, in the repository root:
+#   suite   the GPU test suite except the TP=2 test            (~300 s)
+#   tp1     the TP=1 vLLM reference runbook                     (~230 s; more with repeats)
+#   tp2     the TP=2 vLLM reference runbook (two GPUs)          (~250 s; more with repeats)
+#   sglang  the SGLang twin of the TP=1 runbook                 (~200 s)
+#   bench   the executor overhead benchmark                     (~150 s)
 #
-#     . .gpu-vllm/on-device.sh && bash tests/gpu/run-on-device.sh [tp1|tp2] /tmp/wiki-gpu-out
+# Before the first of them, carry the engine bundle built by scripts/gpu-bundle/build.sh, one part
+# per call, calls back to back (see scripts/gpu-bundle/on-device.sh). Then, in the repository root:
 #
-# tp1 (default): the GPU suite and the TP=1 reference runbook; tp2 (on two GPUs): preflight and
-# the TP=2 test, which runs the TP=2 reference runbook. Then (BENCH=1, the default) the executor
-# overhead benchmark. Records and logs go to the output folder; on the device machine they are
-# also packed into $OUT/<mode>.tgz before the benchmark starts.
+#   . .gpu-vllm/on-device.sh && bash tests/gpu/run-on-device.sh tp2
+#
+# with `.gpu-vllm/p*`, `.gpu-vllm/on-device.sh`, `.gpu-vllm/sha256` and `.gpu-vllm/deps` (wheels of
+# the wiki's own dependencies the image lacks) carried. `sglang` sources .gpu-sglang/on-device.sh
+# itself, in a subshell, so the two engines' packages never mix. RUN_ARGS are added to
+# `wiki runbook run` (e.g. RUN_ARGS="--repeats 3"). Records, logs and the rendered pages are packed
+# into $OUT/<mode>.tgz (one file: the device returns at most eight).
 set -uo pipefail
 mode=${1:-tp1}
-out=${2:-/tmp/wiki-gpu-out}
+out=${2:-/tmp/wiki-gpu-out/$mode}
 mkdir -p "$out"
-if [ -d .gpu-vllm/deps ]; then
-  python3 -m pip install -q --no-index --find-links .gpu-vllm/deps \
-    markdown-it-py mdit-py-plugins jinja2 pyyaml httpx rich pytest 2>&1 | tail -n 3
-fi
-export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+for d in .gpu-vllm/deps .gpu-sglang/deps; do
+  if [ -d "$d" ] && ! python3 -c 'import mdit_py_plugins' 2>/dev/null; then
+    python3 -m pip install -q --no-index --no-deps "$d"/*.whl 2>&1 | tail -n 3
+  fi
+done
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+gpu_memory() { nvidia-smi --query-gpu=index,memory.used,memory.total --format=csv,noheader; }
 nvidia-smi > "$out/nvidia-smi.txt"; nvidia-smi topo -m > "$out/topo.txt" 2>&1
+gpu_memory > "$out/gpu-memory-before.csv"
+run() {  # PAGE#ID: run the runbook, keep the tail of its output
+  python3 -m wikitools runbook run "$1" --yes ${RUN_ARGS:-} 2>&1 | tee "$out/run.txt" | tail -n 40
+}
+rc=0
 case $mode in
-  tp1)
-    # The whole suite (its TP=2 test skips on one GPU), then the TP=1 reference runbook.
-    python3 -m pytest -q -p no:cacheprovider tests/gpu -rs 2>&1 | tee "$out/pytest.txt" | tail -n 25
-    python3 -m wikitools runbook run wiki/reference/sm90-h200.md#sm90-llama1b-shape-tp1 --yes \
-      2>&1 | tail -n 30 | tee "$out/run-tp1.txt"
-    cp -r runbooks .artifacts "$out/" 2>/dev/null
-    ;;
-  tp2)
-    # The TP=2 test runs the TP=2 reference runbook and keeps its record.
-    WIKI_GPU_RECORDS_OUT=$out python3 -m pytest -q -p no:cacheprovider tests/gpu -rs \
-      -k "preflight or tensor_parallel" 2>&1 | tee "$out/pytest.txt" | tail -n 25
-    ;;
-  *) echo "unknown mode $mode" >&2; exit 2 ;;
+  suite) python3 -m pytest -q -p no:cacheprovider tests/gpu -rs -k "not tensor_parallel" 2>&1 \
+           | tee "$out/pytest.txt" | tail -n 25; rc=${PIPESTATUS[0]} ;;
+  tp1) run wiki/reference/sm90-h200.md#sm90-llama1b-shape-tp1; rc=${PIPESTATUS[0]} ;;
+  tp2) run wiki/reference/sm90-h200.md#sm90-llama1b-shape-tp2; rc=${PIPESTATUS[0]} ;;
+  sglang) ( . .gpu-sglang/on-device.sh && [ -f /tmp/sglang-site/.ready ] &&
+            run wiki/reference/sm90-h200-sglang.md#sm90-llama1b-shape-sglang-tp1 ); rc=$? ;;
+  bench)
+    python3 scripts/make-dummy-model.py /tmp/wiki-models/llama-3.2-1b-shape
+    python3 benchmarks/bench_executor.py --engine-bin "" --model /tmp/wiki-models/llama-3.2-1b-shape \
+      --gpus 1 --env "" --json "$out/bench-executor.json" \
+      --serve-args "--load-format dummy --max-model-len 2048 --gpu-memory-utilization 0.3 --enforce-eager" \
+      2>&1 | tee "$out/bench-executor.txt" | tail -n 30 ;;
+  *) echo "unknown mode $mode (suite, tp1, tp2, sglang, bench)" >&2; exit 2 ;;
 esac
+sleep 2; gpu_memory | tee "$out/gpu-memory-after.csv"
+cp -r runbooks .artifacts wiki/reference "$out/" 2>/dev/null
 [ -n "${OUT:-}" ] && tar -czf "$OUT/$mode.tgz" -C "$(dirname "$out")" "$(basename "$out")"
-if [ "${BENCH:-1}" = 1 ]; then
-  # Executor overhead next to a plain shell script, same engine, same GPU, same session.
-  python3 scripts/make-dummy-model.py /tmp/wiki-models/llama-3.2-1b-shape
-  python3 benchmarks/bench_executor.py --engine-bin "" --model /tmp/wiki-models/llama-3.2-1b-shape \
-    --gpus 1 --env "" --json "$out/bench-executor.json" \
-    --serve-args "--load-format dummy --max-model-len 2048 --gpu-memory-utilization 0.3 --enforce-eager" \
-    2>&1 | tee "$out/bench-executor.txt" | tail -n 30
-  [ -n "${OUT:-}" ] && cp "$out/bench-executor.txt" "$out/bench-executor.json" "$OUT/" 2>/dev/null
-fi
-echo "outputs in $out"
+echo "$mode: exit $rc; outputs in $out"
+exit $rc

@@ -2,8 +2,9 @@
 from the real CUDA log, a parsed `vllm bench serve` sweep, the rendered region, teardown with GPU
 memory returned, and faults (server killed mid-benchmark, out of memory at start-up, TP=2).
 
-Skipped where there is no NVIDIA GPU or no `vllm` command. Run on a GPU host with
-`bash tests/gpu/run-on-device.sh` (see that script for the device recipe).
+Skipped where there is no NVIDIA GPU or no `vllm` command. On a GPU host whose calls are limited
+in time, `bash tests/gpu/run-on-device.sh suite` runs this suite without its TP=2 test, and the
+modes `tp1`, `tp2` and `sglang` run the reference runbooks, one mode per call (see that script).
 """
 
 from __future__ import annotations

@@ -8,11 +8,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from wikitools.acronyms import apply_baseline, check_pages, load_baseline, render_baseline
-from wikitools.config import WikiConfig, load_config, load_pages
+from wikitools.acronyms import apply_baseline, load_baseline, render_baseline
+from wikitools.config import WikiConfig, list_pages, load_config
 from wikitools.diagnostics import Diagnostic, Severity, sort_diagnostics, summary
-from wikitools.errors import ConfigError
-from wikitools.expansions import check_pages as check_expansions
+from wikitools.facts import acronym_context, gather
 from wikitools.fsio import write_if_changed
 from wikitools.glossary import Glossary, load_glossary
 
@@ -23,8 +22,8 @@ def add_parser(sub: Any) -> None:
         help="check that acronyms are expanded on first use and defined in the glossary",
         description="Report the first prose use of each glossary term that is not expanded "
         "(ACR001, error), all-caps acronyms the glossary does not define (ACR002, "
-        "warning) and terms expanded a second time on a page (ACR003, warning). "
-        "Exit 0 when clean, 1 on errors (or on warnings with --strict), 2 on usage "
+        "error: add a glossary row) and terms expanded a second time on a page (ACR003, "
+        "warning). Exit 0 when clean, 1 on errors (or on warnings with --strict), 2 on usage "
         "or configuration errors.",
     )
     add_arguments(parser)
@@ -32,7 +31,8 @@ def add_parser(sub: Any) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--root", type=Path, default=Path(), help="wiki root (default: .)")
+    parser.add_argument("--root", type=Path, default=None,
+                        help="wiki root (default: the wiki around the working directory)")
     parser.add_argument(
         "--glossary",
         type=Path,
@@ -54,7 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--warnings",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="report unknown acronyms (ACR002) and glossary warnings (default: on)",
+        help="report warnings: glossary problems and skipped files (default: on)",
     )
     parser.add_argument(
         "--strict", action="store_true", help="warnings also make the exit status 1"
@@ -71,23 +71,23 @@ def resolve_glossary(config: WikiConfig, given: Path | None) -> Path:
     return config.root / given
 
 
-def gather(args: argparse.Namespace) -> tuple[Glossary, list[Diagnostic], int]:
+def gather_findings(args: argparse.Namespace) -> tuple[Glossary, list[Diagnostic], int]:
     """(glossary, sorted findings, pages checked)."""
-    if not args.root.is_dir():
-        raise ConfigError(f"{args.root}: --root is not a folder")
     config = load_config(args.root)
     glossary = load_glossary(resolve_glossary(config, args.glossary), config.root)
-    pages = load_pages(config)
-    diags = check_pages(pages, glossary, glossary_path=glossary.path)
-    diags.extend(check_expansions(pages, glossary, glossary_path=glossary.path))
+    files = list_pages(config)
+    context = acronym_context(glossary, glossary.path, config.index_output)
+    facts = gather(config, files, context).facts
+    diags = [d for f in facts for d in (f.acronyms[1] if f.acronyms else ())]
     diags.extend(glossary.problems)
+    diags.extend(files.problems)
     if not args.warnings:
         diags = [d for d in diags if d.severity is Severity.ERROR]
-    return glossary, sort_diagnostics(diags), len(pages)
+    return glossary, sort_diagnostics(diags), len(facts)
 
 
 def run(args: argparse.Namespace) -> int:
-    _glossary, diags, npages = gather(args)
+    _glossary, diags, npages = gather_findings(args)
     if args.write_baseline is not None:
         target = args.write_baseline
         changed = write_if_changed(target, render_baseline(diags))

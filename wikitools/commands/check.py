@@ -1,5 +1,6 @@
-"""`wiki check`: every check in one process, each page parsed once: index fresh, abbreviations
-fresh, acronyms (with baseline), lint, runbook blocks, and runbook result regions."""
+"""`wiki check`: every check in one process, each page parsed once (or not at all when its
+cached facts are fresh): index fresh, abbreviations fresh, acronyms (with baseline), lint,
+runbook blocks, and runbook result regions."""
 
 from __future__ import annotations
 
@@ -10,18 +11,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from wikitools.acronyms import DEFAULT_BASELINE, apply_baseline, check_pages, load_baseline
-from wikitools.config import WikiConfig, load_config, load_pages
+from wikitools.acronyms import DEFAULT_BASELINE, apply_baseline, load_baseline
+from wikitools.commands.index import index_findings
+from wikitools.commands.lint import lint_findings
+from wikitools.config import WikiConfig, list_pages, load_config
 from wikitools.diagnostics import Diagnostic, Severity, sort_diagnostics, summary
 from wikitools.errors import WikiError
-from wikitools.expansions import check_pages as check_expansions
+from wikitools.facts import Facts, acronym_context, gather
 from wikitools.glossary import ABBREVIATIONS_PATH, Glossary, load_glossary, render_abbreviations
-from wikitools.index import render_index
-from wikitools.lint import lint_pages
+from wikitools.index import render_entries
 from wikitools.pages import Page
-from wikitools.runbook.extract import extract_runbooks
-from wikitools.runbook.render import check_regions
-from wikitools.runbook.status import check_partial
 
 
 def add_parser(sub: Any) -> None:
@@ -31,7 +30,8 @@ def add_parser(sub: Any) -> None:
         description="Run every check in one process, parsing each page once. Exit 0 when "
         "clean, 1 on findings or drift, 2 on usage or configuration errors.",
     )
-    parser.add_argument("--root", type=Path, default=Path(), help="wiki root (default: .)")
+    parser.add_argument("--root", type=Path, default=None,
+                        help="wiki root (default: the wiki around the working directory)")
     parser.add_argument(
         "--baseline",
         type=Path,
@@ -42,8 +42,9 @@ def add_parser(sub: Any) -> None:
     parser.set_defaults(handler=run)
 
 
-def check_index(config: WikiConfig, pages: list[Page]) -> list[Diagnostic]:
-    text, diags = render_index(config, pages)
+def check_index(config: WikiConfig, facts: tuple[Facts, ...]) -> list[Diagnostic]:
+    text = render_entries(config, [f.entry for f in facts])
+    diags = index_findings(facts)
     current = config.index_path.read_text(encoding="utf-8") if config.index_path.is_file() else ""
     if current != text:
         message = f"would change: {config.index_output} (run `wiki index` to regenerate it)"
@@ -62,34 +63,46 @@ def check_abbreviations(config: WikiConfig, glossary: Glossary) -> list[Diagnost
 
 
 def check_acronyms(
-    config: WikiConfig, pages: list[Page], glossary: Glossary, baseline: Path | None
+    config: WikiConfig, facts: tuple[Facts, ...], baseline: Path | None
 ) -> list[Diagnostic]:
     """ACR findings, less those recorded in the baseline (an explicit --baseline must exist)."""
     default = config.root / DEFAULT_BASELINE
     if baseline is None and default.is_file():
         baseline = default
-    checked = [p for p in pages if p.path != config.index_output]
-    diags = check_pages(checked, glossary, glossary_path=config.glossary)
-    diags += check_expansions(checked, glossary, glossary_path=config.glossary)
+    diags = sorted(d for f in facts for d in (f.acronyms[1] if f.acronyms else ()))
     if baseline is not None:
         diags, _suppressed, _gone = apply_baseline(diags, load_baseline(baseline))
     return diags
 
 
-def check_runbooks(config: WikiConfig, pages: list[Page]) -> list[Diagnostic]:
-    """RB findings on runbook blocks, then result regions rendered against the records."""
+def check_runbooks(config: WikiConfig, pages: tuple[Page, ...]) -> list[Diagnostic]:
+    """RB findings on runbook blocks, then result regions rendered against the records. Only
+    pages with runbook blocks or results markers can have either."""
+    from wikitools.runbook.extract import extract_runbooks
+    from wikitools.runbook.render import check_regions
+
     runbooks, diags = extract_runbooks(pages)
-    return [*diags, *check_regions(pages, config.root, runbooks),
-            *check_partial(config, runbooks)]
+    return [*diags, *check_regions(pages, config.root, runbooks)]
 
 
 def run(args: argparse.Namespace) -> int:
     config = load_config(args.root)
     timings: list[tuple[str, float]] = []
-    started = time.perf_counter()
-    pages = load_pages(config)
-    timings.append(("parse", time.perf_counter() - started))
     diags: list[Diagnostic] = []
+    started = time.perf_counter()
+    glossary = None
+    if config.glossary_path.is_file():
+        glossary = load_glossary(config.glossary_path, config.root)
+        diags.extend(glossary.problems)
+    else:
+        note = f"note: glossary {config.glossary} not found; acronym checks skipped"
+        print(note, file=sys.stderr)
+    files = list_pages(config)
+    diags.extend(files.problems)
+    context = acronym_context(glossary, config.glossary, config.index_output) if glossary else None
+    gathered = gather(config, files, context, runbook_pages=True)
+    facts = gathered.facts
+    timings.append(("parse", time.perf_counter() - started))
 
     def step(name: str, func: Callable[[], list[Diagnostic]]) -> None:
         t0 = time.perf_counter()
@@ -99,17 +112,12 @@ def run(args: argparse.Namespace) -> int:
             raise type(exc)(f"{name}: {exc}") from None
         timings.append((name, time.perf_counter() - t0))
 
-    step("index", lambda: check_index(config, pages))
-    if config.glossary_path.is_file():
-        glossary = load_glossary(config.glossary_path, config.root)
-        diags.extend(glossary.problems)
+    step("index", lambda: check_index(config, facts))
+    if glossary is not None:
         step("abbreviations", lambda: check_abbreviations(config, glossary))
-        step("acronyms", lambda: check_acronyms(config, pages, glossary, args.baseline))
-    else:
-        note = f"note: glossary {config.glossary} not found; acronym checks skipped"
-        print(note, file=sys.stderr)
-    step("lint", lambda: lint_pages(config, pages))
-    step("runbooks", lambda: check_runbooks(config, pages))
+        step("acronyms", lambda: check_acronyms(config, facts, args.baseline))
+    step("lint", lambda: lint_findings(config, gathered))
+    step("runbooks", lambda: check_runbooks(config, gathered.runbook_pages))
 
     diags = sort_diagnostics(diags)
     for diag in diags:
@@ -117,5 +125,5 @@ def run(args: argparse.Namespace) -> int:
     if args.timings:
         for name, seconds in timings:
             print(f"{name}: {seconds:.3f} s", file=sys.stderr)
-    print(f"{summary(diags)} ({len(pages)} pages)", file=sys.stderr)
+    print(f"{summary(diags)} ({len(facts)} pages)", file=sys.stderr)
     return 1 if any(d.severity is Severity.ERROR for d in diags) else 0

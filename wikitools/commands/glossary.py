@@ -10,7 +10,6 @@ from typing import Any
 from wikitools.commands.acronyms import resolve_glossary
 from wikitools.config import load_config
 from wikitools.diagnostics import sort_diagnostics
-from wikitools.errors import ConfigError
 from wikitools.fsio import unified_diff, write_if_changed
 from wikitools.glossary import ABBREVIATIONS_PATH, load_glossary, render_abbreviations
 
@@ -24,7 +23,8 @@ def add_parser(sub: Any) -> None:
         "tooltips. Exit 0 when written or unchanged, 1 when --check finds drift, 2 on "
         "configuration errors.",
     )
-    parser.add_argument("--root", type=Path, default=Path(), help="wiki root (default: .)")
+    parser.add_argument("--root", type=Path, default=None,
+                        help="wiki root (default: the wiki around the working directory)")
     parser.add_argument("--glossary", type=Path, default=None, help="glossary page to read")
     parser.add_argument(
         "--output",
@@ -42,8 +42,6 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if not args.root.is_dir():
-        raise ConfigError(f"{args.root}: --root is not a folder")
     config = load_config(args.root)
     glossary = load_glossary(resolve_glossary(config, args.glossary), config.root)
     for diag in sort_diagnostics(glossary.problems):

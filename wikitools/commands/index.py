@@ -7,14 +7,20 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from wikitools.config import load_config, load_pages
-from wikitools.diagnostics import Severity, sort_diagnostics, summary
+from wikitools.config import list_pages, load_config
+from wikitools.diagnostics import Diagnostic, Severity, sort_diagnostics, summary
+from wikitools.facts import Facts, gather
 from wikitools.fsio import unified_diff, write_if_changed
-from wikitools.index import render_index
+from wikitools.index import render_entries
+
+# Problems reading a page that the index reports: the page is still listed (or, when it
+# cannot be read at all, left out), so the reader of the output must hear about it.
+READ_PROBLEMS = frozenset({"PG002", "PG004", "PG005", "PG006"})
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--root", type=Path, default=Path(), help="wiki root (default: .)")
+    parser.add_argument("--root", type=Path, default=None,
+                        help="wiki root (default: the wiki around the working directory)")
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--stdout", action="store_true", help="print the index instead of writing it")
     mode.add_argument(
@@ -33,18 +39,27 @@ def add_parser(sub: Any) -> None:
     parser.set_defaults(handler=run)
 
 
+def index_findings(facts: tuple[Facts, ...]) -> list[Diagnostic]:
+    """IDX001 for untitled pages and the problems met while reading pages."""
+    out = [f.untitled for f in facts if f.untitled]
+    out += [d for f in facts for d in f.findings if d.code in READ_PROBLEMS]
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
     config = load_config(args.root)
-    pages = load_pages(config)
-    text, diags = render_index(config, pages)
-    diags = sort_diagnostics(diags)
+    files = list_pages(config)
+    facts = gather(config, files).facts
+    text = render_entries(config, [f.entry for f in facts])
+    diags = sort_diagnostics([*files.problems, *index_findings(facts)])
     target = config.index_path
     out = sys.stderr if args.stdout else sys.stdout
     for diag in diags:
         print(diag.format(), file=out)
+    failed = any(d.severity is Severity.ERROR for d in diags)
     if args.stdout:
         sys.stdout.write(text)
-        return 0
+        return 1 if failed else 0
     if args.check or args.diff:
         current = target.read_text(encoding="utf-8") if target.is_file() else ""
         if current == text:
@@ -56,8 +71,8 @@ def run(args: argparse.Namespace) -> int:
         return 1
     changed = write_if_changed(target, text)
     state = "wrote" if changed else "unchanged:"
-    print(f"{state} {config.index_output} ({len(pages)} pages)", file=sys.stderr)
-    if any(d.severity is Severity.ERROR for d in diags):
+    print(f"{state} {config.index_output} ({len(facts)} pages)", file=sys.stderr)
+    if failed:
         print(summary(diags), file=sys.stderr)
         return 1
     return 0

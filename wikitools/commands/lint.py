@@ -7,9 +7,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from wikitools.config import load_config, load_pages
-from wikitools.diagnostics import Severity, sort_diagnostics, summary
-from wikitools.lint import lint_pages
+from wikitools.config import list_pages, load_config
+from wikitools.diagnostics import Diagnostic, Severity, sort_diagnostics, summary
+from wikitools.facts import Gathered, gather
 
 
 def add_parser(sub: Any) -> None:
@@ -19,15 +19,28 @@ def add_parser(sub: Any) -> None:
         description="Check every page: front matter status values, malformed front matter, "
         "unclosed code fences, missing titles and links to pages that do not exist.",
     )
-    parser.add_argument("--root", type=Path, default=Path(), help="wiki root (default: .)")
+    parser.add_argument("--root", type=Path, default=None,
+                        help="wiki root (default: the wiki around the working directory)")
     parser.set_defaults(handler=run)
+
+
+def lint_findings(config: Any, gathered: Gathered) -> list[Diagnostic]:
+    """Every lint finding, from the facts (and the pages that hold runbooks, for FM006)."""
+    from wikitools.lint import current_status_findings, link_findings
+
+    facts = gathered.facts
+    out = [d for f in facts for d in f.findings]
+    out += link_findings(config, {f.path: f.links for f in facts})
+    out += current_status_findings(config, gathered.runbook_pages)
+    return out
 
 
 def run(args: argparse.Namespace) -> int:
     config = load_config(args.root)
-    pages = load_pages(config)
-    diags = sort_diagnostics(lint_pages(config, pages))
+    files = list_pages(config)
+    gathered = gather(config, files, runbook_pages=True)
+    diags = sort_diagnostics([*files.problems, *lint_findings(config, gathered)])
     for diag in diags:
         print(diag.format())
-    print(f"{summary(diags)} ({len(pages)} pages)", file=sys.stderr)
+    print(f"{summary(diags)} ({len(gathered.facts)} pages)", file=sys.stderr)
     return 1 if any(d.severity is Severity.ERROR for d in diags) else 0

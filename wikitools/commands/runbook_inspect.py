@@ -58,7 +58,8 @@ def add_parsers(sub: Any) -> None:
 
 
 def _root(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--root", type=Path, default=Path(), help="wiki root (default: .)")
+    p.add_argument("--root", type=Path, default=None,
+                   help="wiki root (default: the wiki around the working directory)")
 
 
 def _report(diags: list[Any]) -> bool:

@@ -44,7 +44,8 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--port", type=int, help="serve on this port instead of the block's")
     p.add_argument("--no-render", action="store_true",
                    help="write the record but leave the pages alone")
-    p.add_argument("--root", type=Path, default=Path(), help="wiki root (default: .)")
+    p.add_argument("--root", type=Path, default=None,
+                   help="wiki root (default: the wiki around the working directory)")
     p.set_defaults(handler=run_run)
 
     p = sub.add_parser(
@@ -56,7 +57,8 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("paths", nargs="*", type=Path, help="pages (default: every page)")
     p.add_argument("--check", action="store_true", help="write nothing; exit 1 on drift")
     p.add_argument("--diff", action="store_true", help="print a unified diff of the changes")
-    p.add_argument("--root", type=Path, default=Path(), help="wiki root (default: .)")
+    p.add_argument("--root", type=Path, default=None,
+                   help="wiki root (default: the wiki around the working directory)")
     p.set_defaults(handler=run_render)
 
 

@@ -35,7 +35,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--output", "-o", type=Path, metavar="FILE", help="write to FILE instead of stdout"
     )
-    p.add_argument("--root", type=Path, default=Path(), help="wiki root (default: .)")
+    p.add_argument("--root", type=Path, default=None,
+                   help="wiki root (default: the wiki around the working directory)")
     p.set_defaults(handler=run)
 
 

@@ -201,6 +201,31 @@ class _PendingClient:
     sweep_var: str | None
     sweep_values: tuple[str, ...]
     timeout: float
+    sweep: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+
+def _sweep(ctx: _Ctx, value: str, col: int) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """`VAR=v1,v2` or a grid of two variables `A=1,8;B=512,2048`; () after an RB004."""
+    out: list[tuple[str, tuple[str, ...]]] = []
+    for part in value.split(";"):
+        var, eq, rest = part.strip().partition("=")
+        values = tuple(v.strip() for v in rest.split(","))
+        if not eq or not ENV_NAME_RE.fullmatch(var.strip()) or not all(values):
+            ctx.error("RB004", f"bad value for sweep: '{value}' (expected \"VAR=v1,v2,…\", or "
+                      "two variables \"A=1,8;B=512,2048\" for a grid)", col)
+            return ()
+        if len(set(values)) != len(values):
+            ctx.error("RB004", f"bad value for sweep: '{value}' repeats a value", col)
+            return ()
+        out.append((var.strip(), values))
+    if len(out) > 2:
+        ctx.error("RB004", f"bad value for sweep: '{value}' sweeps {len(out)} variables (at "
+                  "most two: a grid)", col)
+        return ()
+    if len(out) == 2 and out[0][0] == out[1][0]:
+        ctx.error("RB004", f"bad value for sweep: '{value}' names {out[0][0]} twice", col)
+        return ()
+    return tuple(out)
 
 
 def _client(ctx: _Ctx) -> _PendingClient | None:
@@ -223,23 +248,15 @@ def _client(ctx: _Ctx) -> _PendingClient | None:
         else:
             kind = value
     sweep_var, sweep_values = None, ()
-    if "sweep" in opts:
-        value, col = opts["sweep"]
-        var, eq, rest = value.partition("=")
-        values = tuple(v.strip() for v in rest.split(","))
-        if not eq or not ENV_NAME_RE.fullmatch(var.strip()) or not all(values):
-            ctx.error("RB004", f"bad value for sweep: '{value}' (expected \"VAR=v1,v2,…\", one "
-                      "variable)", col)
-        else:
-            sweep_var, sweep_values = var.strip(), values
-            if len(set(values)) != len(values):
-                ctx.error("RB004", f"bad value for sweep: '{value}' repeats a value", col)
+    sweep = _sweep(ctx, *opts["sweep"]) if "sweep" in opts else ()
+    if sweep:
+        sweep_var, sweep_values = sweep[0]
     timeout = DEFAULT_CLIENT_TIMEOUT
     if "timeout" in opts:
         t = _number(ctx, "timeout", *opts["timeout"], allow_zero=False)
         timeout = t if t is not None else timeout
     return _PendingClient(ctx, for_id, for_col, name, name_col, kind, sweep_var, sweep_values,
-                          timeout)
+                          timeout, sweep)
 
 
 def extract_runbooks(pages: Iterable[Page]) -> tuple[RunbookSet, list[Diagnostic]]:
@@ -321,7 +338,7 @@ def extract_runbooks(pages: Iterable[Page]) -> tuple[RunbookSet, list[Diagnostic
             continue
         clients.setdefault(rid, []).append(ClientBlock(
             runbook_id=rid, name=name, kind=kind, sweep_var=pc.sweep_var,
-            sweep_values=pc.sweep_values, timeout=pc.timeout, page=ctx.page.path,
+            sweep_values=pc.sweep_values, sweep=pc.sweep, timeout=pc.timeout, page=ctx.page.path,
             line=ctx.block.line, col=ctx.block.col, content=ctx.block.content,
             info=ctx.block.info, command=cmd,
         ))

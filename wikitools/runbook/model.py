@@ -135,7 +135,7 @@ class ClientBlock:
     runbook_id: str
     name: str
     kind: str  # serving | quality | smoke
-    sweep_var: str | None
+    sweep_var: str | None  # the first swept variable
     sweep_values: tuple[str, ...]
     timeout: float
     page: str
@@ -144,6 +144,24 @@ class ClientBlock:
     content: str
     info: str
     command: ClientCommand
+    sweep: tuple[tuple[str, tuple[str, ...]], ...] = ()  # every swept variable; two: a grid
+
+    @property
+    def sweep_vars(self) -> tuple[str, ...]:
+        if self.sweep:
+            return tuple(var for var, _ in self.sweep)
+        return (self.sweep_var,) if self.sweep_var else ()
+
+    def sweep_points(self) -> tuple[tuple[tuple[str, str], ...], ...]:
+        """Each point's (variable, value) pairs, the first variable outermost; one empty point
+        when nothing is swept."""
+        axes = self.sweep
+        if not axes and self.sweep_var:
+            axes = ((self.sweep_var, self.sweep_values),)
+        points: list[tuple[tuple[str, str], ...]] = [()]
+        for var, values in axes:
+            points = [(*p, (var, v)) for p in points for v in values]
+        return tuple(points)
 
 
 def _blocks_digest(blocks: list[tuple[str, str]]) -> str:

@@ -23,7 +23,7 @@ from wikitools.runbook.model import (
     Runbook,
     Verdict,
 )
-from wikitools.runbook.preflight import block_env
+from wikitools.runbook.preflight import MULTICAST_OFF, block_env
 from wikitools.runbook.secrets import mask_command, mask_env
 from wikitools.runbook.shell import shell_quote
 
@@ -88,6 +88,14 @@ def make_plan(
 
     env: dict[str, str] = dict(server.extra_env)
     own = block_env(server)
+    if cmd.docker:
+        missing = [k for k in MULTICAST_OFF if k not in own]
+        if missing:
+            notes.append("the container does not inherit the run's environment; add "
+                         + " ".join(f"-e {k}={MULTICAST_OFF[k]}" for k in missing)
+                         + " to keep NVLink multicast off")
+    else:
+        env.update(MULTICAST_OFF)  # whatever env= says; preflight refuses a block that differs
     if verdict is not None and verdict.selected_gpus and not cmd.docker:
         if "CUDA_VISIBLE_DEVICES" in own:
             notes.append(f"GPUs chosen by the block: CUDA_VISIBLE_DEVICES="

@@ -58,6 +58,25 @@ def _arch_ok(gpu: GpuInfo, arch: tuple[str, ...]) -> bool:
     return not arch or gpu.arch in arch or any(a.rstrip("af") == gpu.arch for a in arch)
 
 
+# NVLink multicast can put the GPUs of a shared NVSwitch host out of service for a long time, and
+# vLLM's FlashInfer all-reduce for TP >= 2 defaults to a backend that creates a multicast object.
+# Every server the executor starts has these values, and a block may not set others.
+MULTICAST_OFF: dict[str, str] = {
+    "NCCL_NVLS_ENABLE": "0",
+    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+    "NVSHMEM_DISABLE_NVLS": "1",
+    "VLLM_FLASHINFER_ALLREDUCE_BACKEND": "trtllm",
+}
+
+
+def multicast_overrides(server: ServerBlock) -> list[str]:
+    """`NAME=value` for each assignment in the block that would turn NVLink multicast back on."""
+    pairs = [(k, v) for k, v, _ in env_assignments(server.content)]
+    pairs += list(server.extra_env) + list(server.command.env)
+    return [f"{k}={v}" for k, v in pairs
+            if k in MULTICAST_OFF and v.strip().strip("'\"") != MULTICAST_OFF[k]]
+
+
 def empty_nccl_graph_file(server: ServerBlock) -> bool:
     """Operational rule: never launch with NCCL_GRAPH_FILE set to an empty string."""
     pairs = [(k, v) for k, v, _ in env_assignments(server.content)]
@@ -143,6 +162,11 @@ def preflight(
     if empty_nccl_graph_file(server):
         add("env", "fail", "NCCL_GRAPH_FILE is set to an empty string; unset it instead "
             "(`unset NCCL_GRAPH_FILE`)")
+    multicast = multicast_overrides(server)
+    if multicast:
+        add("env", "fail", f"{', '.join(dict.fromkeys(multicast))}: the executor keeps NVLink "
+            f"multicast off ({' '.join(f'{k}={v}' for k, v in MULTICAST_OFF.items())}); "
+            "drop the assignment")
     return Verdict(checks=tuple(checks), selected_gpus=selected,
                    host=host_record(facts, selected, cpu_only), forced=force)
 

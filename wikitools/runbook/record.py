@@ -1,5 +1,6 @@
-"""The run record (`runbooks/<runbook-id>/<run-id>.json`): frozen dataclasses, deterministic JSON,
-atomic writes, loading sorted by start time.
+"""The run record (`runbooks/<runbook-id>/<run-id>.json`): frozen dataclasses, deterministic JSON
+with secrets masked, atomic writes that never replace another run's record, loading sorted by
+start time.
 
 Schema 2 adds the repeats of each sweep point (`samples`, every one kept; `metrics` is their
 median), grid-sweep coordinates, and the GPU state before and after the run (`gpu_state`).
@@ -8,14 +9,17 @@ Schema 1 records are read as points of one sample each."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from wikitools.fsio import write_if_changed
-from wikitools.runbook.stats import Spread, spread_of
+from wikitools.errors import InputError
+from wikitools.runbook.secrets import mask_data
+from wikitools.runbook.stats import Spread, median_metrics, spread_of
 
 SCHEMA_VERSION = 2
 READABLE_VERSIONS = (1, 2)
@@ -244,6 +248,25 @@ class Record:
             raise RecordError(f"missing or malformed field {exc}") from None
 
 
+def point_from_samples(value: str | None, samples: Sequence[Sample],
+                       coords: tuple[tuple[str, str], ...] = ()) -> Point:
+    """One sweep point from its runs: ok when every run is; metrics are the median over the
+    successful runs; the first failing run's status and message otherwise."""
+    oks = [s for s in samples if s.status == "ok"]
+    bad = next((s for s in samples if s.status != "ok"), None)
+    status = "ok" if samples and bad is None else (bad.status if bad else "skipped")
+    return Point(
+        value=value,
+        status=status,
+        metrics=median_metrics([s.metrics for s in oks]),
+        result_file=samples[0].result_file if samples else None,
+        message=bad.message if bad else None,
+        seconds=round(sum(s.seconds for s in samples), 3),
+        samples=tuple(samples),
+        coords=tuple(sorted(coords)),
+    )
+
+
 def _point(p: Mapping[str, Any], sweep_var: str | None) -> Point:
     value = p.get("value")
     coords = p.get("coords")
@@ -261,8 +284,9 @@ def _point(p: Mapping[str, Any], sweep_var: str | None) -> Point:
     )
 
 
-class RecordError(Exception):
-    """A record file that cannot be read (unknown schema version, missing fields)."""
+class RecordError(InputError):
+    """A record file that cannot be read (unknown schema version, missing fields, broken JSON),
+    or cannot be written."""
 
 
 # --------------------------------------------------------------------------- ids and times
@@ -283,8 +307,15 @@ def make_run_id(started: datetime, blocks_hash: str) -> str:
 
 
 def dumps(record: Record) -> str:
-    """Deterministic JSON: sorted keys, indent 2, UTF-8 text, LF, one trailing newline."""
-    return json.dumps(record.to_dict(), sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+    """Deterministic JSON: sorted keys, indent 2, UTF-8 text, LF, one trailing newline; every
+    secret masked."""
+    data = mask_data(record.to_dict())
+    return json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+
+
+def masked(record: Record) -> Record:
+    """The record as it is stored: every secret masked (what may be printed or rendered)."""
+    return Record.from_dict(mask_data(record.to_dict()))
 
 
 def record_path(root: Path, runbook_id: str, run_id: str) -> Path:
@@ -292,20 +323,54 @@ def record_path(root: Path, runbook_id: str, run_id: str) -> Path:
 
 
 def write_record(root: Path, record: Record) -> Path:
-    """Write the record atomically under `root/runbooks/<id>/<run-id>.json`; return its path."""
+    """Write the record under `root/runbooks/<id>/<run-id>.json` and return its path. The file
+    appears whole or not at all, and an existing record is never replaced: a second run that
+    got the same id fails here instead of overwriting the first."""
     path = record_path(root, record.runbook, record.run_id)
-    write_if_changed(path, dumps(record))
+    rel = _rel(root, path)
+    data = dumps(record).encode("utf-8")
+    tmp: str | None = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.link(tmp, path)  # fails when the name exists: never replace another run's record
+    except FileExistsError:
+        raise RecordError(f"{rel}: a record with this run id already exists") from None
+    except OSError as exc:
+        raise RecordError(f"{rel}: cannot write the record: {exc.strerror or exc}") from None
+    finally:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
     return path
 
 
-def read_record(path: Path) -> Record:
+def _rel(root: Path, path: Path) -> str:
+    return path.relative_to(root).as_posix() if path.is_relative_to(root) else path.as_posix()
+
+
+def read_record(path: Path, name: str | None = None) -> Record:
+    """One record, secrets masked (records written before masking covered a case included).
+    Raises RecordError located at the file (`name`, default its file name), and at the line and
+    column when the JSON itself is broken."""
+    where = name or path.name
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise RecordError(f"{path.name}: {exc}") from None
+    except OSError as exc:
+        raise RecordError(f"{where}: cannot read the record: {exc.strerror or exc}") from None
+    except json.JSONDecodeError as exc:
+        raise RecordError(f"{where}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}") from None
+    except ValueError as exc:
+        raise RecordError(f"{where}: cannot read the record: {exc}") from None
     if not isinstance(data, dict):
-        raise RecordError(f"{path.name}: not a JSON object")
-    return Record.from_dict(data)
+        raise RecordError(f"{where}: not a JSON object")
+    try:
+        return Record.from_dict(mask_data(data))
+    except RecordError as exc:
+        raise RecordError(f"{where}: {exc}") from None
 
 
 def load_records(root: Path, runbook_id: str) -> list[Record]:
@@ -316,11 +381,7 @@ def load_records(root: Path, runbook_id: str) -> list[Record]:
         return []
     records = []
     for path in sorted(folder.glob("*.json")):
-        try:
-            records.append(read_record(path))
-        except RecordError as exc:
-            rel = path.relative_to(root).as_posix() if path.is_relative_to(root) else path
-            raise RecordError(f"{rel}: {exc}") from None
+        records.append(read_record(path, _rel(root, path)))
     records.sort(key=lambda r: (r.started_at, r.run_id))
     return records
 
@@ -346,6 +407,8 @@ __all__ = [
     "latest_record",
     "load_records",
     "make_run_id",
+    "masked",
+    "point_from_samples",
     "read_record",
     "record_path",
     "record_rel_path",

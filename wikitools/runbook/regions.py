@@ -5,6 +5,7 @@ replaces region bodies line by line, leaving every other byte of the page as it 
 from __future__ import annotations
 
 import hashlib
+import re
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -31,7 +32,9 @@ class Region:
     attrs: tuple[tuple[str, str], ...]
     sum: str | None  # the checksum written on the end marker, None when absent
     body: str  # body lines, each with its "\n"
-    indent: str  # leading whitespace of the opening marker (regions inside admonitions)
+    # Leading whitespace of the markers (regions inside admonitions): the shorter of the two,
+    # so that a rewritten region is read back as the same region.
+    indent: str
 
     @property
     def runbook(self) -> str | None:
@@ -132,6 +135,8 @@ def find_regions(page: Page) -> tuple[list[Region], list[Diagnostic]]:
             continue
         start, col, start_attrs, indent = open_marker
         open_marker = None
+        end_indent = line_text[: len(line_text) - len(line_text.lstrip())]
+        indent = min(indent, end_indent, key=len)
         body_lines = lines[start : comment.line - 1]
         body = "".join(line + "\n" for line in body_lines)
         regions.append(Region(
@@ -164,8 +169,9 @@ def _attr_problems(region: Region) -> list[Diagnostic]:
 def edited_diagnostic(region: Region) -> Diagnostic:
     return Diagnostic(
         region.path, region.start, region.col, "RGN002",
-        "results region was edited by hand (its sum no longer matches); not overwritten — "
-        "delete 'sum=…' from the end marker to accept the edit",
+        "results region was edited by hand (its sum no longer matches); left as it is. Tables "
+        "come from run records only: move hand-written text outside the markers, then delete "
+        "'sum=…' from the end marker so the next render regenerates the region",
     )
 
 
@@ -180,19 +186,37 @@ def indent_body(body: str, indent: str) -> str:
     return "".join((indent + line if line.strip() else line) for line in body.splitlines(True))
 
 
+_EOL = re.compile(r"\r\n|\r|\n")
+
+
+def _split_lines(text: str) -> list[tuple[str, str]]:
+    """(line, its end of line) pairs, numbered as the page model numbers lines: `\r\n`, `\r`
+    and `\n` each end one line; the last pair has an empty end."""
+    out: list[tuple[str, str]] = []
+    pos = 0
+    for m in _EOL.finditer(text):
+        out.append((text[pos : m.start()], m.group()))
+        pos = m.end()
+    out.append((text[pos:], ""))
+    return out
+
+
 def replace_regions(text: str, bodies: Mapping[int, str], regions: list[Region]) -> str:
     """`text` with the body of each region whose start line is in `bodies` replaced (bodies are
-    unindented; the region's indentation is added) and its end marker re-summed."""
-    lines = text.split("\n")
+    unindented; the region's indentation is added) and its end marker re-summed. `text` is the
+    file as stored: only the bytes of the replaced regions change, and they take the line ending
+    of their opening marker, so a CRLF page stays CRLF and a byte-order mark stays."""
+    lines = _split_lines(text)
     out: list[str] = []
     cursor = 0  # 0-based index of the next line to copy
     for region in sorted(regions, key=lambda r: r.start):
-        if region.start not in bodies:
+        if region.start not in bodies or region.end > len(lines):
             continue
-        out.extend(lines[cursor : region.start])  # up to and including the start marker
+        out.extend(a + b for a, b in lines[cursor : region.start])  # through the start marker
+        eol = lines[region.start - 1][1] or "\n"
         body = indent_body(bodies[region.start], region.indent)
-        out.extend(body.split("\n")[:-1] if body else [])
-        out.append(end_marker(body, region.indent))
+        out.extend(line + eol for line in (body.split("\n")[:-1] if body else []))
+        out.append(end_marker(body, region.indent) + lines[region.end - 1][1])
         cursor = region.end  # skip the old body and end marker
-    out.extend(lines[cursor:])
-    return "\n".join(out)
+    out.extend(a + b for a, b in lines[cursor:])
+    return "".join(out)

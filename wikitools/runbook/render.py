@@ -19,6 +19,7 @@ from wikitools.runbook import engines, serving
 from wikitools.runbook.charts import XY, Chart, Series, figure, render_chart
 from wikitools.runbook.extract import extract_runbooks
 from wikitools.runbook.failure import better_message
+from wikitools.runbook.gpustate import describe_state
 from wikitools.runbook.model import Runbook, RunbookSet
 from wikitools.runbook.record import (
     ClientResult,
@@ -129,8 +130,14 @@ def server_facts(record: Record) -> str:
         )
     if m.get("moe_backend"):
         parts.append(f"MoE backend {m['moe_backend']}")
+    if m.get("compiled") is True:
+        parts.append("torch.compile on")
+    elif m.get("compiled") is False:
+        parts.append("eager (no torch.compile)")
     if m.get("cuda_graphs") is False:
         parts.append("CUDA graphs off")
+    elif m.get("cuda_graphs") is True:
+        parts.append("CUDA graphs on")
     return "; ".join(parts)
 
 
@@ -187,6 +194,8 @@ def _shown_common(record: Record) -> dict[str, Any]:
         "record_path": record_rel_path(record),
         "blocks_short": record.blocks_hash.split(":", 1)[-1][:8],
         "pipeline_check": pipeline_check(record),
+        "gpu_before": describe_state(record.gpu_state.get("before"), "before the run"),
+        "gpu_after": describe_state(record.gpu_state.get("after"), "after the clients"),
         "cpu_only": bool(record.host.get("cpu_only")),
     }
 
@@ -432,6 +441,7 @@ def render_pages(
     diagnostics: RGN001/RGN005 markers, RB009 unknown runbook, RGN002 hand-edited (left alone),
     RGN003 stale (warning), and with `check` RGN004 for each region that would change."""
     pages = list(pages)
+    explicit_runbooks = runbooks is not None  # the whole wiki's runbooks: badges can be drawn
     if runbooks is None:
         runbooks, _ = extract_runbooks(pages)
     by_id: Mapping[str, Runbook] = {r.id: r for r in runbooks}
@@ -491,10 +501,32 @@ def render_pages(
                         "results region is out of date (run `wiki runbook render`)",
                     ))
         if bodies:
-            new_text = replace_regions(page.text, bodies, regions)
-            if new_text != page.text:
-                changes.append(Change(page.path, page.text, new_text))
+            stored = stored_text(root, page)
+            new_text = replace_regions(stored, bodies, regions)
+            if new_text != stored:
+                changes.append(Change(page.path, stored, new_text))
+    if explicit_runbooks:
+        from wikitools.runbook.status import badges_change  # status builds on this module
+
+        badge = badges_change(root, runbooks)
+        if badge is not None:
+            changes.append(Change(*badge))
+            if check:
+                diags.append(Diagnostic(badge[0], 1, 1, "RGN007", "measured badges are out of "
+                                        "date (run `wiki runbook render`)"))
     return changes, diags
+
+
+def stored_text(root: Path, page: Page) -> str:
+    """The page's text as stored on disk (byte-order mark and CRLF kept), so that rendering
+    changes the bytes of its regions only; the page model's text when the file is not there or
+    no longer holds what was parsed."""
+    try:
+        text = (root / page.path).read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return page.text
+    plain = text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+    return text if plain == page.text else page.text
 
 
 def _unknown_runbook(region: Region, by_id: Mapping[str, Runbook]) -> Diagnostic:

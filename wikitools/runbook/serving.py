@@ -12,6 +12,7 @@ from wikitools.runbook.record import ClientResult, Point, Record
 from wikitools.runbook.stats import NOISY_SPREAD, Spread, number
 
 DASH = "–"
+MIN_SAMPLE_S = 10.0  # a benchmark run shorter than this measures start-up and tail effects
 
 # (header, metric key, format) of the full table, after the swept variable(s).
 FULL_COLUMNS: tuple[tuple[str, str, str], ...] = (
@@ -113,17 +114,32 @@ def full_table(client: ClientResult, show_accept: bool) -> dict[str, Any]:
             "rows": rows}
 
 
+def short_runs(client: ClientResult) -> str:
+    """A sentence naming the points whose runs were too short to mean much; '' when none."""
+    short = []
+    for p in client.points:
+        sp = p.spread("duration") if p.status == "ok" else None
+        if sp is not None and sp.median < MIN_SAMPLE_S:
+            where = p.value if p.value is not None else "the run"
+            short.append(f"{where} ({sp.median:.1f} s)")
+    if not short:
+        return ""
+    var = f"{client.sweep_var} = " if client.sweep_var and not client.grid else ""
+    return (f" Runs shorter than {MIN_SAMPLE_S:.0f} s are too short for a stable number: "
+            f"{var}{', '.join(short)}.")
+
+
 def repeats_note(client: ClientResult) -> str:
     counts = sorted({p.repeats for p in client.points if p.status == "ok"})
     if not counts or counts == [1]:
         return ("Each point is one run: there is no spread to show, so small differences "
-                "between rows or records may be noise.")
+                "between rows or records may be noise." + short_runs(client))
     runs = "–".join(str(c) for c in (counts[0], counts[-1])) if len(counts) > 1 else str(counts[0])
     warm = " after an unrecorded warm-up run" if client.warmup else ""
     return (f"Each number is the median of {runs} runs{warm}; ± is half the range between the "
             f"lowest and the highest run, relative to the median, and `noisy` marks a range "
             f"wider than {NOISY_SPREAD * 100:.0f} % of the median. Latencies are medians over "
-            "the requests of a run.")
+            "the requests of a run." + short_runs(client))
 
 
 # --------------------------------------------------------------------------- charts

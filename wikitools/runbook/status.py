@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from html import escape
 from pathlib import Path
 
-from wikitools.config import WikiConfig
+from wikitools.config import WikiConfig, load_config
 from wikitools.diagnostics import Diagnostic
+from wikitools.errors import ConfigError
 from wikitools.pages import Page
 from wikitools.runbook import engines
 from wikitools.runbook.model import Runbook, RunbookSet
@@ -121,18 +122,21 @@ def partial_text(config: WikiConfig, runbooks: RunbookSet) -> tuple[Path, str] |
                                              config.docs_dir)
 
 
-def check_partial(config: WikiConfig, runbooks: RunbookSet) -> list[Diagnostic]:
-    """RGN007 when the badge partial is not what `wiki runbook render` would write."""
+def badges_change(root: Path, runbooks: RunbookSet) -> tuple[str, str, str] | None:
+    """(path relative to the root, old text, new text) when the badge partial named in wiki.yml
+    is not what the records say; None when it is current or wiki.yml names none."""
+    try:
+        config = load_config(root)
+    except ConfigError:
+        return None
     got = partial_text(config, runbooks)
     if got is None:
-        return []
+        return None
     path, text = got
-    current = path.read_text(encoding="utf-8") if path.is_file() else None
+    current = path.read_text(encoding="utf-8") if path.is_file() else ""
     if current == text:
-        return []
-    rel = path.relative_to(config.root).as_posix()
-    return [Diagnostic(rel, 1, 1, "RGN007",
-                       "measured badges are out of date (run `wiki runbook render`)")]
+        return None
+    return path.relative_to(config.root).as_posix(), current, text
 
 
 def check_current_pages(
@@ -168,8 +172,8 @@ __all__ = [
     "HOME_ARCH",
     "Measured",
     "badge",
+    "badges_change",
     "check_current_pages",
-    "check_partial",
     "measure",
     "measurements",
     "partial_text",

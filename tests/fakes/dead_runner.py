@@ -1,0 +1,34 @@
+"""Stands in for `wiki runbook run` in tests of what `kill -9` leaves: takes the run state of a
+runbook, starts a process tree like a server's (a child and a `setsid` grandchild), records it,
+prints the child's pid and waits to be killed.
+
+Usage: dead_runner.py ROOT RUNBOOK PORT PORT_LOCKS_DIR [--no-pdeathsig]"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from wikitools.runbook import runstate
+
+
+def main() -> None:
+    root, runbook, port, locks = sys.argv[1:5]
+    runstate._port_locks_dir = lambda: Path(locks)  # the test's own folder
+    state = runstate.RunState(Path(root), runbook, int(port), "20261130T100000Z-dead")
+    state.acquire()
+    preexec = None if "--no-pdeathsig" in sys.argv else runstate.die_with(os.getpid())
+    child = subprocess.Popen(
+        ["bash", "-c", "setsid sleep 300 & sleep 300; true"],
+        env={**os.environ, **state.env()}, start_new_session=True, preexec_fn=preexec,
+    )
+    state.started("server", child.pid)
+    print(child.pid, flush=True)
+    time.sleep(300)
+
+
+if __name__ == "__main__":
+    main()

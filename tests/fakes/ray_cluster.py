@@ -1,0 +1,198 @@
+"""A real multi-node Ray cluster on this machine, inside a network namespace made for it.
+
+Ray will not run several nodes on loopback (it swaps 127.0.0.1 for the host's interface
+address), so the cluster gets its own namespace with one address on its loopback device; every
+node, the driver and everything they start stay there. Each node is a `ray start` with its own
+resources and environment. Every process the cluster starts carries WIKI_FLEET_CLUSTER=<tag>
+(and WIKI_FLEET_NODE=<tag>:<node>) in its environment, which is how they are found and stopped
+by PID; nothing is stopped by name, and `ray stop` is never used.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+
+CLUSTER_VAR = "WIKI_FLEET_CLUSTER"
+NODE_VAR = "WIKI_FLEET_NODE"
+OBJECT_STORE_BYTES = 100_000_000
+
+
+def why_not() -> str | None:
+    """Why a cluster cannot be made here, or None."""
+    if sys.platform != "linux":
+        return "network namespaces need Linux"
+    if os.geteuid() != 0:
+        return "making a network namespace needs root"
+    if shutil.which("ip") is None:
+        return "the `ip` command (iproute2) is missing"
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        return "Ray is not installed: pip install -e '.[fleet]'"
+    return None
+
+
+def tagged(var: str, value: str) -> list[int]:
+    """Live, non-zombie processes whose environment holds var=value."""
+    needle = f"{var}={value}".encode()
+    found = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            env = (d / "environ").read_bytes()
+            state = (d / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state != "Z" and needle in env.split(b"\0"):
+            found.append(int(d.name))
+    return found
+
+
+def cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(
+            errors="replace")
+    except OSError:
+        return ""
+
+
+def kill_all(pids: list[int], sig: int) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+
+
+class RayCluster:
+    """Head and worker nodes in a private network namespace; `stop()` leaves nothing."""
+
+    def __init__(self, python_bin: Path) -> None:
+        self.bin = python_bin  # the bin/ folder holding `ray` and `python`
+        self.tag = uuid.uuid4().hex[:12]
+        rng = random.Random(self.tag)
+        self.ns = f"wikifleet-{self.tag[:8]}"
+        self.ip = f"10.{rng.randrange(200, 250)}.{rng.randrange(1, 250)}.1"
+        self.port = rng.randrange(20000, 30000)
+        self.temp = Path(f"/tmp/rf-{self.tag[:8]}")  # short: Ray's socket paths must fit
+        self.nodes: list[str] = []
+        self.made_ns = False
+
+    @property
+    def address(self) -> str:
+        return f"{self.ip}:{self.port}"
+
+    def netns(self, *argv: str) -> list[str]:
+        return ["ip", "netns", "exec", self.ns, *argv]
+
+    def _ip(self, *args: str) -> None:
+        subprocess.run(["ip", *args], check=True, capture_output=True, timeout=30)
+
+    def make_namespace(self) -> None:
+        self._ip("netns", "add", self.ns)
+        self.made_ns = True
+        self._ip("-n", self.ns, "link", "set", "lo", "up")
+        self._ip("-n", self.ns, "addr", "add", f"{self.ip}/32", "dev", "lo")
+        self._ip("-n", self.ns, "route", "add", "default", "dev", "lo", "src", self.ip)
+        self.temp.mkdir(parents=True, exist_ok=True)
+
+    def env(self, node: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        env = dict(os.environ)
+        env.pop("VIRTUAL_ENV", None)
+        env.update({CLUSTER_VAR: self.tag, NODE_VAR: f"{self.tag}:{node}",
+                    "RAY_USAGE_STATS_ENABLED": "0", "NO_COLOR": "1"})
+        env.update(extra or {})
+        return env
+
+    def start_node(
+        self, name: str, *, head: bool = False, num_cpus: float = 0, num_gpus: int = 0,
+        resources: Mapping[str, float] | None = None, env: Mapping[str, str] | None = None,
+    ) -> None:
+        argv = [str(self.bin / "ray"), "start", "--node-name", name,
+                "--num-cpus", f"{num_cpus:g}", "--num-gpus", str(num_gpus),
+                "--object-store-memory", str(OBJECT_STORE_BYTES), "--disable-usage-stats"]
+        if resources:
+            argv += ["--resources", _json(resources)]
+        if head:
+            argv += ["--head", "--port", str(self.port), "--node-ip-address", self.ip,
+                     "--temp-dir", str(self.temp), "--include-dashboard=false"]
+        else:
+            argv += ["--address", self.address]
+        out = subprocess.run(self.netns(*argv), env=self.env(name, env), capture_output=True,
+                             text=True, timeout=120, check=False)
+        if out.returncode != 0:
+            raise RuntimeError(f"ray start {name} failed:\n{out.stdout}\n{out.stderr}")
+        self.nodes.append(name)
+
+    def node_pids(self, name: str) -> list[int]:
+        return tagged(NODE_VAR, f"{self.tag}:{name}")
+
+    def raylet_pid(self, name: str) -> int:
+        pids = [p for p in self.node_pids(name) if "/raylet/raylet" in cmdline(p).split(" ")[0]]
+        if len(pids) != 1:
+            raise RuntimeError(f"expected one raylet for {name}, found {pids}")
+        return pids[0]
+
+    def kill_node(self, name: str) -> None:
+        """The host goes away: its raylet first, then everything else it ran, all SIGKILL."""
+        os.kill(self.raylet_pid(name), signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while (pids := self.node_pids(name)) and time.monotonic() < deadline:
+            kill_all(pids, signal.SIGKILL)
+            time.sleep(0.2)
+
+    def pids(self) -> list[int]:
+        return tagged(CLUSTER_VAR, self.tag)
+
+    def stop(self, grace: float = 10.0) -> list[int]:
+        """TERM every process of the cluster, KILL what is left after `grace`, delete the
+        namespace and the temp dir. Returns the PIDs that needed KILL."""
+        kill_all(self.pids(), signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while self.pids() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        stubborn = self.pids()
+        kill_all(stubborn, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while self.pids() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if self.made_ns:
+            subprocess.run(["ip", "netns", "del", self.ns], capture_output=True, timeout=30,
+                           check=False)
+            self.made_ns = False
+        shutil.rmtree(self.temp, ignore_errors=True)
+        return stubborn
+
+    def namespace_exists(self) -> bool:
+        out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True,
+                             timeout=30, check=False)
+        return any(line.split()[0] == self.ns for line in out.stdout.splitlines() if line)
+
+
+def _json(mapping: Mapping[str, float]) -> str:
+    return "{" + ", ".join(f'"{k}": {v:g}' for k, v in sorted(mapping.items())) + "}"
+
+
+def fake_smi(folder: Path, capture: str, captures: Path) -> Path:
+    """An nvidia-smi that replays a captured host (tests/fixtures/nvidia-smi/<capture>.*)."""
+    base = captures / f"{capture}.synthetic"
+    script = folder / f"nvidia-smi-{capture}"
+    script.write_text(
+        "#!/bin/sh\n"
+        'case "$1" in\n'
+        f"  --query-gpu=*) cat '{base}.query.csv' ;;\n"
+        f"  --query-compute-apps=*) cat '{base}.apps.csv' ;;\n"
+        f"  topo) cat '{base}.topo.txt' ;;\n"
+        f"  *) cat '{base}.smi.txt' ;;\n"
+        "esac\n")
+    script.chmod(0o755)
+    return script

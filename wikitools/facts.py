@@ -1,0 +1,314 @@
+"""What the page commands need to know about each page, computed once per page content and
+cached: the index entry, the page's own lint findings, its links, its acronym findings, and
+whether it holds runbook blocks or results markers (only those pages are parsed again for the
+runbook checks). A warm run reads and hashes the files and loads a few hundred kilobytes; a
+cold run parses in worker processes that send back these facts, never whole pages.
+
+The cache lives in $WIKI_CACHE_DIR, else ~/.cache/wikitools; WIKI_CACHE_DIR=off disables it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import marshal
+import os
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from wikitools.config import PageFiles, WikiConfig, workers_for
+from wikitools.diagnostics import Diagnostic, Severity
+from wikitools.index import Entry
+
+if TYPE_CHECKING:
+    from wikitools.glossary import Glossary
+    from wikitools.lint import LinkFact
+    from wikitools.pages import Page
+
+CACHE_ENV = "WIKI_CACHE_DIR"  # a folder for the cache, or "off"
+MAX_WORKERS = 4  # each worker holds the parser (~40 MB): keeps a cold run under 300 MB
+# Modules whose code decides the facts: a change to any of them empties the cache.
+_SOURCES = (
+    "pages", "facts", "index", "lint", "acronyms", "expansions", "glossary", "runbook/regions"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Facts:
+    """The facts of one page. `acronyms` is None when they were not worked out (no glossary),
+    else (glossary key, findings)."""
+
+    entry: Entry
+    untitled: Diagnostic | None  # IDX001 when the index falls back to the file name
+    findings: tuple[Diagnostic, ...]  # parser problems, front matter, headings
+    links: tuple[LinkFact, ...]
+    acronyms: tuple[str, tuple[Diagnostic, ...]] | None
+    runbooks: bool  # runbook blocks or results markers: the runbook checks need the page
+
+    @property
+    def path(self) -> str:
+        return self.entry.path
+
+
+@dataclass(frozen=True, slots=True)
+class AcronymContext:
+    """What the acronym findings of a page depend on besides the page; `key` names it."""
+
+    glossary: Glossary
+    glossary_path: str  # as named in messages
+    index_output: str  # never checked
+    key: str
+
+
+def acronym_context(glossary: Glossary, glossary_path: str, index_output: str) -> AcronymContext:
+    entries = [(e.term, e.expansion, e.name) for e in glossary.entries]
+    data = repr((entries, glossary_path, index_output)).encode()
+    key = hashlib.blake2b(data, digest_size=12).hexdigest()
+    return AcronymContext(glossary, glossary_path, index_output, key)
+
+
+# --------------------------------------------------------------------------- computing
+
+
+def has_runbook_parts(page: Page) -> bool:
+    return any(block.attrs.brace for block in page.code_blocks) or any(
+        comment.text.startswith("wiki:") for comment in page.comments
+    )
+
+
+def facts_of(page: Page, config: WikiConfig, acronyms: AcronymContext | None) -> Facts:
+    from wikitools.index import make_entry
+    from wikitools.lint import page_findings, page_links
+
+    entry, untitled = make_entry(page)
+    found: tuple[str, tuple[Diagnostic, ...]] | None = None
+    if acronyms is not None:
+        found = (acronyms.key, tuple(_acronym_findings(page, acronyms)))
+    return Facts(
+        entry=entry,
+        untitled=untitled,
+        findings=tuple(page_findings(config, page)),
+        links=page_links(page),
+        acronyms=found,
+        runbooks=has_runbook_parts(page),
+    )
+
+
+_MATCHERS: dict[str, Any] = {}
+
+
+def _matcher(context: AcronymContext) -> Any:
+    from wikitools.acronyms import Matcher
+
+    if context.key not in _MATCHERS:
+        _MATCHERS[context.key] = Matcher(context.glossary)
+    return _MATCHERS[context.key]
+
+
+def _acronym_findings(page: Page, context: AcronymContext) -> list[Diagnostic]:
+    from wikitools import expansions
+    from wikitools.acronyms import check_page, is_checked
+
+    if page.path == context.index_output or not is_checked(page, context.glossary_path):
+        return []
+    matcher = _matcher(context)
+    return [
+        *check_page(page, matcher, context.glossary_path),
+        *expansions.check_page(page, matcher),
+    ]
+
+
+# Set in each worker process by _start_worker.
+_WORKER: tuple[WikiConfig, AcronymContext | None] | None = None
+
+
+def _start_worker(config: WikiConfig, acronyms: AcronymContext | None) -> None:
+    global _WORKER
+    _WORKER = (config, acronyms)
+
+
+def _work(path: Path) -> tuple[Facts, Page | None]:
+    from wikitools.pages import read_page
+
+    assert _WORKER is not None
+    config, acronyms = _WORKER
+    page = read_page(path, config.root)
+    facts = facts_of(page, config, acronyms)
+    return facts, (page if facts.runbooks else None)
+
+
+def _compute(
+    config: WikiConfig, paths: list[Path], acronyms: AcronymContext | None
+) -> list[tuple[Facts, Page | None]]:
+    workers = min(workers_for(paths), MAX_WORKERS)
+    if workers > 1:
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(
+            max_workers=workers, initializer=_start_worker, initargs=(config, acronyms)
+        ) as pool:
+            chunk = max(1, len(paths) // (workers * 8))
+            return list(pool.map(_work, paths, chunksize=chunk))
+    _start_worker(config, acronyms)
+    return [_work(p) for p in paths]
+
+
+# --------------------------------------------------------------------------- the cache
+
+
+def _source_key() -> str:
+    """Changes with the code that computes facts, with markdown-it-py and with Python."""
+    digest = hashlib.blake2b(sys.version.encode(), digest_size=12)
+    package = Path(__file__).parent
+    for name in _SOURCES:
+        digest.update((package / f"{name}.py").read_bytes())
+    spec = importlib.util.find_spec("markdown_it")
+    if spec is not None and spec.origin:
+        digest.update(Path(spec.origin).read_bytes())  # holds __version__
+    return digest.hexdigest()
+
+
+def _cache_file(config: WikiConfig) -> Path | None:
+    setting = os.environ.get(CACHE_ENV, "")
+    if setting == "off":
+        return None
+    if setting:
+        base = Path(setting)
+    else:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "wikitools"
+    key = hashlib.blake2b(str(config.root).encode(), digest_size=10).hexdigest()
+    return base / f"facts-{key}.marshal"
+
+
+def _diag_out(d: Diagnostic) -> tuple[Any, ...]:
+    return (d.path, d.line, d.col, d.code, d.message, int(d.severity))
+
+
+def _diag_in(t: tuple[Any, ...]) -> Diagnostic:
+    return Diagnostic(t[0], t[1], t[2], t[3], t[4], Severity(t[5]))
+
+
+def _facts_out(f: Facts) -> tuple[Any, ...]:
+    e = f.entry
+    return (
+        (e.path, e.title, e.status, e.description, e.first),
+        _diag_out(f.untitled) if f.untitled else None,
+        tuple(_diag_out(d) for d in f.findings),
+        f.links,
+        (f.acronyms[0], tuple(_diag_out(d) for d in f.acronyms[1])) if f.acronyms else None,
+        f.runbooks,
+    )
+
+
+def _facts_in(t: tuple[Any, ...]) -> Facts:
+    entry, untitled, findings, links, acronyms, runbooks = t
+    return Facts(
+        entry=Entry(*entry),
+        untitled=_diag_in(untitled) if untitled else None,
+        findings=tuple(_diag_in(d) for d in findings),
+        links=links,
+        acronyms=(acronyms[0], tuple(_diag_in(d) for d in acronyms[1])) if acronyms else None,
+        runbooks=runbooks,
+    )
+
+
+def _context(config: WikiConfig) -> tuple[Any, ...]:
+    return (_source_key(), str(config.root), config.statuses)
+
+
+def _load(path: Path, context: tuple[Any, ...]) -> dict[str, tuple[bytes, tuple[Any, ...]]]:
+    try:
+        data = marshal.loads(path.read_bytes())
+    except (OSError, EOFError, ValueError, TypeError):
+        return {}
+    if not isinstance(data, tuple) or len(data) != 2 or data[0] != context:
+        return {}
+    return data[1] if isinstance(data[1], dict) else {}
+
+
+def _save(path: Path, context: tuple[Any, ...], entries: dict[str, Any]) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(marshal.dumps((context, entries)))
+        tmp.replace(path)
+    except OSError:
+        pass  # a cache that cannot be written only costs time
+
+
+# --------------------------------------------------------------------------- gathering
+
+
+@dataclass(frozen=True, slots=True)
+class Gathered:
+    """Facts of every page in path order, and the parsed pages that hold runbook parts
+    (when asked for)."""
+
+    facts: tuple[Facts, ...]
+    runbook_pages: tuple[Page, ...]
+
+
+def gather(
+    config: WikiConfig,
+    files: PageFiles,
+    acronyms: AcronymContext | None = None,
+    *,
+    runbook_pages: bool = False,
+) -> Gathered:
+    """The facts of every page in `files`: from the cache where the page's bytes are
+    unchanged, else by parsing (in worker processes when there are many)."""
+    rels = [p.relative_to(config.root).as_posix() for p in files.paths]
+    cache_file = _cache_file(config)
+    context = _context(config) if cache_file else ()
+    cached = _load(cache_file, context) if cache_file else {}
+    key = acronyms.key if acronyms else None
+    digests: list[bytes] = []
+    found: dict[str, Facts] = {}
+    missing: list[int] = []
+    for i, (path, rel) in enumerate(zip(files.paths, rels, strict=True)):
+        digest = hashlib.blake2b(path.read_bytes(), digest_size=16).digest() if cache_file else b""
+        digests.append(digest)
+        hit = cached.get(rel)
+        if hit is not None and hit[0] == digest:
+            facts = _facts_in(hit[1])
+            if key is None or (facts.acronyms is not None and facts.acronyms[0] == key):
+                found[rel] = facts
+                continue
+        missing.append(i)
+    pages: dict[str, Page] = {}
+    for facts, page in _compute(config, [files.paths[i] for i in missing], acronyms):
+        found[facts.path] = facts
+        if page is not None:
+            pages[facts.path] = page
+    if cache_file and (missing or len(cached) != len(rels)):
+        entries = {
+            rel: (digest, _facts_out(_keep_acronyms(found[rel], cached.get(rel), digest)))
+            for rel, digest in zip(rels, digests, strict=True)
+        }
+        _save(cache_file, context, entries)
+    ordered = tuple(found[rel] for rel in rels)
+    wanted: list[Page] = []
+    if runbook_pages:
+        from wikitools.pages import read_page
+
+        for path, facts in zip(files.paths, ordered, strict=True):
+            if facts.runbooks:
+                wanted.append(pages.get(facts.path) or read_page(path, config.root))
+    return Gathered(ordered, tuple(wanted))
+
+
+def _keep_acronyms(facts: Facts, old: tuple[bytes, Any] | None, digest: bytes) -> Facts:
+    """A run without a glossary keeps the acronym findings an earlier run cached."""
+    if facts.acronyms is not None or old is None or old[0] != digest:
+        return facts
+    previous = _facts_in(old[1]).acronyms
+    if previous is None:
+        return facts
+    return Facts(facts.entry, facts.untitled, facts.findings, facts.links, previous, facts.runbooks)
+
+
+def entries(gathered: Iterable[Facts]) -> list[Entry]:
+    return [f.entry for f in gathered]

@@ -1,0 +1,1 @@
+"""Runs of many runbooks on many hosts through a Ray cluster (`wiki fleet`)."""

@@ -1,0 +1,294 @@
+"""The Ray side of a fleet run: connect to the cluster, submit one task per runbook (its GPUs,
+its architecture as a custom resource), relay the nodes' progress, collect each record, and on
+Ctrl-C cancel the tasks so every node tears its run down. Placement, queueing and retries are
+Ray's. Never prints: lines go to `on_line`, results come back as Outcomes."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import ray
+from ray import exceptions as rex
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from wikitools.errors import UsageError
+from wikitools.fleet.node import Job, run_job
+from wikitools.fleet.records import Progress, lost_record, opening_record
+from wikitools.fleet.select import Demand, place
+from wikitools.runbook.host import HostFacts
+from wikitools.runbook.model import Runbook, Verdict
+from wikitools.runbook.plan import artifacts_dir_for, make_plan
+from wikitools.runbook.preflight import host_record, required_gpus
+from wikitools.runbook.record import Record, RecordError, make_run_id
+
+POLL_S = 0.2
+LineSink = Callable[[str, str, str], None]  # (node, runbook id, text)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How one runbook of the fleet ended. status: ok | failed | lost | cancelled | no-node |
+    error. `record` is set for ok, failed and lost (it is what gets written)."""
+
+    runbook: Runbook
+    status: str
+    node: str | None = None
+    record: Record | None = None
+    message: str | None = None
+    submitted: float = 0.0  # driver wall clock
+    began: float | None = None  # node wall clock when the task body started
+    ended: float = 0.0  # driver wall clock when the outcome was known
+
+    @property
+    def dispatch_s(self) -> float | None:
+        """Submission to the start of the run on its node."""
+        return None if self.began is None else self.began - self.submitted
+
+
+@ray.remote(max_retries=0)
+def _run_remote(job: Job, hub: Any) -> dict[str, Any]:
+    node_id = ray.get_runtime_context().get_node_id()
+    return run_job(job, node_id, lambda msg: hub.put.remote(msg))
+
+
+@ray.remote(num_cpus=0)
+class _Hub:
+    """Collects the nodes' messages for the driver to drain."""
+
+    def __init__(self) -> None:
+        self.items: list[dict[str, Any]] = []
+
+    def put(self, msg: dict[str, Any]) -> None:
+        self.items.append(msg)
+
+    def drain(self) -> list[dict[str, Any]]:
+        out, self.items = self.items, []
+        return out
+
+
+@contextlib.contextmanager
+def connect(address: str | None) -> Iterator[None]:
+    """Join the cluster at `address` (host:port, ray://host:port, or auto) as a driver."""
+    try:
+        ray.init(address=address or "auto", log_to_driver=False,
+                 logging_level=logging.WARNING, include_dashboard=False)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UsageError(f"cannot reach the Ray cluster at {address or 'auto'}: {first}") from None
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+def node_names() -> dict[str, str]:
+    """Node id → the name given with `ray start --node-name` (its IP address by default)."""
+    return {n["NodeID"]: n.get("NodeName") or n.get("NodeManagerAddress") or n["NodeID"][:8]
+            for n in ray.nodes()}
+
+
+def node_totals() -> list[dict[str, float]]:
+    """Total resources of each live node."""
+    return [dict(n["Resources"]) for n in ray.nodes() if n.get("Alive")]
+
+
+class _Interrupts:
+    """SIGINT/SIGTERM set a flag instead of raising, so the loop can cancel and wait."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._old: dict[int, Any] = {}
+
+    def __enter__(self) -> _Interrupts:
+        if threading.current_thread() is threading.main_thread():
+            for s in (signal.SIGINT, signal.SIGTERM):
+                self._old[s] = signal.signal(s, self._handle)
+        return self
+
+    def _handle(self, _signum: int, _frame: Any) -> None:
+        self.count += 1
+
+    def __exit__(self, *exc: object) -> None:
+        for s, h in self._old.items():
+            signal.signal(s, h)
+
+
+@dataclass
+class _Run:
+    runbook: Runbook
+    ref: Any
+    submitted: float
+    node: str | None = None
+    began: float | None = None
+    opening: Record | None = None
+    record: dict[str, Any] | None = None
+    progress: Progress | None = None
+
+
+def run_fleet(
+    runbooks: Sequence[Runbook],
+    *,
+    workdir: str,
+    force: bool = False,
+    retries: int = 0,
+    on_line: LineSink | None = None,
+    on_outcome: Callable[[Outcome], None] | None = None,
+) -> tuple[list[Outcome], bool]:
+    """Submit every runbook and wait for all of them. Returns the outcomes in the order of
+    `runbooks` and whether the run was interrupted. Needs `connect` first."""
+    say = on_line or (lambda _n, _r, _t: None)
+    names = node_names()
+    totals = node_totals()
+    outcomes: dict[str, Outcome] = {}
+
+    def finish(o: Outcome) -> None:
+        outcomes[o.runbook.id] = o
+        if on_outcome is not None:
+            on_outcome(o)
+
+    here = ray.get_runtime_context().get_node_id()
+    hub = _Hub.options(scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=True)
+                       ).remote()
+    runs: dict[str, _Run] = {}
+    for rb in runbooks:
+        d = place(rb, totals)
+        if d is None:
+            finish(Outcome(rb, "no-node", message=_no_node(rb), ended=time.time()))
+            continue
+        t = time.time()
+        ref = _submit(rb, d, Job(rb, workdir, force, None, t), hub, retries)
+        runs[rb.id] = _Run(rb, ref, t, progress=Progress())
+        say("driver", rb.id, f"submitted ({d.describe()})")
+
+    interrupted = False
+    with _Interrupts() as sig:
+        pending = {r.ref: r for r in runs.values()}
+        cancelled = False
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=len(pending), timeout=POLL_S)
+            for msg in ray.get(hub.drain.remote()):
+                _message(msg, runs, names, say)
+            for ref in ready:
+                run = pending.pop(ref)
+                for msg in ray.get(hub.drain.remote()):
+                    _message(msg, runs, names, say)
+                finish(_outcome(run, ref, names))
+            if sig.count and not cancelled:
+                cancelled = interrupted = True
+                say("driver", "-", "interrupted: cancelling; each node tears its run down")
+                for ref in pending:
+                    ray.cancel(ref)
+    order = {rb.id: i for i, rb in enumerate(runbooks)}
+    return sorted(outcomes.values(), key=lambda o: order[o.runbook.id]), interrupted
+
+
+def _submit(rb: Runbook, d: Demand, job: Job, hub: Any, retries: int) -> Any:
+    return _run_remote.options(
+        num_gpus=d.num_gpus, num_cpus=d.num_cpus, resources=dict(d.resources),
+        max_retries=retries, name=f"wiki-runbook:{rb.id}",
+    ).remote(job, hub)
+
+
+def _no_node(rb: Runbook) -> str:
+    need = required_gpus(rb.server)
+    what = f"{need} GPU{'s' * (need != 1)}" if need else "a CPU"
+    archs = rb.server.requirements.arch
+    return f"no node of the cluster has {what}" + (
+        f" and the resource {' or '.join(archs)}" if archs else "")
+
+
+def _message(msg: dict[str, Any], runs: dict[str, _Run], names: dict[str, str],
+             say: LineSink) -> None:
+    run = runs.get(msg.get("runbook", ""))
+    if run is None:
+        return
+    node_id = msg.get("node_id", "")
+    if node_id not in names:
+        names.update(node_names())
+    run.node = names.get(node_id, node_id[:8])
+    kind = msg.get("kind")
+    assert run.progress is not None
+    if kind == "begin":
+        run.began = float(msg["t"])
+        say(run.node, run.runbook.id, f"started (pid {msg.get('pid')})")
+    elif kind == "opening":
+        with contextlib.suppress(RecordError):
+            run.opening = Record.from_dict(msg["record"])
+    elif kind == "record":
+        run.record = msg["record"]
+    elif kind == "event":
+        text = _event_text(msg, run.progress)
+        if text:
+            say(run.node, run.runbook.id, text)
+
+
+def _event_text(msg: dict[str, Any], progress: Progress) -> str | None:
+    ev, step, status = msg["event"], msg["step"], msg.get("status")
+    message = msg.get("message")
+    if ev in ("step-start", "point-start"):
+        progress.started(step)
+        if ev == "point-start":
+            return f"{step} ({msg['index']}/{msg['total']})"
+        return None if step in ("preflight", "start") else step
+    if ev in ("step-end", "point-end"):
+        progress.ended(step, status or "?", float(msg.get("elapsed") or 0.0), message)
+        return f"{status} {step}" + (f": {message}" if message and status != "ok" else "")
+    if ev == "waiting":
+        return f"waiting for readiness: {status} ({float(msg['elapsed']):.0f} s)"
+    return None
+
+
+def _outcome(run: _Run, ref: Any, names: dict[str, str]) -> Outcome:
+    now = time.time()
+    base = {"node": run.node, "submitted": run.submitted, "began": run.began, "ended": now}
+    try:
+        data = ray.get(ref)
+    except rex.TaskCancelledError:
+        if run.record is not None:  # cancelled while running: the node still sent its record
+            return _from_record(run, run.record, base)
+        return Outcome(run.runbook, "cancelled", message="cancelled before it started", **base)
+    except (rex.NodeDiedError, rex.WorkerCrashedError, rex.RaySystemError,
+            rex.ObjectLostError) as exc:
+        if run.record is not None:
+            return _from_record(run, run.record, base)
+        return _lost(run, exc, base)
+    except rex.RayTaskError as exc:
+        cause = exc.cause if getattr(exc, "cause", None) is not None else exc
+        text = f"{type(cause).__name__}: {cause}".splitlines()[0]
+        return Outcome(run.runbook, "error", message=text, **base)
+    return _from_record(run, data, base)
+
+
+def _from_record(run: _Run, data: dict[str, Any], base: dict[str, Any]) -> Outcome:
+    record = Record.from_dict(data)
+    return Outcome(run.runbook, "ok" if record.ok else "failed", record=record,
+                   message=record.message, **base)
+
+
+def _lost(run: _Run, exc: Exception, base: dict[str, Any]) -> Outcome:
+    where = run.node or "its node"
+    message = f"node {where} was lost during the run ({type(exc).__name__})"
+    opening = run.opening or _opening_here(run)
+    assert run.progress is not None
+    record = lost_record(opening, run.progress, message, datetime.now(UTC))
+    return Outcome(run.runbook, "lost", record=record, message=message, **base)
+
+
+
+def _opening_here(run: _Run) -> Record:
+    """The opening record made on the driver, for a node lost before it sent its own: the
+    host section says nothing is known about that host."""
+    rb = run.runbook
+    started = datetime.fromtimestamp(run.began or run.submitted, UTC)
+    run_id = make_run_id(started, rb.blocks_hash)
+    plan = make_plan(rb, artifacts_dir=artifacts_dir_for(rb, run_id))
+    host = host_record(HostFacts(smi_found=False), (), required_gpus(rb.server) == 0)
+    return opening_record(plan, Verdict(checks=(), selected_gpus=(), host=host), run_id, started)

@@ -1,0 +1,182 @@
+"""One runbook on the node Ray placed it on: the same preflight, plan and executor as
+`wiki runbook run`, in the node's copy of the wiki. Progress goes back as messages; the record
+is returned to the driver, never written here. No Ray import: the driver wraps `run_job`."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from wikitools.fleet.records import opening_record
+from wikitools.runbook.execute import Event, execute
+from wikitools.runbook.host import gather_host, port_free
+from wikitools.runbook.model import Runbook
+from wikitools.runbook.plan import PlanOverrides, artifacts_dir_for, make_plan
+from wikitools.runbook.preflight import preflight
+from wikitools.runbook.record import make_run_id
+
+Message = dict[str, Any]
+Send = Callable[[Message], None]
+WAITING_EVERY_S = 10.0  # readiness polls are forwarded at most this often
+PORTS_DIR = "wiki-fleet-ports"  # under the node's temp dir: ports held by runs on this node
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One runbook as the driver sends it. The runbook travels parsed, so the node runs
+    exactly the blocks the driver selected, whatever its own checkout holds."""
+
+    runbook: Runbook
+    workdir: str  # the wiki root on the node: commands run there, artifacts stay there
+    force: bool = False
+    port: int | None = None  # None: the block's port when free on the node, else a free one
+    submitted: float = 0.0  # driver wall clock at submission
+
+
+def run_job(job: Job, node_id: str, send: Send) -> dict[str, Any]:
+    """Run the job here; return the record as a dict. Sends `begin` (before preflight),
+    `opening` (the record as it stands before any step), `event` lines and `record`."""
+    rb = job.runbook
+    base: Message = {"runbook": rb.id, "node_id": node_id}
+    send({**base, "kind": "begin", "t": time.time(), "pid": os.getpid(),
+          "submitted": job.submitted})
+    root = Path(job.workdir)
+    if not root.is_dir():
+        raise FileNotFoundError(f"the wiki root {job.workdir} does not exist on this node")
+    with _port_for(rb, job.port) as port, _launch_environment():
+        override = None if port == rb.server.port else port
+        facts = gather_host()
+        verdict = preflight(rb, force=job.force, port=port, facts=facts)
+        started = datetime.now(UTC)
+        run_id = make_run_id(started, rb.blocks_hash)
+        plan = make_plan(rb, root=root, artifacts_dir=artifacts_dir_for(rb, run_id),
+                         overrides=PlanOverrides(port=override), verdict=verdict)
+        opening = opening_record(plan, verdict, run_id, started)
+        send({**base, "kind": "opening", "record": opening.to_dict()})
+        record = execute(plan, root=root, verdict=verdict, on_event=_forward(base, send),
+                         started=started)
+    data = record.to_dict()
+    # Also through the message channel: a cancelled task's return value may not arrive.
+    send({**base, "kind": "record", "record": data})
+    return data
+
+
+def _forward(base: Message, send: Send) -> Callable[[Event], None]:
+    last_wait = [time.monotonic()]
+
+    def on_event(e: Event) -> None:
+        if e.kind == "waiting":
+            now = time.monotonic()
+            if now - last_wait[0] < WAITING_EVERY_S:
+                return
+            last_wait[0] = now
+        send({**base, "kind": "event", "event": e.kind, "step": e.step, "status": e.status,
+              "message": e.message, "elapsed": e.elapsed, "index": e.index, "total": e.total})
+
+    return on_event
+
+
+# --------------------------------------------------------------------------- environment
+
+# Ray's own: a worker adds these to what `ray start` had (OMP_NUM_THREADS=1 would starve a CPU
+# engine). CUDA_VISIBLE_DEVICES stays: it is Ray's choice of GPUs for this task.
+KEEP_FROM_RAY = ("CUDA_VISIBLE_DEVICES",)
+
+
+@contextlib.contextmanager
+def _launch_environment() -> Iterator[None]:
+    """For the run, the environment the node was started with (the raylet's), so commands
+    see what they would see in a shell on that host; restored afterwards (workers are reused)."""
+    launch = _raylet_environ()
+    if launch is None:
+        yield
+        return
+    removed = {k: v for k, v in os.environ.items() if k not in launch and k not in KEEP_FROM_RAY}
+    for k in removed:
+        del os.environ[k]
+    try:
+        yield
+    finally:
+        os.environ.update(removed)
+
+
+def _raylet_environ() -> dict[str, str] | None:
+    pid = os.environ.get("RAY_RAYLET_PID", "")
+    if not pid.isdigit():
+        return None
+    try:
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return None
+    pairs = (item.split(b"=", 1) for item in raw.split(b"\0") if b"=" in item)
+    return {k.decode(errors="replace"): v.decode(errors="replace") for k, v in pairs}
+
+
+# --------------------------------------------------------------------------- ports
+
+
+@contextlib.contextmanager
+def _port_for(runbook: Runbook, wanted: int | None) -> Iterator[int]:
+    """Hold a port for this run on this node: `wanted`, else the block's when nothing listens
+    there and no other fleet run here holds it, else a free one. Held by an O_EXCL file that
+    names this process, so runs sharing a host never pick the same port."""
+    if wanted:
+        yield wanted
+        return
+    folder = Path(tempfile.gettempdir()) / PORTS_DIR
+    folder.mkdir(exist_ok=True)
+    held = _hold(folder, runbook.server.port) if port_free(runbook.server.port) else None
+    while held is None:
+        held = _hold(folder, _free_port())
+    try:
+        yield int(held.name)
+    finally:
+        with contextlib.suppress(OSError):
+            held.unlink()
+
+
+def _hold(folder: Path, port: int) -> Path | None:
+    path = folder / str(port)
+    for _ in range(2):
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            if _holder_alive(path):
+                return None
+            with contextlib.suppress(OSError):
+                path.unlink()
+            continue
+        with os.fdopen(fd, "w") as f:
+            f.write(str(os.getpid()))
+        return path
+    return None
+
+
+def _holder_alive(path: Path) -> bool:
+    try:
+        pid = int(path.read_text().strip() or "0")
+    except (OSError, ValueError):
+        return False
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

@@ -1,0 +1,107 @@
+"""Records a fleet run writes for runs whose node cannot send one: the record as it stood when
+the run began (built on the node from its plan), completed on the driver with what the node's
+progress messages said once the node is lost. Same schema and keys as the executor's records."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+
+from wikitools.runbook.model import Plan, Verdict
+from wikitools.runbook.record import ClientResult, Point, Record, Step, utc_stamp
+from wikitools.runbook.secrets import mask_command
+
+LOST_POINT = "measured, but the result stayed on the lost node"
+
+
+def opening_record(plan: Plan, verdict: Verdict, run_id: str, started: datetime) -> Record:
+    """The record of `plan` before any step ran: every point skipped, no timings."""
+    srv = plan.server
+    names: list[str] = []
+    for c in plan.clients:
+        if c.name not in names:
+            names.append(c.name)
+    clients = []
+    for name in names:
+        planned = [c for c in plan.clients if c.name == name]
+        first = planned[0]
+        points = tuple(Point(c.point_value, "skipped", result_file=None,
+                             message="not run: an earlier step failed") for c in planned)
+        clients.append(ClientResult(name, first.kind, first.display_command
+                                    or mask_command(first.command), first.sweep_var, points))
+    stamp = utc_stamp(started)
+    return Record(
+        runbook=plan.runbook.id,
+        page=plan.runbook.page,
+        blocks_hash=plan.runbook.blocks_hash,
+        run_id=run_id,
+        started_at=stamp,
+        finished_at=stamp,
+        status="failed",
+        host=dict(verdict.host),
+        engine={"name": srv.engine, "version": None, "image": srv.image, "image_digest": None},
+        server={
+            "command": srv.display_command or mask_command(srv.command),
+            "env": dict(sorted(srv.display_env.items())),
+            "port": srv.port,
+            "model": None,
+            "log_tail": [],
+        },
+        steps=(),
+        clients=tuple(clients),
+        artifacts_dir=plan.artifacts_dir,
+    )
+
+
+@dataclass
+class Progress:
+    """What the node said so far about one run: steps ended, the step under way."""
+
+    steps: list[Step] = field(default_factory=list)
+    current: str | None = None
+
+    def started(self, step: str) -> None:
+        self.current = step
+
+    def ended(self, step: str, status: str, seconds: float, message: str | None) -> None:
+        self.steps.append(Step(step, status, round(seconds, 3), message))
+        self.current = None
+        if step == "ready" and status == "ok":
+            self.current = "warmup"
+
+
+def lost_record(opening: Record, progress: Progress, message: str, finished: datetime) -> Record:
+    """`opening` completed for a run whose node went away: the step under way failed with
+    `message`; points that ended keep their status (their numbers were lost with the node)."""
+    done = {s.name: s for s in progress.steps}
+    if progress.current is not None:
+        failed = progress.current
+    elif not progress.steps:
+        failed = "preflight"
+    else:
+        failed = _next_step(opening, done)
+    clients = []
+    for c in opening.clients:
+        points = []
+        for p in c.points:
+            label = f"client:{c.name}" + (f"[{p.value}]" if p.value is not None else "")
+            if label in done:
+                s = done[label]
+                points.append(Point(p.value, s.status, message=LOST_POINT if s.status == "ok"
+                                    else s.message, seconds=s.seconds))
+            elif label == failed:
+                points.append(Point(p.value, "failed", message=message))
+            else:
+                points.append(p)
+        clients.append(replace(c, points=tuple(points)))
+    steps = (*progress.steps, Step(failed, "failed", 0.0, message))
+    return replace(opening, status="failed", failed_step=failed, message=message,
+                   finished_at=utc_stamp(finished), steps=steps, clients=tuple(clients))
+
+
+def _next_step(opening: Record, done: dict[str, Step]) -> str:
+    order = ["preflight", "start", "ready", "warmup"]
+    for c in opening.clients:
+        order += [f"client:{c.name}" + (f"[{p.value}]" if p.value is not None else "")
+                  for p in c.points]
+    return next((s for s in order if s not in done), "teardown")
