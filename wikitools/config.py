@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from wikitools.diagnostics import Diagnostic, Severity
+from wikitools.diagnostics import Diagnostic, Severity, yaml_problem
 from wikitools.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -159,9 +159,9 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path.name}: not valid UTF-8 ({exc.reason})") from None
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path.name}:{mark.line + 1}:{mark.column + 1}" if mark else path.name
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        line, col, problem = yaml_problem(exc)
+        where = f"{path.name}:{line + 1}:{col + 1}" if line is not None and col is not None else (
+            path.name)
         raise ConfigError(f"{where}: malformed YAML: {problem}") from None
     if data is None:
         return {}

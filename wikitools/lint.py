@@ -11,7 +11,6 @@ FM001/FM002/PG001/PG002 come from the parser.
 
 from __future__ import annotations
 
-import difflib
 import posixpath
 import re
 from collections.abc import Callable, Iterable, Iterator
@@ -21,7 +20,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 from wikitools.config import WikiConfig
-from wikitools.diagnostics import Diagnostic, Severity
+from wikitools.diagnostics import Diagnostic, Severity, closest, did_you_mean
 from wikitools.index import title_of
 
 if TYPE_CHECKING:
@@ -138,8 +137,7 @@ def check_front_matter(config: WikiConfig, page: Page) -> Iterator[Diagnostic]:
     if isinstance(status, str) and status not in config.statuses:
         line, col = _fm_position(page, "status")
         allowed = ", ".join(config.statuses)
-        hint = difflib.get_close_matches(status.strip().lower(), config.statuses, n=1, cutoff=0.6)
-        suffix = f"; did you mean '{hint[0]}'?" if hint else ""
+        suffix = did_you_mean(status.strip().lower(), config.statuses)
         yield Diagnostic(
             page.path, line, col, "FM003", f"unknown status {status!r} (allowed: {allowed}){suffix}"
         )
@@ -203,9 +201,9 @@ def _suggest_cached(resolved: str, known: frozenset[str]) -> str | None:
         names: dict[str, str] = {}
         for k in pool[:_SUGGEST_LIMIT]:
             names.setdefault(posixpath.basename(k), k)
-        hint = difflib.get_close_matches(posixpath.basename(resolved), names, n=1, cutoff=0.75)
-        if hint:
-            return names[hint[0]]
+        hint = closest(posixpath.basename(resolved), names, cutoff=0.75)
+        if hint is not None:
+            return names[hint]
     return None
 
 

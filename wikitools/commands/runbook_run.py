@@ -11,6 +11,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from wikitools.commands import add_root
 from wikitools.config import load_config, load_pages
 from wikitools.diagnostics import Severity, sort_diagnostics, summary
 from wikitools.errors import UsageError
@@ -44,8 +45,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--port", type=int, help="serve on this port instead of the block's")
     p.add_argument("--no-render", action="store_true",
                    help="write the record but leave the pages alone")
-    p.add_argument("--root", type=Path, default=None,
-                   help="wiki root (default: the wiki around the working directory)")
+    add_root(p)
     p.set_defaults(handler=run_run)
 
     p = sub.add_parser(
@@ -57,8 +57,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("paths", nargs="*", type=Path, help="pages (default: every page)")
     p.add_argument("--check", action="store_true", help="write nothing; exit 1 on drift")
     p.add_argument("--diff", action="store_true", help="print a unified diff of the changes")
-    p.add_argument("--root", type=Path, default=None,
-                   help="wiki root (default: the wiki around the working directory)")
+    add_root(p)
     p.set_defaults(handler=run_render)
 
 

@@ -4,12 +4,12 @@ parsing lives in `command`/`extract`, decisions in `preflight`/`plan`."""
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from wikitools.diagnostics import did_you_mean
 from wikitools.errors import UsageError
 from wikitools.runbook import engines
 
@@ -202,12 +202,8 @@ class Runbook:
             if c.name == name:
                 return c
         names = [c.name for c in self.clients]
-        raise UsageError(f"runbook '{self.id}' has no client '{name}'{_did_you_mean(name, names)}")
-
-
-def _did_you_mean(word: str, choices: list[str]) -> str:
-    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.5)
-    return f"; did you mean '{close[0]}'?" if close else ""
+        hint = did_you_mean(name, names, cutoff=0.5)
+        raise UsageError(f"runbook '{self.id}' has no client '{name}'{hint}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,7 +239,7 @@ class RunbookSet:
             if bid == rid:
                 raise UsageError(f"runbook '{rid}' ({where}) has errors; `wiki runbook list` "
                                  "shows them")
-        raise UsageError(f"unknown runbook '{rid}'{_did_you_mean(rid, self.ids())}")
+        raise UsageError(f"unknown runbook '{rid}'{did_you_mean(rid, self.ids(), cutoff=0.5)}")
 
 
 # --------------------------------------------------------------------------- preflight

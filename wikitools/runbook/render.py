@@ -4,7 +4,6 @@ and out-of-date regions."""
 
 from __future__ import annotations
 
-import difflib
 import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -13,7 +12,7 @@ from typing import Any
 
 import jinja2
 
-from wikitools.diagnostics import Diagnostic, Severity
+from wikitools.diagnostics import Diagnostic, Severity, did_you_mean
 from wikitools.pages import Page
 from wikitools.runbook import engines, serving
 from wikitools.runbook.charts import XY, Chart, Series, figure, render_chart
@@ -531,8 +530,7 @@ def stored_text(root: Path, page: Page) -> str:
 
 def _unknown_runbook(region: Region, by_id: Mapping[str, Runbook]) -> Diagnostic:
     name = region.runbook or ""
-    close = difflib.get_close_matches(name, sorted(by_id), n=1, cutoff=0.5)
-    hint = f"; did you mean '{close[0]}'?" if close else ""
+    hint = did_you_mean(name, sorted(by_id), cutoff=0.5)
     return Diagnostic(region.path, region.start, region.col, "RB009",
                       f"results region names unknown runbook '{name}'{hint}")
 
