@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: site test setup engine check serve clean search-check
+.PHONY: site test setup engine check serve clean browser-check
 
 site: setup
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
@@ -35,11 +35,11 @@ SERVE_ADDR ?= 127.0.0.1:8000
 serve: setup
 	exec $(BIN)/python scripts/serve.py $(SERVE_ADDR)
 
-# Site search in a real browser (needs Chromium: apt-get install -y chromium). Not part of
+# Search and phone layout in a real browser (needs Chromium: apt-get install -y chromium). Not in
 # `make test`: CI machines have no Chromium and cannot install system packages.
-search-check: setup
+browser-check: setup
 	$(BIN)/pip install -q -e '.[browser]'
-	$(BIN)/python scripts/check-search.py
+	$(BIN)/python scripts/check-browser.py
 
 clean:
 	rm -rf site .artifacts

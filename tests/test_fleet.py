@@ -263,3 +263,14 @@ def test_cli_usage_errors(capsys: pytest.CaptureFixture[str], tree: Path) -> Non
     assert main(["fleet", "run", "--stale", "--root", str(tree), "--yes"]) == 0
     assert "no runbook selected" in capsys.readouterr().err
     assert main(["fleet", "run", "fake-sm90", "--retries", "-1", "--root", str(tree)]) == 2
+
+
+def test_run_job_refuses_a_checkout_with_other_blocks(tree: Path) -> None:
+    runbooks, _, _ = load_runbooks(tree)
+    rb = next(r for r in runbooks if r.id == "fake-sm90")
+    page = tree / "wiki" / "fleet-shapes.md"
+    page.write_text(page.read_text().replace("--delay 0.5", "--delay 0.6", 1))
+    sent: list[dict] = []
+    with pytest.raises(node.CheckoutDiffers, match="other blocks for runbook 'fake-sm90'"):
+        node.run_job(node.Job(rb, str(tree), port=free_port()), "n1", sent.append)
+    assert [m["kind"] for m in sent] == ["begin"]

@@ -153,7 +153,7 @@ class RayCluster:
     def pids(self) -> list[int]:
         return tagged(CLUSTER_VAR, self.tag)
 
-    def stop(self, grace: float = 10.0) -> list[int]:
+    def stop(self, grace: float = 5.0) -> list[int]:
         """TERM every process of the cluster, KILL what is left after `grace`, delete the
         namespace and the temp dir. Returns the PIDs that needed KILL."""
         kill_all(self.pids(), signal.SIGTERM)

@@ -1,6 +1,7 @@
-"""One runbook on the node Ray placed it on: the same preflight, plan and executor as
-`wiki runbook run`, in the node's copy of the wiki. Progress goes back as messages; the record
-is returned to the driver, never written here. No Ray import: the driver wraps `run_job`."""
+"""One runbook on the node Ray placed it on: the same preparation (runbook lookup, preflight,
+plan) and executor as `wiki runbook run`, in the node's copy of the wiki. Progress goes back as
+messages; the record is returned to the driver, never written here. No Ray import: the driver
+wraps `run_job`."""
 
 from __future__ import annotations
 
@@ -11,17 +12,14 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from wikitools.fleet.records import opening_record
 from wikitools.runbook.execute import Event, execute
-from wikitools.runbook.host import gather_host, port_free
+from wikitools.runbook.host import port_free
 from wikitools.runbook.model import Runbook
-from wikitools.runbook.plan import PlanOverrides, artifacts_dir_for, make_plan
-from wikitools.runbook.preflight import preflight
-from wikitools.runbook.record import make_run_id
+from wikitools.runbook.session import RunOptions, prepare
 
 Message = dict[str, Any]
 Send = Callable[[Message], None]
@@ -29,10 +27,14 @@ WAITING_EVERY_S = 10.0  # readiness polls are forwarded at most this often
 PORTS_DIR = "wiki-fleet-ports"  # under the node's temp dir: ports held by runs on this node
 
 
+class CheckoutDiffers(Exception):
+    """The node's copy of the wiki does not hold the runbook the driver selected."""
+
+
 @dataclass(frozen=True, slots=True)
 class Job:
-    """One runbook as the driver sends it. The runbook travels parsed, so the node runs
-    exactly the blocks the driver selected, whatever its own checkout holds."""
+    """One runbook as the driver sends it. The node finds it again in its own checkout and
+    refuses to run when the blocks differ from the driver's (the record would not match)."""
 
     runbook: Runbook
     workdir: str  # the wiki root on the node: commands run there, artifacts stay there
@@ -53,16 +55,16 @@ def run_job(job: Job, node_id: str, send: Send) -> dict[str, Any]:
         raise FileNotFoundError(f"the wiki root {job.workdir} does not exist on this node")
     with _port_for(rb, job.port) as port, _launch_environment():
         override = None if port == rb.server.port else port
-        facts = gather_host()
-        verdict = preflight(rb, force=job.force, port=port, facts=facts)
-        started = datetime.now(UTC)
-        run_id = make_run_id(started, rb.blocks_hash)
-        plan = make_plan(rb, root=root, artifacts_dir=artifacts_dir_for(rb, run_id),
-                         overrides=PlanOverrides(port=override), verdict=verdict)
-        opening = opening_record(plan, verdict, run_id, started)
+        prepared = prepare(rb.ref, root, RunOptions(port=override, force=job.force))
+        if prepared.runbook.blocks_hash != rb.blocks_hash:
+            raise CheckoutDiffers(
+                f"the checkout in {job.workdir} holds other blocks for runbook '{rb.id}' than "
+                "the driver's (update it to the same commit)")
+        opening = opening_record(prepared.plan, prepared.verdict, prepared.run_id,
+                                 prepared.started)
         send({**base, "kind": "opening", "record": opening.to_dict()})
-        record = execute(plan, root=root, verdict=verdict, on_event=_forward(base, send),
-                         started=started)
+        record = execute(prepared.plan, root=prepared.root, verdict=prepared.verdict,
+                         on_event=_forward(base, send), started=prepared.started)
     data = record.to_dict()
     # Also through the message channel: a cancelled task's return value may not arrive.
     send({**base, "kind": "record", "record": data})

@@ -1,0 +1,182 @@
+#!/usr/bin/env python3
+"""Check the built site in a real browser: search finds code, and on a phone the first command
+of every model runbook page is on the first screen.
+
+Builds the site (mkdocs build --strict) into a temporary folder, serves it on 127.0.0.1 and
+opens it in headless Chromium through Playwright.
+
+* Search: types each query into Material's search box and reads the result list. The queries
+  are the code identifiers readers search for: a JSON key, a pull request number, command-line
+  flags and an environment variable.
+* Phone fold: opens every page under wiki/models/ that holds a runbook server block at 390x844
+  and checks that its first code block starts within the first screen.
+
+Exit 0 when everything passes, 1 when a check fails, 2 when Chromium or Playwright is missing.
+
+    .venv/bin/pip install -e '.[browser]'      # Playwright, the Python package only
+    apt-get install -y chromium                # the browser it drives
+    .venv/bin/python scripts/check-browser.py  # or --site DIR to test an existing build
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import http.server
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# query -> a page (site-relative URL prefix) that must be among the first results
+QUERIES = {
+    "enable_thinking": "topics/thinking-mode/",
+    "31089": "models/gpt-oss-120b/triton-vs-marlin/",
+    "--tensor-parallel-size": "engines/vllm-sm120/",
+    "NCCL_P2P_DISABLE": "hardware/multi-gpu-nccl/",
+    "index_topk_pattern": "models/glm-5.2/",
+    "--moe-backend": "engines/vllm-sm120/",
+}
+CHROMIUM_FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+TOP = 20  # how many results count as "found"
+PHONE = {"width": 390, "height": 844}
+FIRST_LINE = 60  # px of a code block that must be on screen: its label and first line
+
+
+def build(site: Path) -> None:
+    env = dict(os.environ, NO_MKDOCS_2_WARNING="1", DISABLE_MKDOCS_2_WARNING="true")
+    mkdocs = Path(sys.executable).parent / "mkdocs"
+    proc = subprocess.run([str(mkdocs), "build", "--strict", "--site-dir", str(site)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stdout + proc.stderr)
+        raise SystemExit(f"error: mkdocs build --strict failed (exit {proc.returncode})")
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def serve(site: Path) -> tuple[http.server.ThreadingHTTPServer, str]:
+    handler = functools.partial(_Quiet, directory=str(site))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}/"
+
+
+def runbook_pages() -> list[str]:
+    """Site paths of the model pages that hold a runbook server block."""
+    out = []
+    for path in sorted((ROOT / "wiki" / "models").rglob("*.md")):
+        if ".runbook-server" in path.read_text(encoding="utf-8"):
+            rel = path.relative_to(ROOT / "wiki").with_suffix("").as_posix()
+            out.append(rel.removesuffix("index") if rel.endswith("/index") else rel + "/")
+    return out
+
+
+def first_code_top(browser: Any, base: str, paths: list[str]) -> dict[str, int]:
+    """Top of each page's first code block, in CSS pixels, on a phone screen."""
+    context = browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True)
+    try:
+        page = context.new_page()
+        tops = {}
+        for path in paths:
+            page.goto(base + path)
+            tops[path] = page.evaluate(
+                "() => { const e = document.querySelector('article .highlight, article pre');"
+                " return e ? Math.round(e.getBoundingClientRect().top) : -1; }")
+        return tops
+    finally:
+        context.close()
+
+
+def search(browser: Any, base: str) -> dict[str, list[str]]:
+    """The result list (site paths, best first) for each query."""
+    found: dict[str, list[str]] = {}
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    try:
+        page.goto(base)
+        for query in QUERIES:
+            page.click("label.md-search__icon, .md-search__input")
+            box = page.locator("input.md-search__input")
+            box.fill("")
+            box.type(query)
+            page.locator(".md-search-result__meta").wait_for()
+            page.wait_for_function(
+                "() => !/Initializing|Type to start/.test("
+                "document.querySelector('.md-search-result__meta').textContent)",
+                timeout=10_000,
+            )
+            page.wait_for_timeout(300)  # let the result list settle after the last key
+            hrefs = page.eval_on_selector_all(
+                ".md-search-result__item > .md-search-result__link",
+                "els => els.map(e => e.getAttribute('href'))",
+            )
+            paths = [h.removeprefix(base).split("#")[0].split("?")[0] for h in hrefs]
+            found[query] = paths[:TOP]
+            page.keyboard.press("Escape")
+    finally:
+        page.close()
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--site", type=Path, help="test this built site instead of building")
+    parser.add_argument("--chromium", default=None, help="Chromium executable")
+    args = parser.parse_args(argv)
+    chromium = args.chromium or shutil.which("chromium") or shutil.which("chromium-browser")
+    if not chromium:
+        print("error: Chromium not found (Debian: apt-get install -y chromium)", file=sys.stderr)
+        return 2
+    try:
+        import playwright  # noqa: F401
+    except ImportError:
+        print("error: Playwright not installed (pip install playwright)", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory(prefix="wiki-search-") as tmp:
+        site = args.site or Path(tmp) / "site"
+        if args.site is None:
+            build(site)
+        server, base = serve(site)
+        try:
+            from playwright.sync_api import sync_playwright
+
+            with sync_playwright() as pw:
+                browser = pw.chromium.launch(executable_path=chromium,
+                                             args=CHROMIUM_FLAGS[1:], headless=True)
+                try:
+                    found = search(browser, base)
+                    tops = first_code_top(browser, base, runbook_pages())
+                finally:
+                    browser.close()
+        finally:
+            server.shutdown()
+            server.server_close()
+    failures = 0
+    for query, expected in QUERIES.items():
+        pages = found.get(query, [])
+        ok = any(p.startswith(expected) for p in pages)
+        failures += not ok
+        shown = ", ".join(dict.fromkeys(p or "/" for p in pages)) or "no results"
+        print(f"{'ok  ' if ok else 'FAIL'} search {query!r}: expects {expected}; found {shown}")
+    for path, top in tops.items():
+        ok = 0 <= top <= PHONE["height"] - FIRST_LINE
+        failures += not ok
+        print(f"{'ok  ' if ok else 'FAIL'} phone {path}: first command at {top} px "
+              f"(screen {PHONE['height']} px)")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
