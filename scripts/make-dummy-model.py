@@ -14,6 +14,11 @@ special_tokens_map.json and chat_template.jinja; no weights (vLLM fills them wit
 the output is byte-for-byte the same on every run. Needs the `tokenizers` package (present in the
 engine environment, where vLLM brings it).
 
+With --full-vocab the tokenizer is padded with plain added tokens (`<t512>`, `<t513>`, ...) up to
+the model's vocabulary, so that every token id the random weights produce decodes to some text.
+Clients that time the first token by the first non-empty text chunk (SGLang's bench_serving) need
+it; the model itself is the same.
+
 With --check nothing is written; the exit status is 1 when DIR differs from what would be written.
 """
 
@@ -99,8 +104,16 @@ def corpus() -> list[str]:
     return lines
 
 
-def build_tokenizer_json() -> str:
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+def build_tokenizer_json(pad_to: int | None = None) -> str:
+    from tokenizers import (
+        AddedToken,
+        Tokenizer,
+        decoders,
+        models,
+        pre_tokenizers,
+        processors,
+        trainers,
+    )
 
     tok = Tokenizer(models.BPE(unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -113,6 +126,9 @@ def build_tokenizer_json() -> str:
         show_progress=False,
     )
     tok.train_from_iterator(corpus(), trainer=trainer)
+    if pad_to is not None and pad_to > tok.get_vocab_size():
+        tok.add_tokens([AddedToken(f"<t{i}>", normalized=False)
+                        for i in range(tok.get_vocab_size(), pad_to)])
     data = json.loads(tok.to_str())
     return json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False) + "\n"
 
@@ -121,8 +137,9 @@ def dumps(obj: dict) -> str:
     return json.dumps(obj, indent=2, sort_keys=True) + "\n"
 
 
-def files(preset: str) -> dict[str, str]:
-    tokenizer_json = build_tokenizer_json()
+def files(preset: str, full_vocab: bool = False) -> dict[str, str]:
+    pad_to = PRESETS[preset].get("vocab_size") if full_vocab else None
+    tokenizer_json = build_tokenizer_json(pad_to)
     vocab_size = len(json.loads(tokenizer_json)["model"]["vocab"])
     added = {
         str(i): {
@@ -162,10 +179,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("dir", type=Path)
     parser.add_argument("--preset", choices=sorted(PRESETS), default="llama-3.2-1b")
+    parser.add_argument("--full-vocab", action="store_true",
+                        help="pad the tokenizer to the model's vocabulary with added tokens")
     parser.add_argument("--check", action="store_true", help="report differences, write nothing")
     args = parser.parse_args(argv)
     try:
-        wanted = files(args.preset)
+        wanted = files(args.preset, args.full_vocab)
     except ImportError as exc:
         print(f"error: {exc} (run this with the engine environment's python)", file=sys.stderr)
         return 2

@@ -344,3 +344,15 @@ def test_a_node_lost_mid_run_is_a_recorded_failure(cluster: RayCluster, tree: Pa
     assert [s["name"] for s in data["steps"]][:4] == ["preflight", "start", "ready", "warmup"]
     assert cluster.node_pids("worker-k") == []
     assert wait_no_leftovers(cluster) == []
+
+
+def test_a_task_that_fails_on_its_node_is_reported_without_a_record(
+    cluster: RayCluster, tree: Path, main_run: Fleet
+) -> None:
+    before = records(tree, "fake-sm90")
+    run = Fleet(cluster, tree, "fake-sm90", "--workdir", "/nonexistent-wiki-root")
+    assert run.wait(timeout=60) == 1, run.output
+    assert summary(run.stdout)["fake-sm90"][:2] == ["worker-b", "error"]
+    assert ("fake-sm90: FileNotFoundError: the wiki root /nonexistent-wiki-root does not exist "
+            "on this node") in run.stdout
+    assert records(tree, "fake-sm90") == before

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from wikitools.runbook.engines import VLLM
+from wikitools.runbook.clients import parse_sglang_bench
+from wikitools.runbook.engines import SGLANG, VLLM
 from wikitools.runbook.host import HostFacts, parse_topology, summarise_topology
 from wikitools.runbook.logwatch import LogWatcher
 from wikitools.runbook.markers import scan_markers
@@ -52,3 +53,37 @@ def test_two_gpu_banner() -> None:
     )
     assert (facts.driver, facts.cuda) == ("580.159.04", "13.0")
     assert [g.arch for g in facts.gpus] == ["sm90", "sm90"]
+
+
+def test_sglang_start_up_log_markers() -> None:
+    """SGLang 0.5.17 on one H200 (dummy Llama 3.2 1B shape, Triton attention)."""
+    lines = (GPU / "h200-sglang" / "sglang-server.log").read_text().splitlines()
+    markers = scan_markers(lines)
+    assert markers["kv_cache_tokens"] == 2_201_189
+    assert markers["kv_cache_gib"] == 67.18  # K 33.59 + V 33.59
+    assert markers["max_total_num_tokens"] == 2_201_189
+    assert markers["cuda_graph_capture_s"] == 77.33 and markers["cuda_graphs"] is True
+
+
+def test_sglang_log_has_no_fatal_line_and_says_ready() -> None:
+    """Warnings about optional modules it could not import are not failures."""
+    path = GPU / "h200-sglang" / "sglang-server.log"
+    watcher = LogWatcher(path, SGLANG.fatal_log)
+    watcher.poll()
+    assert watcher.fatal_line is None
+    text = path.read_text()
+    assert any(marker in text for marker in SGLANG.ready_log)
+    assert "Ignore import error" in text
+
+
+def test_sglang_bench_serving_result() -> None:
+    path = GPU / "h200-sglang" / "bench-serving-1.jsonl"
+    metrics = parse_sglang_bench(path, "python3 -m sglang.bench_serving --num-prompts 64")
+    assert metrics["completed"] == 64 and metrics["num_prompts"] == 64
+    assert metrics["failed"] == 0
+    assert round(metrics["output_throughput"], 1) == 595.2
+    assert round(metrics["mean_ttft_ms"], 2) == 11.28
+    # The client's own median: 0.00 ms, because it starts the clock at the first chunk with text
+    # and most ids of this stand-in model decode to no text with its 512-token tokenizer.
+    assert metrics["median_ttft_ms"] == 0.0
+    assert metrics["tool"] == "sglang-bench-serving"

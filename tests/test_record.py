@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import replace
 from datetime import UTC, datetime
 
@@ -11,6 +12,7 @@ import pytest
 
 from wikitools.errors import WikiError
 from wikitools.runbook.record import (
+    RUN_ID,
     ClientResult,
     Point,
     Record,
@@ -85,7 +87,9 @@ def test_bad_record_is_named(tmp_path):
 
 def test_run_id():
     started = datetime(2026, 11, 30, 10, 0, 5, tzinfo=UTC)
-    assert make_run_id(started, "sha256:0123456789abcdef") == "20261130T100005Z-01234567"
+    run_id = make_run_id(started, "sha256:0123456789abcdef")
+    assert re.fullmatch(r"20261130T100005\.000Z-01234567-[0-9a-f]{4}", run_id)
+    assert RUN_ID.match(run_id) and RUN_ID.match("20261130T100005Z-01234567")
 
 
 def test_redaction():

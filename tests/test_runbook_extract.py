@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -177,6 +176,8 @@ def test_cli_list(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert main(["runbook", "list", "--root", str(GOOD)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out == [
+        "RUNBOOK                                           ENGINE  MODEL                     "
+        "          GPUS    ARCH   LAST RUN",
         "wiki/models/gpt-oss-120b.md#gptoss-120b-tp2       vllm    openai/gpt-oss-120b       "
         "          2 GPUs  sm120  never run",
         "wiki/models/qwen35-397b.md#qwen35-397b-nvfp4-tp4  sglang  "
@@ -184,21 +185,28 @@ def test_cli_list(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     ]
 
 
-def test_cli_list_reads_latest_record(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_list_has_a_header_and_reports_an_unreadable_record(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     import shutil
+
+    from wikitools.runbook.record import Record, write_record
 
     root = tmp_path / "w"
     shutil.copytree(GOOD, root)
-    folder = root / "runbooks" / "gptoss-120b-tp2"
-    folder.mkdir(parents=True)
     for started, status in (("2026-11-30T10:00:00Z", "ok"), ("2026-12-02T08:00:00Z", "failed")):
-        name = started.replace("-", "").replace(":", "")
-        (folder / f"{name}-00000000.json").write_text(json.dumps(
-            {"started_at": started, "status": status}))
-    (folder / "junk.json").write_text("{not json")
-    assert main(["runbook", "list", "--root", str(root)]) == 0
-    first = capsys.readouterr().out.splitlines()[0]
-    assert first.endswith("2026-12-02 (failed)")
+        stamp = started.replace("-", "").replace(":", "")
+        write_record(root, Record(runbook="gptoss-120b-tp2", page="p.md", blocks_hash="sha256:0",
+                                  run_id=f"{stamp}-00000000", started_at=started,
+                                  finished_at=started, status=status))
+    (root / "runbooks" / "gptoss-120b-tp2" / "junk.json").write_text("{not json")
+    assert main(["runbook", "list", "--root", str(root)]) == 1
+    out, err = capsys.readouterr()
+    header, first = out.splitlines()[:2]
+    assert header.split() == ["RUNBOOK", "ENGINE", "MODEL", "GPUS", "ARCH", "LAST", "RUN"]
+    assert first.endswith("2026-12-02 (failed), 1 unreadable record")
+    assert ("runbooks/gptoss-120b-tp2/junk.json:1:2: not valid JSON: Expecting property name "
+            "enclosed in double quotes (unreadable record)") in err
 
 
 def test_cli_list_reports_errors(capsys: pytest.CaptureFixture[str]) -> None:

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from wikitools.runbook import runstate
-from wikitools.runbook.runstate import RunLocked, RunState, has_tag, tagged_pids
+from wikitools.runbook.processes import has_tag, process_state, tagged_pids
+from wikitools.runbook.runstate import RunLock, RunLocked
 
 RUNNER = Path(__file__).parent / "fakes" / "dead_runner.py"
 
@@ -36,13 +37,13 @@ def wait_for(cond, seconds: float = 10.0) -> bool:
 
 
 def alive(pid: int) -> bool:
-    return runstate._state(pid) not in ("", "Z", "X")
+    return process_state(pid) not in ("", "Z", "X")
 
 
 def test_second_run_of_a_runbook_is_refused_naming_the_holder(tmp_path: Path) -> None:
-    first = RunState(tmp_path, "rb", 18001, "20261130T100000Z-aaaa")
+    first = RunLock(tmp_path, "rb", 18001, "20261130T100000Z-aaaa")
     assert first.acquire() == []
-    second = RunState(tmp_path, "rb", 18002, "20261130T100001Z-bbbb")
+    second = RunLock(tmp_path, "rb", 18002, "20261130T100001Z-bbbb")
     with pytest.raises(RunLocked) as exc:
         second.acquire()
     message = str(exc.value)
@@ -54,15 +55,15 @@ def test_second_run_of_a_runbook_is_refused_naming_the_holder(tmp_path: Path) ->
 
 
 def test_second_run_on_the_same_port_is_refused_naming_the_holder(tmp_path: Path) -> None:
-    first = RunState(tmp_path, "rb-a", 18003, "20261130T100000Z-aaaa")
+    first = RunLock(tmp_path, "rb-a", 18003, "20261130T100000Z-aaaa")
     first.acquire()
-    other = RunState(tmp_path, "rb-b", 18003, "20261130T100001Z-bbbb")
+    other = RunLock(tmp_path, "rb-b", 18003, "20261130T100001Z-bbbb")
     with pytest.raises(RunLocked, match=r"port 18003 is held by run 20261130T100000Z-aaaa of "
                        r"runbook 'rb-a'"):
         other.acquire()
     first.release()
     # The refused run let its runbook lock go.
-    again = RunState(tmp_path, "rb-b", 18004, "20261130T100002Z-cccc")
+    again = RunLock(tmp_path, "rb-b", 18004, "20261130T100002Z-cccc")
     again.acquire()
     again.release()
 
@@ -93,7 +94,7 @@ def test_children_die_with_the_runner_and_leftovers_are_stopped_by_the_next_run(
     # The setsid grandchild left every process group: the next run finds it by its tag.
     survivors = tagged_pids(tag)
     assert survivors, "the setsid grandchild outlives its parent"
-    nxt = RunState(tmp_path, "rb", 18005, "20261130T110000Z-next")
+    nxt = RunLock(tmp_path, "rb", 18005, "20261130T110000Z-next")
     stopped = nxt.acquire(grace=3.0)
     assert {s.pid for s in stopped} >= set(survivors)
     assert all("sleep 300" in s.command for s in stopped if s.pid in survivors)
@@ -112,7 +113,7 @@ def test_without_parent_death_signal_the_next_run_stops_the_recorded_server(
     runner.wait()
     time.sleep(0.3)
     assert alive(child)
-    stopped = RunState(tmp_path, "rb", 18005, "20261130T110000Z-next").acquire(grace=3.0)
+    stopped = RunLock(tmp_path, "rb", 18005, "20261130T110000Z-next").acquire(grace=3.0)
     assert child in {s.pid for s in stopped}
     assert wait_for(lambda: tagged_pids(tag) == [])
 
@@ -125,7 +126,7 @@ def test_a_pid_reused_by_another_process_is_never_signalled(tmp_path: Path) -> N
         lock.write_text(json.dumps({"state": "running", "tag": "20261130T000000Z-gone-1234",
                                     "processes": [{"role": "server", "pid": stranger.pid}]}))
         assert not has_tag(stranger.pid, "20261130T000000Z-gone-1234")
-        state = RunState(tmp_path, "rb", None, "20261130T110000Z-next")
+        state = RunLock(tmp_path, "rb", None, "20261130T110000Z-next")
         assert state.acquire(grace=1.0) == []
         assert stranger.poll() is None
         state.release()

@@ -4,6 +4,11 @@
 # stays warm (calls must follow each other within its idle limit). Once every part is there and the
 # checksum matches, unpacks the bundle into /tmp/ENGINE-site and exports PYTHONPATH (and, for vLLM,
 # a `vllm` command on /tmp/vllm-bin). Later calls on the same machine only re-export.
+# NVLink multicast must stay off on shared hosts (it can take the host's GPUs out of service):
+# keep NCCL, PyTorch and NVSHMEM off it, and vLLM's FlashInfer all-reduce off its multicast
+# (mnnvl) backend. The runbook executor keeps these in every server it starts, too.
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \
+  VLLM_FLASHINFER_ALLREDUCE_BACKEND=trtllm
 _gb_dir=$(dirname "${BASH_SOURCE[0]:-$0}")
 _gb_engine=$(basename "$_gb_dir"); _gb_engine=${_gb_engine#.gpu-}
 _gb_parts=/tmp/gpu-$_gb_engine-parts
@@ -29,9 +34,4 @@ if [ "$_gb_engine" = vllm ]; then
   export PATH=/tmp/vllm-bin:$PATH VLLM_NO_USAGE_STATS=1 \
     VLLM_USE_FLASHINFER_SAMPLER=${VLLM_USE_FLASHINFER_SAMPLER:-0}
 fi
-# NVLink multicast must stay off on shared hosts (it can take the host's GPUs out of service):
-# keep NCCL, PyTorch and NVSHMEM off it, and vLLM's FlashInfer all-reduce off its multicast
-# (mnnvl) backend. The runbook executor keeps these in every server it starts, too.
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \
-  VLLM_FLASHINFER_ALLREDUCE_BACKEND=trtllm
 echo "gpu-$_gb_engine: ready - $(python3 -c "import $_gb_engine as m; print('$_gb_engine', m.__version__)" 2>&1 | tail -1)"

@@ -13,14 +13,15 @@ import time
 from pathlib import Path
 
 from wikitools.runbook import runstate
+from wikitools.runbook.processes import die_with
 
 
 def main() -> None:
     root, runbook, port, locks = sys.argv[1:5]
     runstate._port_locks_dir = lambda: Path(locks)  # the test's own folder
-    state = runstate.RunState(Path(root), runbook, int(port), "20261130T100000Z-dead")
+    state = runstate.RunLock(Path(root), runbook, int(port), "20261130T100000Z-dead")
     state.acquire()
-    preexec = None if "--no-pdeathsig" in sys.argv else runstate.die_with(os.getpid())
+    preexec = None if "--no-pdeathsig" in sys.argv else die_with(os.getpid())
     child = subprocess.Popen(
         ["bash", "-c", "setsid sleep 300 & sleep 300; true"],
         env={**os.environ, **state.env()}, start_new_session=True, preexec_fn=preexec,

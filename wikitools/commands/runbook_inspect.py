@@ -17,6 +17,7 @@ from wikitools.runbook.extract import load_runbooks
 from wikitools.runbook.model import Runbook
 from wikitools.runbook.plan import format_plan, format_verdict
 from wikitools.runbook.preflight import required_gpus
+from wikitools.runbook.record import read_records
 from wikitools.runbook.scan import scan_pages
 from wikitools.runbook.secrets import mask_env
 from wikitools.runbook.session import RunOptions, prepare
@@ -39,8 +40,10 @@ def add_parsers(sub: Any) -> None:
     p = sub.add_parser("plan", help="print exactly what a run would execute, and the preflight",
                        description="Print the final server and client commands, environment "
                        "(secrets masked), timeouts, log and result paths, and the preflight "
-                       "verdict for this host. Starts nothing. Exit 0 when preflight passes, "
-                       "1 when it refuses.")
+                       "verdict for this host. Starts nothing and always prints the plan; the "
+                       "exit status is the verdict: 0 when the runbook could run on this host, "
+                       "1 when preflight refuses (on a host without GPUs that is the expected "
+                       "answer), 2 when the runbook, its blocks or an option are wrong.")
     p.add_argument("ref", metavar="PAGE#ID", help="runbook id, or path/to/page.md#id")
     p.add_argument("--force", action="store_true",
                    help="accept another GPU architecture, busy GPUs or too little free memory")
@@ -72,47 +75,36 @@ def _resolve(root: Path, ref: str) -> tuple[Runbook, list[Any]]:
     return runbooks.get(ref), diags
 
 
-def latest_run(root: Path, runbook_id: str) -> dict[str, Any] | None:
-    """started_at and status of the newest record in runbooks/<id>/, or None."""
-    folder = root / "runbooks" / runbook_id
-    best: dict[str, Any] | None = None
-    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if not isinstance(data, dict) or not isinstance(data.get("started_at"), str):
-            continue
-        if best is None or data["started_at"] >= best["started_at"]:
-            best = data
-    return best
-
-
-# --------------------------------------------------------------------------- list
-
-
 def run_list(args: argparse.Namespace) -> int:
     root = load_config(args.root).root
     runbooks, diags, _pages = load_runbooks(args.root)
     rows: list[list[str]] = []
+    unreadable: list[str] = []
     for rb in runbooks:
         s = rb.server
         need = required_gpus(s)
-        last = latest_run(root, rb.id)
-        when = "never run" if last is None else (
-            f"{last['started_at'][:10]} ({last.get('status', '?')})")
+        records, errors = read_records(root, rb.id)
+        unreadable += [str(e) for e in errors]
+        last = records[-1] if records else None
+        when = "never run" if last is None else f"{last.started_at[:10]} ({last.status})"
+        if errors:
+            when += f", {len(errors)} unreadable record{'s' * (len(errors) != 1)}"
         rows.append([rb.ref, s.engine or "?", s.command.model or "?",
                      f"{need} GPU{'s' * (need != 1)}" if need else "CPU",
                      ",".join(s.requirements.arch) or "any arch", when])
+    if rows:
+        rows.insert(0, ["RUNBOOK", "ENGINE", "MODEL", "GPUS", "ARCH", "LAST RUN"])
     widths = [max((len(r[i]) for r in rows), default=0) for i in range(6)]
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
     if not rows:
         print("no runbooks", file=sys.stderr)
+    for message in unreadable:
+        print(f"{message} (unreadable record)", file=sys.stderr)
     bad = _report(diags)
     if diags:
         print(summary(sort_diagnostics(diags)), file=sys.stderr)
-    return 1 if bad else 0
+    return 1 if bad or unreadable else 0
 
 
 # --------------------------------------------------------------------------- show

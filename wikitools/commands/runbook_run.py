@@ -20,9 +20,10 @@ from wikitools.pages import read_page
 from wikitools.runbook.execute import Event
 from wikitools.runbook.extract import extract_runbooks
 from wikitools.runbook.plan import format_plan, format_verdict
-from wikitools.runbook.record import Record
+from wikitools.runbook.record import Record, dumps
 from wikitools.runbook.render import render_pages
-from wikitools.runbook.session import RunOptions, prepare, run_prepared
+from wikitools.runbook.secrets import mask_text
+from wikitools.runbook.session import RunOptions, RunResult, prepare, run_prepared
 
 
 def add_parsers(sub: Any) -> None:
@@ -99,7 +100,7 @@ class _Progress:
             mark = "ok" if e.status == "ok" else (e.status or "?")
             line = f"{mark:>7}  {e.step}" + (f": {e.message}" if e.message and mark != "ok"
                                               else "")
-            self.console.print(line, markup=False, highlight=False)
+            self.console.print(mask_text(line), markup=False, highlight=False)
 
     def stop(self) -> None:
         if self.live:
@@ -124,15 +125,40 @@ def run_run(args: argparse.Namespace) -> int:
         result = run_prepared(prepared, on_event=progress)
     finally:
         progress.stop()
+    for item in result.leftovers:
+        print(f"stopped, left by an earlier run that was killed: {item.describe()}",
+              file=sys.stderr)
+    for path in result.removed:
+        print(f"removed a half-written file of an earlier run: {path}", file=sys.stderr)
     for d in result.diagnostics:
         print(d.format())
     record = result.record
-    _summary(record, result.record_path.relative_to(prepared.root).as_posix(),
-             list(result.rendered), err)
+    path = result.record_path.relative_to(prepared.root).as_posix() if result.record_path else None
+    _summary(record, path, list(result.rendered), err)
+    if result.record_error is not None:
+        _not_written(result, prepared.root)
+        return 2
     return 0 if record.ok else 1
 
 
-def _summary(record: Record, path: str, rendered: list[str], err: Console) -> None:
+def _not_written(result: RunResult, root: Path) -> None:
+    """The record could not be written: say so, and where the results are instead."""
+    def say(text: str) -> None:
+        print(text, file=sys.stderr)
+
+    say(f"wiki: error: {result.record_error}")
+    if result.kept_at is not None:
+        kept = (result.kept_at.relative_to(root).as_posix()
+                if result.kept_at.is_relative_to(root) else result.kept_at.as_posix())
+        say(f"the record is kept in {kept}: copy it to runbooks/{result.record.runbook}/ once "
+            "that folder can be written, then run `wiki runbook render`")
+    else:
+        say("the record could not be kept anywhere; here it is:")
+        print(dumps(result.record), end="")
+    say("pages not re-rendered: the record is not in runbooks/")
+
+
+def _summary(record: Record, path: str | None, rendered: list[str], err: Console) -> None:
     out = []
     if record.ok:
         out.append(f"run {record.run_id}: ok")
@@ -151,7 +177,8 @@ def _summary(record: Record, path: str, rendered: list[str], err: Console) -> No
                            f"{m.get('median_ttft_ms', float('nan')):,.1f} ms")
             else:
                 out.append(f"  {label}: {p.status}" + (f" ({p.message})" if p.message else ""))
-    out.append(f"record: {path}")
+    if path is not None:
+        out.append(f"record: {path}")
     out += [f"rendered: {p}" for p in rendered]
     print("\n".join(out))
     if not record.ok and record.server.get("log_tail"):

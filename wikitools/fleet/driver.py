@@ -30,6 +30,7 @@ from wikitools.runbook.preflight import host_record, required_gpus
 from wikitools.runbook.record import Record, RecordError, make_run_id
 
 POLL_S = 0.2
+CANCEL_WAIT_S = 120.0  # after an unexpected error: how long to wait for the nodes' teardowns
 LineSink = Callable[[str, str, str], None]  # (node, runbook id, text)
 
 
@@ -158,36 +159,56 @@ def run_fleet(
     hub = _Hub.options(scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=True)
                        ).remote()
     runs: dict[str, _Run] = {}
-    for rb in runbooks:
-        d = place(rb, totals)
-        if d is None:
-            finish(Outcome(rb, "no-node", message=_no_node(rb), ended=time.time()))
-            continue
-        t = time.time()
-        ref = _submit(rb, d, Job(rb, workdir, force, None, t), hub, retries)
-        runs[rb.id] = _Run(rb, ref, t, progress=Progress())
-        say("driver", rb.id, f"submitted ({d.describe()})")
-
-    interrupted = False
     with _Interrupts() as sig:
+        for rb in runbooks:
+            d = place(rb, totals)
+            if sig.count:
+                finish(Outcome(rb, "cancelled", message="interrupted before it was submitted",
+                               ended=time.time()))
+            elif d is None:
+                finish(Outcome(rb, "no-node", message=_no_node(rb), ended=time.time()))
+            else:
+                t = time.time()
+                ref = _submit(rb, d, Job(rb, workdir, force, None, t), hub, retries)
+                runs[rb.id] = _Run(rb, ref, t, progress=Progress())
+                say("driver", rb.id, f"submitted ({d.describe()})")
         pending = {r.ref: r for r in runs.values()}
-        cancelled = False
-        while pending:
-            ready, _ = ray.wait(list(pending), num_returns=len(pending), timeout=POLL_S)
+        try:
+            _wait_all(pending, runs, hub, names, sig, say, finish)
+        except BaseException:
+            # Whatever went wrong here, the nodes still tear their runs down.
+            for ref in pending:
+                ray.cancel(ref)
+            ray.wait(list(pending), num_returns=len(pending), timeout=CANCEL_WAIT_S)
+            raise
+        interrupted = sig.count > 0
+    order = {rb.id: i for i, rb in enumerate(runbooks)}
+    return sorted(outcomes.values(), key=lambda o: order[o.runbook.id]), interrupted
+
+
+def _wait_all(pending: dict[Any, _Run], runs: dict[str, _Run], hub: Any,
+              names: dict[str, str], sig: _Interrupts, say: LineSink,
+              finish: Callable[[Outcome], None]) -> None:
+    """Relay progress and collect outcomes until every task has ended; on the first Ctrl-C,
+    cancel what is left (each node then tears its run down) and keep waiting."""
+    cancelled_at = 0
+    while pending:
+        ready, _ = ray.wait(list(pending), num_returns=len(pending), timeout=POLL_S)
+        for msg in ray.get(hub.drain.remote()):
+            _message(msg, runs, names, say)
+        for ref in ready:
+            run = pending.pop(ref)
             for msg in ray.get(hub.drain.remote()):
                 _message(msg, runs, names, say)
-            for ref in ready:
-                run = pending.pop(ref)
-                for msg in ray.get(hub.drain.remote()):
-                    _message(msg, runs, names, say)
-                finish(_outcome(run, ref, names))
-            if sig.count and not cancelled:
-                cancelled = interrupted = True
+            finish(_outcome(run, ref, names))
+        if sig.count > cancelled_at and pending:
+            if cancelled_at == 0:
                 say("driver", "-", "interrupted: cancelling; each node tears its run down")
                 for ref in pending:
                     ray.cancel(ref)
-    order = {rb.id: i for i, rb in enumerate(runbooks)}
-    return sorted(outcomes.values(), key=lambda o: order[o.runbook.id]), interrupted
+            else:
+                say("driver", "-", f"waiting for {len(pending)} run(s) to finish tearing down")
+            cancelled_at = sig.count
 
 
 def _submit(rb: Runbook, d: Demand, job: Job, hub: Any, retries: int) -> Any:

@@ -46,6 +46,7 @@ def opening_record(plan: Plan, verdict: Verdict, run_id: str, started: datetime)
             "port": srv.port,
             "model": None,
             "log_tail": [],
+            "run_tag": run_id,  # the executor tags every process of the run with its id
         },
         steps=(),
         clients=tuple(clients),

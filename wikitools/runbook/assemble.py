@@ -12,6 +12,7 @@ from typing import Any
 from wikitools.runbook.host import gpu_memory_used
 from wikitools.runbook.model import Plan, Verdict
 from wikitools.runbook.record import ClientResult, Point, Record, Step, utc_stamp
+from wikitools.runbook.runstate import RunLock
 from wikitools.runbook.secrets import mask_command
 
 
@@ -32,6 +33,8 @@ class RunState:
     client: subprocess.Popen[bytes] | None = None
     server_started: bool = False
     t_start: float = 0.0  # monotonic time the server was started
+    tag: str = ""  # in the environment of every process of the run (its run id)
+    lock: RunLock | None = None  # records each process started, for the next run
 
     def fail(self, step: str, message: str, tail: list[str] | None = None) -> None:
         if self.failed_step is None:
@@ -92,6 +95,7 @@ def build_record(
             "port": srv.port,
             "model": st.model_id,
             "log_tail": st.log_tail if status == "failed" else [],
+            "run_tag": st.tag or None,
         },
         markers=dict(sorted(st.markers.items())),
         timings=dict(sorted(st.timings.items())),

@@ -375,9 +375,18 @@ LOG_MARKERS: tuple[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[st
         lambda m: {"marlin_fallback": True},
     ),
     (
+        # SGLang 0.5.17: "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 2201189,
+        # K size: 33.59 GB, V size: 33.59 GB" (its GB are GiB); older releases omit the dtype.
         "sglang_kv_tokens",
-        re.compile(r"KV Cache is allocated\. #tokens: (\d+)"),
-        lambda m: {"kv_cache_tokens": int(m[1])},
+        re.compile(r"KV Cache is allocated\.(?: dtype: \S+,)? #tokens: (\d+)"
+                   r"(?:, K size: ([\d.]+) GB, V size: ([\d.]+) GB|, KV size: ([\d.]+) GB)?"),
+        lambda m: {"kv_cache_tokens": int(m[1]), **_sglang_kv_gib(m)},
+    ),
+    (
+        "sglang_cuda_graph",
+        re.compile(r"Capture (?:target )?(?:decode )?cuda graph end\. (?:Time )?elapsed[=:] ?"
+                   r"([\d.]+) s", re.IGNORECASE),
+        lambda m: {"cuda_graph_capture_s": float(m[1]), "cuda_graphs": True},
     ),
     (
         "sglang_max_total_tokens",
@@ -404,6 +413,12 @@ LOG_MARKERS: tuple[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[st
 
 def _int(text: str) -> int:
     return int(text.replace(",", ""))
+
+
+def _sglang_kv_gib(m: re.Match[str]) -> dict[str, float]:
+    if m[2] and m[3]:
+        return {"kv_cache_gib": round(float(m[2]) + float(m[3]), 2)}
+    return {"kv_cache_gib": float(m[4])} if m[4] else {}
 
 
 # Prometheus names of the spec-decode counters, summed over engines (reference §3.5).

@@ -8,7 +8,6 @@ The steps are preflight, start, ready, warmup, one per client point, teardown; e
 from __future__ import annotations
 
 import contextlib
-import re
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -26,6 +25,7 @@ from wikitools.runbook.logwatch import LogWatcher, tail_file
 from wikitools.runbook.markers import scan_markers
 from wikitools.runbook.model import Plan, PlannedClient, Verdict
 from wikitools.runbook.processes import (
+    TAG_VAR,
     Interrupted,
     container_name,
     docker_stop,
@@ -33,16 +33,17 @@ from wikitools.runbook.processes import (
     signals_ignored,
     signals_raise,
     spawn,
+    stop_all_tagged,
     stop_group,
     wait_until,
 )
-from wikitools.runbook.record import Point, Record, Step, make_run_id
+from wikitools.runbook.record import RUN_ID, Point, Record, Step, make_run_id
+from wikitools.runbook.runstate import RunLock
 
 POLL_S = 0.1  # readiness poll interval: readiness is seen within ~0.1 s of the engine answering
 FATAL_GRACE_S = 5.0  # after a fatal-looking log line, how long the process may take to exit
 CLIENT_GRACE_S = 5.0  # TERM → KILL grace for a client's process group
 GPU_MEM_TOLERANCE_MIB = 64
-_RUN_ID = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{8}$")
 
 
 # --------------------------------------------------------------------------- events
@@ -118,16 +119,19 @@ def execute(
     started: datetime | None = None,
     handle_signals: bool = True,
     http_timeout: float = 5.0,
+    run_lock: RunLock | None = None,
 ) -> Record:
     """Run the plan and return its record (not yet written). Teardown always runs; SIGINT and
-    SIGTERM during the run end it as a failed step and still clean up."""
+    SIGTERM during the run end it as a failed step and still clean up. Every process started
+    carries the run's tag (`run_lock` records them, so that the next run can stop them if this
+    one is killed); teardown stops whatever still carries it and names it in the record."""
     emit = on_event or (lambda _e: None)
     verdict = verdict if verdict is not None else plan.verdict
     started = started or datetime.now(UTC)
     run_id = _run_id(plan, started)
     artifacts = root / plan.artifacts_dir
     artifacts.mkdir(parents=True, exist_ok=True)
-    st = RunState()
+    st = RunState(tag=run_lock.tag if run_lock is not None else run_id, lock=run_lock)
     t0 = time.monotonic()
     baseline_gpu: dict[int, int] | None = None
 
@@ -157,7 +161,7 @@ def execute(
 
 def _run_id(plan: Plan, started: datetime) -> str:
     name = Path(plan.artifacts_dir).name
-    return name if _RUN_ID.match(name) else make_run_id(started, plan.runbook.blocks_hash)
+    return name if RUN_ID.match(name) else make_run_id(started, plan.runbook.blocks_hash)
 
 
 def _interrupted(plan: Plan, root: Path, st: RunState, signame: str) -> None:
@@ -210,10 +214,13 @@ def _start(plan: Plan, root: Path, st: RunState, emit: EventSink) -> None:
     with step(st, emit, "start", srv.command) as out:
         st.t_start = time.monotonic()
         try:
-            st.server = spawn(srv.command, srv.env, root / srv.log_path, root)
+            st.server = spawn(srv.command, {**srv.env, TAG_VAR: st.tag}, root / srv.log_path,
+                              root)
         except OSError as exc:
             raise StepFailed("start", f"could not start bash: {exc.strerror}") from None
         st.server_started = True
+        if st.lock is not None:
+            st.lock.started("server", st.server.pid)
         st.timings["start_s"] = out.seconds = round(time.monotonic() - st.t_start, 3)
 
 
@@ -324,9 +331,12 @@ def _run_point(
     before = server_api.spec_snapshot(plan.server, http_timeout)
     t = time.monotonic()
     try:
-        st.client = spawn(client.command, client.env, root / client.log_path, root)
+        st.client = spawn(client.command, {**client.env, TAG_VAR: st.tag},
+                          root / client.log_path, root)
     except OSError as exc:
         return Point(client.point_value, "failed", message=f"could not start bash: {exc.strerror}")
+    if st.lock is not None:
+        st.lock.started(f"client {client.label}", st.client.pid)
     try:
         code = st.client.wait(timeout=client.timeout)
     except subprocess.TimeoutExpired:
@@ -408,6 +418,12 @@ def _stop_everything(plan: Plan, st: RunState) -> tuple[list[str], list[str]]:
             err = docker_stop(name, plan.server.stop_timeout)
             if err:
                 problems.append(err)
+    # What left the process groups (a `setsid` grandchild) still carries the run's tag.
+    strays = stop_all_tagged(st.tag, CLIENT_GRACE_S)
+    if strays:
+        named = ", ".join(s.describe() for s in strays)
+        problems.append(f"{len(strays)} process{'es' * (len(strays) != 1)} left running outside "
+                        f"the server's and clients' process groups, stopped: {named}")
     if not wait_until(lambda: port_free(plan.server.port, plan.server.host), 5.0):
         problems.append(f"port {plan.server.port} still in use after teardown")
     return problems, notes

@@ -1,17 +1,22 @@
 """Processes the executor starts: `bash -c` in its own process group, stopped by that group
 (TERM, then KILL), docker containers stopped by the name the plan gave them, and signal handling
-for the duration of a run. Nothing is ever stopped by program name."""
+for the duration of a run. Every process a run starts carries the run's tag in its environment
+and gets SIGTERM from the kernel if the runner dies; what escaped its group (a `setsid`
+grandchild) is found by that tag. Nothing is ever stopped by program name, and nothing is
+signalled without checking its tag first."""
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import re
 import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +32,8 @@ class Interrupted(Exception):
 def spawn(
     command: str, env: Mapping[str, str], log_path: Path, cwd: Path
 ) -> subprocess.Popen[bytes]:
-    """`bash -c command` in its own session (so its own process group), output to log_path."""
+    """`bash -c command` in its own session (so its own process group), output to log_path;
+    it gets SIGTERM if this process dies (so `kill -9` of the runner does not leave it)."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     full_env = dict(os.environ)
     full_env.update(env)
@@ -40,6 +46,7 @@ def spawn(
             env=full_env,
             cwd=cwd,
             start_new_session=True,
+            preexec_fn=die_with(os.getpid()),  # loads nothing in the child: safe after fork
         )
 
 
@@ -153,3 +160,127 @@ def signals_ignored(enabled: bool) -> Iterator[None]:
         for s, h in old.items():
             signal.signal(s, h)
 
+
+# --------------------------------------------------------------------------- a run's processes
+
+TAG_VAR = "WIKI_RUN_TAG"  # in the environment of every process a run starts: its run id
+
+
+@dataclass(frozen=True, slots=True)
+class Leftover:
+    """A process of a run that was still alive when nothing of the run should be (left by a
+    killed runner, or outside the process groups at teardown), and was stopped."""
+
+    pid: int
+    role: str
+    command: str
+    how: str  # TERM | KILL | gone
+
+    def describe(self) -> str:
+        role = "" if self.role == "process" else f"{self.role}: "
+        return f"pid {self.pid} ({role}{self.command})"
+
+
+def _environ(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return b""
+
+
+def has_tag(pid: int, tag: str) -> bool:
+    """Whether process `pid` was started with this run's tag: the check made before any kill,
+    so that a reused pid is never touched."""
+    needle = f"{TAG_VAR}={tag}".encode()
+    return needle in _environ(pid).split(b"\0")
+
+
+def tagged_pids(tag: str) -> list[int]:
+    """Every live process (zombies aside) whose environment carries the tag, this one excluded:
+    what a run started, including `setsid` grandchildren that left its process groups."""
+    found = []
+    me = os.getpid()
+    for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else ():
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        pid = int(entry.name)
+        if has_tag(pid, tag) and process_state(pid) not in ("Z", "X", ""):
+            found.append(pid)
+    return sorted(found)
+
+
+def process_state(pid: int) -> str:
+    """The state letter of a process (R, S, Z, …); empty when it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    return text[text.rfind(")") + 2 :][:1]
+
+
+def command_of(pid: int) -> str:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return "?"
+    words = [w.decode(errors="replace") for w in raw.split(b"\0") if w]
+    text = " ".join(words) or "?"
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def stop_tagged(pids: Iterable[int], tag: str, grace: float, role: str = "process",
+                ) -> list[Leftover]:
+    """TERM each process that still carries `tag`, wait up to `grace` seconds, KILL the rest.
+    Processes without the tag (a pid reused by someone else) are never signalled."""
+    mine = [(pid, command_of(pid)) for pid in pids if has_tag(pid, tag)]
+    for pid, _ in mine:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    alive = {pid for pid, _ in mine}
+    while alive and time.monotonic() < deadline:
+        alive = {pid for pid in alive if has_tag(pid, tag) and process_state(pid) not in ("Z", "")}
+        if alive:
+            time.sleep(0.05)
+    for pid in alive:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    return [Leftover(pid, role, cmd, "KILL" if pid in alive else "TERM") for pid, cmd in mine]
+
+
+def stop_all_tagged(tag: str, grace: float, role: str = "process") -> list[Leftover]:
+    """Stop every process that carries the tag (in rounds: a dying parent may start no more)."""
+    stopped: list[Leftover] = []
+    for _ in range(3):
+        pids = tagged_pids(tag)
+        if not pids:
+            break
+        stopped += stop_tagged(pids, tag, grace, role)
+    return stopped
+
+
+
+
+def _load_prctl() -> Any:
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+_PRCTL = _load_prctl()  # loaded here: a forked child must not import or load anything
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with(parent: int) -> Callable[[], None]:
+    """A `preexec_fn` for children of process `parent`: the kernel sends the child SIGTERM when
+    `parent` dies (Linux PR_SET_PDEATHSIG), and a child whose parent is already gone ends at
+    once. So `kill -9` of the runner still takes its server and client down."""
+
+    def preexec() -> None:
+        if _PRCTL is not None:
+            _PRCTL(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != parent:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return preexec

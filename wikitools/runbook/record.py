@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import secrets
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -262,10 +264,17 @@ def utc_stamp(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+RUN_ID = re.compile(r"^\d{8}T\d{6}(?:\.\d{3})?Z-[0-9a-f]{8}(?:-[0-9a-f]{4})?$")
+
+
 def make_run_id(started: datetime, blocks_hash: str) -> str:
-    """`YYYYMMDDTHHMMSSZ-<first 8 hex of the blocks hash>`."""
+    """`YYYYMMDDTHHMMSS.mmmZ-<first 8 hex of the blocks hash>-<4 random hex>`: milliseconds and
+    a random part, so two runs started in the same second never share an id (or a record file,
+    or an artifacts folder). Older records have ids without the last two parts."""
     hex_part = blocks_hash.split(":", 1)[-1][:8]
-    return f"{started.astimezone(UTC).strftime('%Y%m%dT%H%M%SZ')}-{hex_part}"
+    moment = started.astimezone(UTC)
+    stamp = f"{moment.strftime('%Y%m%dT%H%M%S')}.{moment.microsecond // 1000:03d}Z"
+    return f"{stamp}-{hex_part}-{secrets.token_hex(2)}"
 
 
 # --------------------------------------------------------------------------- files
@@ -338,16 +347,28 @@ def read_record(path: Path, name: str | None = None) -> Record:
         raise RecordError(f"{where}: {exc}") from None
 
 
-def load_records(root: Path, runbook_id: str) -> list[Record]:
-    """Every readable record of a runbook, oldest first (by started_at, then run id).
-    Unreadable files raise RecordError naming the file."""
+def read_records(root: Path, runbook_id: str) -> tuple[list[Record], list[RecordError]]:
+    """Every readable record of a runbook, oldest first (by started_at, then run id), and a
+    located error for each file that cannot be read."""
     folder = root / RECORDS_DIR / runbook_id
     if not folder.is_dir():
-        return []
-    records = []
+        return [], []
+    records, errors = [], []
     for path in sorted(folder.glob("*.json")):
-        records.append(read_record(path, _rel(root, path)))
+        try:
+            records.append(read_record(path, _rel(root, path)))
+        except RecordError as exc:
+            errors.append(exc)
     records.sort(key=lambda r: (r.started_at, r.run_id))
+    return records, errors
+
+
+def load_records(root: Path, runbook_id: str) -> list[Record]:
+    """Every record of a runbook, oldest first. An unreadable file raises RecordError naming
+    it: a table is never rendered from part of the history."""
+    records, errors = read_records(root, runbook_id)
+    if errors:
+        raise errors[0]
     return records
 
 
@@ -362,6 +383,7 @@ def record_rel_path(record: Record) -> str:
 
 
 __all__ = [
+    "RUN_ID",
     "ClientResult",
     "Point",
     "Record",
@@ -375,6 +397,7 @@ __all__ = [
     "masked",
     "point_from_samples",
     "read_record",
+    "read_records",
     "record_path",
     "record_rel_path",
     "utc_stamp",

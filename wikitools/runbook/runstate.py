@@ -7,24 +7,26 @@ that each still carries the run's tag."""
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import fcntl
 import json
 import os
-import secrets
-import signal
 import socket
 import tempfile
-import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from wikitools.errors import WikiError
+from wikitools.runbook.processes import (
+    TAG_VAR,
+    Leftover,
+    has_tag,
+    stop_all_tagged,
+    stop_tagged,
+)
 
-TAG_VAR = "WIKI_RUN_TAG"  # in the environment of every process a run starts
 LOCKS_DIR = ".artifacts/locks"  # per runbook, under the wiki root
 
 
@@ -32,103 +34,6 @@ class RunLocked(WikiError):
     """Another run holds the runbook or the port."""
 
     exit_code = 1
-
-
-@dataclass(frozen=True, slots=True)
-class Leftover:
-    """A process of an earlier run that was still alive and was stopped."""
-
-    pid: int
-    role: str
-    command: str
-    how: str  # TERM | KILL | gone
-
-    def describe(self) -> str:
-        return f"pid {self.pid} ({self.role}: {self.command})"
-
-
-def new_tag(run_id: str) -> str:
-    return f"{run_id}-{secrets.token_hex(4)}"
-
-
-# --------------------------------------------------------------------------- /proc
-
-
-def _environ(pid: int) -> bytes:
-    try:
-        return Path(f"/proc/{pid}/environ").read_bytes()
-    except OSError:
-        return b""
-
-
-def has_tag(pid: int, tag: str) -> bool:
-    """Whether process `pid` was started with this run's tag: the check made before any kill,
-    so that a reused pid is never touched."""
-    needle = f"{TAG_VAR}={tag}".encode()
-    return needle in _environ(pid).split(b"\0")
-
-
-def tagged_pids(tag: str) -> list[int]:
-    """Every live process (zombies aside) whose environment carries the tag, this one excluded:
-    what a run started, including `setsid` grandchildren that left its process groups."""
-    found = []
-    me = os.getpid()
-    for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else ():
-        if not entry.name.isdigit() or int(entry.name) == me:
-            continue
-        pid = int(entry.name)
-        if has_tag(pid, tag) and _state(pid) not in ("Z", "X", ""):
-            found.append(pid)
-    return sorted(found)
-
-
-def _state(pid: int) -> str:
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return ""
-    return text[text.rfind(")") + 2 :][:1]
-
-
-def command_of(pid: int) -> str:
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return "?"
-    words = [w.decode(errors="replace") for w in raw.split(b"\0") if w]
-    text = " ".join(words) or "?"
-    return text if len(text) <= 120 else text[:117] + "..."
-
-
-def stop_tagged(pids: Iterable[int], tag: str, grace: float, role: str = "process",
-                ) -> list[Leftover]:
-    """TERM each process that still carries `tag`, wait up to `grace` seconds, KILL the rest.
-    Processes without the tag (a pid reused by someone else) are never signalled."""
-    mine = [(pid, command_of(pid)) for pid in pids if has_tag(pid, tag)]
-    for pid, _ in mine:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    alive = {pid for pid, _ in mine}
-    while alive and time.monotonic() < deadline:
-        alive = {pid for pid in alive if has_tag(pid, tag) and _state(pid) not in ("Z", "")}
-        if alive:
-            time.sleep(0.05)
-    for pid in alive:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
-    return [Leftover(pid, role, cmd, "KILL" if pid in alive else "TERM") for pid, cmd in mine]
-
-
-def stop_all_tagged(tag: str, grace: float, role: str = "process") -> list[Leftover]:
-    """Stop every process that carries the tag (in rounds: a dying parent may start no more)."""
-    stopped: list[Leftover] = []
-    for _ in range(3):
-        pids = tagged_pids(tag)
-        if not pids:
-            break
-        stopped += stop_tagged(pids, tag, grace, role)
-    return stopped
 
 
 # --------------------------------------------------------------------------- locks
@@ -175,7 +80,7 @@ def _holder_text(data: dict[str, Any]) -> str:
 
 
 @dataclass
-class RunState:
+class RunLock:
     """Held for the whole of one run: `acquire()` first (it refuses when another run holds the
     runbook or the port, and stops what a dead run left), `started()` for each process or
     container, `release()` at the end. The state lives in the runbook's lock file, rewritten
@@ -185,13 +90,13 @@ class RunState:
     runbook: str
     port: int | None
     run_id: str
-    tag: str = ""
+    tag: str = ""  # the run id unless given: unique, and known to the plan
     processes: list[dict[str, Any]] = field(default_factory=list)
     containers: list[str] = field(default_factory=list)
     _locks: list[_Lock] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.tag = self.tag or new_tag(self.run_id)
+        self.tag = self.tag or self.run_id
 
     @property
     def lock_path(self) -> Path:
@@ -275,26 +180,18 @@ def stop_leftovers(data: dict[str, Any], grace: float) -> list[Leftover]:
     return stopped
 
 
-def _load_prctl() -> Any:
-    try:
-        return ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-
-
-_PRCTL = _load_prctl()  # loaded here: a forked child must not import or load anything
-_PR_SET_PDEATHSIG = 1
-
-
-def die_with(parent: int) -> Callable[[], None]:
-    """A `preexec_fn` for children of process `parent`: the kernel sends the child SIGTERM when
-    `parent` dies (Linux PR_SET_PDEATHSIG), and a child whose parent is already gone ends at
-    once. So `kill -9` of the runner still takes its server and client down."""
-
-    def preexec() -> None:
-        if _PRCTL is not None:
-            _PRCTL(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-        if os.getppid() != parent:
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    return preexec
+def remove_temp_files(root: Path, targets: Iterable[Path]) -> list[str]:
+    """Remove the half-written files that an atomic write of a target left when it was killed
+    (`.NAME.*.tmp` beside NAME; a folder target: every `.*.tmp` in it); return their paths
+    relative to `root`, for the report."""
+    removed = []
+    for target in sorted(set(targets)):
+        folder, pattern = (target, ".*.tmp") if target.is_dir() else (
+            target.parent, f".{target.name}.*.tmp")
+        for path in sorted(folder.glob(pattern)) if folder.is_dir() else ():
+            if path.is_file() and not path.is_symlink():
+                with contextlib.suppress(OSError):
+                    path.unlink()
+                    removed.append(path.relative_to(root).as_posix()
+                                   if path.is_relative_to(root) else path.as_posix())
+    return removed

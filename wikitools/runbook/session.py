@@ -1,6 +1,7 @@
 """One runbook run from start to finish, shared by `wiki runbook plan`, `wiki runbook run` and
 anything else that runs runbooks (a fleet of hosts): find the runbook, check the host, make the
-plan, execute it, write the record and re-render the pages that show it. Never prints."""
+plan, hold the runbook and its port for the run, execute it, write the record (or keep it
+elsewhere when it cannot be written) and re-render the pages that show it. Never prints."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from wikitools.config import load_config, load_pages
-from wikitools.diagnostics import Diagnostic, sort_diagnostics
-from wikitools.errors import UsageError
+from wikitools.diagnostics import Diagnostic, Severity, sort_diagnostics
+from wikitools.errors import InputError, UsageError
 from wikitools.fsio import write_if_changed
 from wikitools.pages import Page
 from wikitools.runbook.execute import EventSink, execute
@@ -19,8 +20,22 @@ from wikitools.runbook.host import HostFacts, gather_host
 from wikitools.runbook.model import Plan, Runbook, RunbookSet, Verdict
 from wikitools.runbook.plan import PlanOverrides, artifacts_dir_for, make_plan
 from wikitools.runbook.preflight import preflight
-from wikitools.runbook.record import Record, make_run_id, write_record
+from wikitools.runbook.processes import Leftover
+from wikitools.runbook.record import (
+    RECORDS_DIR,
+    Record,
+    RecordError,
+    dumps,
+    make_run_id,
+    masked,
+    write_record,
+)
 from wikitools.runbook.render import render_pages
+from wikitools.runbook.runstate import RunLock, remove_temp_files
+
+
+class BlockErrors(InputError):
+    """The runbook's page has block errors (a typo in a client block, say): nothing starts."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,10 +66,14 @@ class Prepared:
 
 @dataclass(frozen=True, slots=True)
 class RunResult:
-    record: Record
-    record_path: Path  # where the record was written
+    record: Record  # as stored: secrets masked
+    record_path: Path | None  # where the record was written; None when it could not be
     rendered: tuple[str, ...]  # pages re-rendered (paths relative to the root)
     diagnostics: tuple[Diagnostic, ...]  # from rendering those pages
+    leftovers: tuple[Leftover, ...] = ()  # processes of a dead earlier run, stopped first
+    removed: tuple[str, ...] = ()  # half-written files of a dead earlier run, removed first
+    record_error: str | None = None  # why the record could not be written
+    kept_at: Path | None = None  # where the record was kept instead
 
 
 def prepare(
@@ -72,10 +91,11 @@ def prepare(
         raise UsageError(f"--port {options.port}: expected 1-65535")
     config = load_config(root)
     pages = load_pages(config)
-    runbooks, _diags = extract_runbooks(pages)
+    runbooks, diags = extract_runbooks(pages)
     if not selector.strip("#").strip():
         raise UsageError("name a runbook: ID or path/to/page.md#ID")
     runbook = runbooks.get(selector)
+    block_errors(runbook, diags)
     sweep = parse_sweep(options.sweep, runbook)
     facts = facts if facts is not None else gather_host()
     verdict = preflight(runbook, force=options.force, port=options.port, facts=facts)
@@ -88,24 +108,69 @@ def prepare(
                     started, run_id)
 
 
+def block_errors(runbook: Runbook, diags: list[Diagnostic]) -> None:
+    """Raise BlockErrors when the runbook's page has block errors: a client block with a typo
+    is dropped by the reader, and a run without it would replace the table with no results."""
+    errors = [d for d in sort_diagnostics(diags)
+              if d.path == runbook.page and d.severity is Severity.ERROR]
+    if errors:
+        lines = "\n".join(d.format() for d in errors)
+        raise BlockErrors(f"{runbook.page} has block errors; nothing was started:\n{lines}")
+
+
 def run_prepared(
     prepared: Prepared,
     on_event: EventSink | None = None,
     *,
     handle_signals: bool = True,
 ) -> RunResult:
-    """Execute the plan, write the record and (unless options.render is False or preflight
-    refused) re-render the pages holding a results region of this runbook."""
+    """Hold the runbook and its port (RunLocked when another run has them; what a dead run
+    left is stopped first), execute the plan, write the record and (unless options.render is
+    False or preflight refused) re-render the pages holding a results region of this runbook.
+    A record that cannot be written is kept in the run's artifacts folder instead, and then no
+    page is re-rendered (RunResult.record_error says why)."""
     root, options = prepared.root, prepared.options
-    record = execute(prepared.plan, root=root, verdict=prepared.verdict, on_event=on_event,
-                     started=prepared.started, handle_signals=handle_signals)
-    path = write_record(root, record)
+    lock = RunLock(root, prepared.runbook.id, prepared.plan.server.port, prepared.run_id)
+    leftovers = lock.acquire()
+    try:
+        removed = remove_temp_files(root, _written_targets(prepared))
+        record = execute(prepared.plan, root=root, verdict=prepared.verdict, on_event=on_event,
+                         started=prepared.started, handle_signals=handle_signals,
+                         run_lock=lock)
+    finally:
+        lock.release()
+    base = RunResult(masked(record), None, (), (), tuple(leftovers), tuple(removed))
+    try:
+        path = write_record(root, record)
+    except RecordError as exc:
+        return _kept(base, root / prepared.plan.artifacts_dir, str(exc))
     rendered: tuple[str, ...] = ()
     diags: list[Diagnostic] = []
     if options.render and record.failed_step != "preflight":
         rendered, diags = render_runbook_pages(prepared.runbook.id, prepared.pages, root,
                                                prepared.runbooks)
-    return RunResult(record, path, rendered, tuple(sort_diagnostics(diags)))
+    return RunResult(base.record, path, rendered, tuple(sort_diagnostics(diags)),
+                     base.leftovers, base.removed)
+
+
+def _kept(base: RunResult, folder: Path, error: str) -> RunResult:
+    """The result of a run whose record could not be written: kept as `record.json` in the
+    artifacts folder (nothing when that fails too: the caller prints the record)."""
+    kept: Path | None = folder / "record.json"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        kept.write_text(dumps(base.record), encoding="utf-8")
+    except OSError:
+        kept = None
+    return RunResult(base.record, None, (), (), base.leftovers, base.removed, error, kept)
+
+
+def _written_targets(prepared: Prepared) -> list[Path]:
+    """What a run writes atomically: its record folder and the pages that show the runbook."""
+    root = prepared.root
+    needle = f"runbook={prepared.runbook.id}"
+    pages = [p for p in prepared.pages if any(needle in c.text.split() for c in p.comments)]
+    return [root / RECORDS_DIR / prepared.runbook.id, *(root / p.path for p in pages)]
 
 
 def run_runbook(

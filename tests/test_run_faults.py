@@ -1,0 +1,216 @@
+"""`wiki runbook run` under faults, against the fake engine (a `vllm` test double on PATH): two
+runs at once, a record that cannot be written, a typo in a client block, a server that leaves a
+`setsid` grandchild, and `kill -9` of the runner. Real processes, real ports on 127.0.0.1."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from fakes.plans import free_port
+
+from wikitools.cli import main
+from wikitools.runbook import runstate
+from wikitools.runbook.processes import process_state, tagged_pids
+from wikitools.runbook.record import make_run_id
+from wikitools.runbook.runstate import RunLock
+
+FAKE_BIN = Path(__file__).parent / "fakes" / "bin"
+
+PAGE = """---
+title: Fake model
+---
+
+# Fake model
+
+```{{ .bash #fake-rb .runbook-server engine=vllm gpus=0 ready_timeout=30 stop_timeout=3 }}
+{prefix}vllm serve fake-model --port {port}
+```
+
+```{{ .bash .runbook-client for=fake-rb name=bench {client_attrs}timeout=30 }}
+vllm bench serve --model fake-model --num-prompts 4 --max-concurrency 1{client_suffix}
+```
+
+<!-- wiki:results runbook=fake-rb view=serving -->
+<!-- wiki:end -->
+"""
+
+
+def make_wiki(root: Path, port: int, prefix: str = "", client_attrs: str = "",
+              client_suffix: str = "") -> Path:
+    (root / "wiki").mkdir(parents=True, exist_ok=True)
+    (root / "wiki" / "fake.md").write_text(PAGE.format(
+        port=port, prefix=prefix, client_attrs=client_attrs, client_suffix=client_suffix))
+    return root
+
+
+@pytest.fixture(autouse=True)
+def fake_engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", f"{FAKE_BIN}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv("FAKE_SERVER_ARGS", raising=False)
+    monkeypatch.delenv("FAKE_BENCH_ARGS", raising=False)
+    locks = tmp_path / "port-locks"
+    monkeypatch.setattr(runstate, "_port_locks_dir", lambda: locks)
+
+
+def listening(port: int) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.3):
+        return True
+    return False
+
+
+def wait_for(cond, seconds: float = 20.0) -> bool:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(0.05)
+    return bool(cond())
+
+
+def run(root: Path, *extra: str) -> int:
+    return main(["runbook", "run", "wiki/fake.md#fake-rb", "--root", str(root), "--yes", *extra])
+
+
+def test_run_ids_are_unique_within_one_second() -> None:
+    started = datetime(2026, 11, 30, 10, 0, 5, 123456, tzinfo=UTC)
+    ids = {make_run_id(started, "sha256:0123456789abcdef") for _ in range(50)}
+    assert len(ids) == 50
+    assert all(i.startswith("20261130T100005.123Z-01234567-") for i in ids)
+
+
+def test_second_run_of_one_runbook_is_refused_naming_the_holder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    port = free_port()
+    root = make_wiki(tmp_path, port)
+    holder = RunLock(root, "fake-rb", port, "20261130T100000.000Z-aaaaaaaa-0000")
+    holder.acquire()
+    try:
+        assert run(root) == 1
+        _out, err = capsys.readouterr()
+        assert "runbook 'fake-rb' is being run by run 20261130T100000.000Z-aaaaaaaa-0000" in err
+        assert f"pid {os.getpid()}" in err
+        assert not listening(port)
+        assert not (root / "runbooks").exists()
+    finally:
+        holder.release()
+
+
+def test_typo_in_a_client_block_stops_the_run_before_anything_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    port = free_port()
+    root = make_wiki(tmp_path, port, client_attrs="swep=\"C=1,2\" ")
+    assert run(root) == 2
+    err = capsys.readouterr().err
+    assert "wiki/fake.md:" in err and "RB003" in err and "swep" in err
+    assert "nothing was started" in err
+    assert not (root / "runbooks").exists()
+    assert not (root / ".artifacts" / "fake-rb").exists()
+
+
+def test_unwritable_record_prints_results_keeps_them_and_exits_nonzero(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    port = free_port()
+    root = make_wiki(tmp_path, port)
+    (root / "runbooks").write_text("a file where the records folder should be")
+    before = (root / "wiki" / "fake.md").read_text()
+    assert run(root) == 2
+    out, err = capsys.readouterr()
+    assert "bench: 4/4 ok" in out  # the results are printed
+    assert "cannot write the record" in err
+    (kept,) = (root / ".artifacts" / "fake-rb").glob("*/record.json")
+    data = json.loads(kept.read_text())
+    assert data["status"] == "ok" and data["clients"][0]["points"][0]["metrics"]
+    assert str(kept.relative_to(root)) in err
+    assert "pages not re-rendered" in err
+    assert (root / "wiki" / "fake.md").read_text() == before
+
+
+def test_setsid_grandchild_is_killed_and_named_in_record(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    port = free_port()
+    root = make_wiki(tmp_path, port, prefix="setsid sleep 300 &\n")
+    assert run(root) == 1
+    capsys.readouterr()
+    (path,) = (root / "runbooks" / "fake-rb").glob("*.json")
+    data = json.loads(path.read_text())
+    teardown = next(s for s in data["steps"] if s["name"] == "teardown")
+    assert teardown["status"] == "failed"
+    assert "sleep 300" in teardown["message"] and "left running" in teardown["message"]
+    tag = data["server"]["run_tag"]
+    assert tagged_pids(tag) == []
+
+
+def test_kill_9_of_the_runner_leaves_no_server_client_or_temp_file(tmp_path: Path) -> None:
+    port = free_port()
+    root = make_wiki(tmp_path, port, prefix="setsid sleep 300 &\n",
+                     client_suffix=" --sleep 60")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent)}
+    runner = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from fakes.no_port_locks import main; "
+         "sys.exit(main())", str(tmp_path / "port-locks"), "runbook", "run",
+         "wiki/fake.md#fake-rb", "--root", str(root), "--yes"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=root,
+    )
+    lock = root / runstate.LOCKS_DIR / "fake-rb.json"
+    try:
+        assert wait_for(lambda: listening(port), 60), "the fake server came up"
+        assert wait_for(lambda: any(
+            p.get("role", "").startswith("client")
+            for p in json.loads(lock.read_text() or "{}").get("processes", [])), 30)
+        state = json.loads(lock.read_text())
+        tag = state["tag"]
+        server = next(p["pid"] for p in state["processes"] if p["role"] == "server")
+        runner.send_signal(signal.SIGKILL)
+        runner.wait()
+        # Server and client die with the runner (parent-death signal)…
+        assert wait_for(lambda: not listening(port), 15)
+        assert wait_for(lambda: process_state(server) in ("", "Z"), 15)
+        # …and what left their process groups is stopped by the next run, by its tag.
+        nxt = RunLock(root, "fake-rb", port, "20261130T120000.000Z-bbbbbbbb-0000")
+        stopped = nxt.acquire(grace=3.0)
+        nxt.release()
+        assert tagged_pids(tag) == []
+        assert all(s.command for s in stopped)
+        assert list(root.rglob("*.tmp")) == []
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+            runner.wait()
+        with contextlib.suppress(Exception):
+            for pid in tagged_pids(json.loads(lock.read_text())["tag"]):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_plan_reports_block_errors_with_their_location(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = make_wiki(tmp_path, free_port(), client_attrs="swep=\"C=1,2\" ")
+    assert main(["runbook", "plan", "fake-rb", "--root", str(root)]) == 2
+    err = capsys.readouterr().err
+    assert "wiki/fake.md:11:51: RB003 error: unknown attribute 'swep'" in err
+
+
+def test_plan_without_gpus_prints_the_plan_and_exits_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    page = tmp_path / "wiki" / "fake.md"
+    make_wiki(tmp_path, free_port())
+    page.write_text(page.read_text().replace("gpus=0", "gpus=1"))
+    monkeypatch.setenv("PATH", f"{FAKE_BIN}{os.pathsep}/nonexistent")  # no nvidia-smi
+    assert main(["runbook", "plan", "fake-rb", "--root", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "vllm serve fake-model" in out  # the whole plan, then the refusal
