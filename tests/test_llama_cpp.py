@@ -15,6 +15,8 @@ from wikitools.cli import main
 from wikitools.runbook import engines
 from wikitools.runbook.command import parse_server_command
 from wikitools.runbook.host import port_free
+from wikitools.runbook.logwatch import LogWatcher
+from wikitools.runbook.markers import scan_markers
 from wikitools.runbook.session import prepare
 
 PAGE = """---
@@ -105,3 +107,14 @@ def test_llama_server_load_failure_is_located(tmp_path, capsys, fake_path, monke
     assert "FAILED at ready: server exited with code 1" in out
     assert "error loading model" in out
     assert port_free(port)
+
+
+def test_log_watcher_sees_the_listening_line(tmp_path):
+    log = tmp_path / "server.log"
+    log.write_text("build: 4242 (abcdef12) with cc for x86_64-linux-gnu\n"
+                   "main: server is listening on http://127.0.0.1:8080 - starting the main loop\n")
+    watcher = LogWatcher(log, engines.LLAMA_CPP.fatal_log, engines.LLAMA_CPP.ready_log)
+    watcher.poll()
+    assert watcher.ready_line is not None and "listening" in watcher.ready_line
+    assert watcher.fatal_line is None
+    assert scan_markers(watcher.lines)["engine_version"] == "b4242"

@@ -39,6 +39,7 @@ class Engine:
     models_path: str
     version_command: tuple[str, ...]  # argv printing the version (bare-metal installs)
     fatal_log: tuple[str, ...]  # regexes: a match in the log means start-up failed
+    ready_log: tuple[str, ...] = ()  # log lines that mean "listening" (shown while waiting)
     version_path: str | None = None  # GET → {"version": …}
     server_info_paths: tuple[str, ...] = ()  # GET → backends, KV capacity, spec acceptance
     prometheus: bool = False  # metrics_path is Prometheus text with cache and spec counters
@@ -111,6 +112,11 @@ VLLM = Engine(
         r"Available KV cache memory: -",
         r"Engine core initialization failed",
     ),
+    ready_log=(
+        "Application startup complete.",
+        "Starting vLLM server on",
+        "Starting vLLM API server",
+    ),
     version_path="/version",
     prometheus=True,
     model_positional=True,
@@ -133,6 +139,7 @@ SGLANG = Engine(
     models_path="/v1/models",
     version_command=("python3", "-c", "import sglang; print(sglang.__version__)"),
     fatal_log=(*_COMMON_FATAL, r"Scheduler hit an exception", r"Not enough memory"),
+    ready_log=("The server is fired up and ready to roll!", "Uvicorn running on"),
     server_info_paths=("/server_info", "/get_server_info"),
     spec_flag_prefix="--speculative-",
     image_hint="sglang",
@@ -153,6 +160,7 @@ LLAMA_CPP = Engine(
         r"error loading model",
         r"couldn't bind HTTP server socket",
     ),
+    ready_log=("server is listening on",),
     flag_aliases={"-m": "model", "--hf-repo": "model", "-hf": "model"},
     canonical_flags={"-ngl": "--n-gpu-layers", "--gpu-layers": "--n-gpu-layers",
                      "-c": "--ctx-size", "-np": "--parallel"},

@@ -314,6 +314,7 @@ class PlannedServer:
     image: str | None = None
     docker: bool = False
     fatal_patterns: tuple[str, ...] = ()  # regexes: a log line matching means startup failed
+    ready_log: tuple[str, ...] = ()  # log lines that mean the server says it is listening
     version_command: tuple[str, ...] = ()  # argv that prints the engine version (None if docker)
 
 

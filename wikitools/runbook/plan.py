@@ -123,6 +123,7 @@ def make_plan(
         image=cmd.image,
         docker=cmd.docker,
         fatal_patterns=eng.fatal_log if eng else (),
+        ready_log=eng.ready_log if eng else (),
         version_command=eng.version_command if eng and not cmd.docker else (),
     )
 
