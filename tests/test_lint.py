@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -122,6 +121,25 @@ def test_lint_links(tmp_path: Path, capsys) -> None:
     ]
 
 
+def test_missing_link_suggests_a_page_whose_name_contains_it(tmp_path: Path, capsys) -> None:
+    make_tree(tmp_path, {
+        "wiki/topics/kv-cache-sessions.md": "# KV\n",
+        "wiki/topics/quantization.md": "# Q\n",
+        "wiki/models/m.md": "# M\n\n[kv](../topics/kv-cache.md) [q](../topics/quant.md)"
+        " [far](kv-cache.md)\n",
+    })
+    code, out, _ = run(["lint", "--root", str(tmp_path)], capsys)
+    assert code == 1
+    assert out == [
+        "wiki/models/m.md:3:1: LNK001 error: link to missing page '../topics/kv-cache.md';"
+        " did you mean '../topics/kv-cache-sessions.md'?",
+        "wiki/models/m.md:3:29: LNK001 error: link to missing page '../topics/quant.md';"
+        " did you mean '../topics/quantization.md'?",
+        "wiki/models/m.md:3:53: LNK001 error: link to missing page 'kv-cache.md';"
+        " did you mean '../topics/kv-cache-sessions.md'?",
+    ]
+
+
 def test_links_in_code_are_ignored(tmp_path: Path, capsys) -> None:
     make_tree(tmp_path, {"wiki/a.md": "# A\n\n```\n[x](missing.md)\n```\n\n`[y](gone.md)`\n"})
     assert run(["lint", "--root", str(tmp_path)], capsys)[:2] == (0, [])
@@ -172,7 +190,7 @@ def test_facts_from_workers_match_serial(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr("wikitools.config.PARALLEL_BYTES", 10**12)
     serial = gather(config, files_found, context).facts
     assert parallel == serial
-    assert any(f.acronyms and f.acronyms[1] for f in parallel)
+    assert any(f.acronyms for f in parallel)
 
 
 GLOSSARY = "# Glossary\n\n| Acronym | Meaning |\n|---|---|\n| TP | Tensor Parallelism |\n"
@@ -257,8 +275,8 @@ def test_fact_cache_reuses_unchanged_pages(tmp_path: Path, capsys, monkeypatch) 
     (root / "wiki" / "b.md").write_text("# B changed\n")
     assert run(["index", "--root", str(root), "--check"], capsys)[0] == 1
     assert calls == ["b.md"]
-    cache = tmp_path / "cache" / os.listdir(tmp_path / "cache")[0]
-    cache.write_bytes(b"junk")
+    for cache in (tmp_path / "cache").glob("*.marshal"):
+        cache.write_bytes(b"junk")
     calls.clear()
     assert run(["index", "--root", str(root)], capsys)[0] == 0
     assert sorted(calls) == ["a.md", "b.md"]
@@ -310,3 +328,33 @@ def test_pages_unreachable_from_home_are_reported(tmp_path: Path, capsys) -> Non
         "wiki/models/stray.md:1:1:",
         "wiki/orphan.md:1:1:",
     ]
+
+
+TYPO_PAGE = """# Page
+
+```{{ .bash #{rid} .runbook-server engine=vllm {attrs} }}
+vllm serve org/model --port 8011
+```
+
+<!-- wiki:results runbook={rid} view=serving -->
+<!-- wiki:end -->
+"""
+
+
+def test_typo_in_a_server_attribute_does_not_point_at_another_pages_runbook(
+    tmp_path: Path, capsys
+) -> None:
+    make_tree(tmp_path, {
+        "wiki/a.md": TYPO_PAGE.format(rid="qwen-tp2", attrs="gpu=2"),
+        "wiki/b.md": TYPO_PAGE.format(rid="qwen-tp1", attrs="gpus=1"),
+    })
+    code, out, _ = run(["check", "--root", str(tmp_path)], capsys)
+    assert code == 1
+    mine = [line for line in out if line.startswith("wiki/a.md")]
+    assert any("RB003 error: unknown attribute 'gpu'" in line for line in mine)
+    rb009 = [line for line in mine if " RB009 " in line]
+    assert rb009 == [
+        "wiki/a.md:7:1: RB009 error: results region of runbook 'qwen-tp2' cannot be rendered: "
+        "its server block (wiki/a.md:3) has errors"
+    ]
+    assert not any("qwen-tp1" in line for line in mine)

@@ -57,7 +57,7 @@ from collections.abc import Container, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from wikitools.diagnostics import Diagnostic
+from wikitools.diagnostics import Diagnostic, sort_key
 from wikitools.errors import ConfigError
 from wikitools.glossary import Entry, Glossary
 from wikitools.pages import Page
@@ -121,9 +121,15 @@ class Matcher:
         self.regex = re.compile(f"(?P<t>{_grouped(rests)}){_TAIL}")
         self.known_upper = {e.term.upper() for e in glossary.entries}
         self._expansions: dict[str, tuple[re.Pattern[str], re.Pattern[str]]] = {}
+        self._entries: dict[str, Entry | None] = {}  # spelling -> entry, as looked up
 
     def entry_for(self, spelling: str) -> Entry | None:
-        return self.exact.get(spelling) or self.folded.get(_key(spelling))
+        try:
+            return self._entries[spelling]
+        except KeyError:
+            found = self.exact.get(spelling) or self.folded.get(_key(spelling))
+            self._entries[spelling] = found
+            return found
 
     def expansion_patterns(self, entry: Entry) -> tuple[re.Pattern[str], re.Pattern[str]]:
         cached = self._expansions.get(entry.term)
@@ -305,11 +311,15 @@ def find_uses(page: Page, matcher: Matcher, settled: Container[str] = frozenset(
         yield Use(m.group("t"), entry, span.line, col, span.context, expanded)
 
 
-def check_page(page: Page, matcher: Matcher, glossary_path: str) -> list[Diagnostic]:
+def check_page(
+    page: Page, matcher: Matcher, glossary_path: str, uses: Iterable[Use] | None = None
+) -> list[Diagnostic]:
+    """ACR001/ACR002 findings of one page; `uses` when the caller has found them already
+    (with every expansion worked out), else they are found here."""
     diags: list[Diagnostic] = []
     settled: set[str] = set()
     unknown: set[str] = set()
-    for use in find_uses(page, matcher, settled):
+    for use in find_uses(page, matcher, settled) if uses is None else uses:
         if use.entry is None:
             if use.token not in unknown:
                 unknown.add(use.token)
@@ -366,7 +376,7 @@ def check_pages(
     for page in pages:
         if is_checked(page, gpath):
             diags.extend(check_page(page, matcher, gpath))
-    return sorted(diags)
+    return sorted(diags, key=sort_key)
 
 
 # --------------------------------------------------------------------------- baseline
@@ -418,7 +428,7 @@ def apply_baseline(
     left = Counter(baseline)
     fresh: list[Diagnostic] = []
     suppressed = 0
-    for diag in sorted(diags):
+    for diag in sorted(diags, key=sort_key):
         key = baseline_key(diag)
         if left[key] > 0:
             left[key] -= 1

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
-import traceback
+from typing import Any
 
 from wikitools.config import resolve_root
 from wikitools.errors import WikiError
@@ -24,8 +25,28 @@ COMMANDS = (
 )
 
 
+class _Formatter(argparse.HelpFormatter):
+    """argparse's formatter, sized without `shutil` (whose compression modules cost every
+    command start-up time, as argparse builds a formatter for each argument)."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
+                 width: int | None = None) -> None:
+        if width is None:
+            try:
+                columns = int(os.environ.get("COLUMNS", "0")) or os.get_terminal_size(
+                    sys.__stdout__.fileno() if sys.__stdout__ else 1).columns
+            except (OSError, ValueError, AttributeError):
+                columns = 80
+            width = columns - 2
+        super().__init__(prog, indent_increment, max_help_position, width)
+
+
 class ArgumentParser(argparse.ArgumentParser):
     """Raises instead of exiting, so `main(argv)` is testable and exit codes stay ours."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> None:  # type: ignore[override]
         raise _UsageExit(f"{self.prog}: error: {message}")
@@ -77,6 +98,8 @@ def main(argv: list[str] | None = None) -> int:
         print("wiki: interrupted", file=sys.stderr)
         return 130
     except Exception:
+        import traceback
+
         print("wiki: internal error (a bug; please report it with this traceback)", file=sys.stderr)
         traceback.print_exc()
         return 3

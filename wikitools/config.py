@@ -4,6 +4,7 @@ of its pages. Every command finds pages through `list_pages`."""
 from __future__ import annotations
 
 import errno
+import marshal
 import os
 import re
 import stat
@@ -12,10 +13,13 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
 from wikitools.diagnostics import Diagnostic, Severity, yaml_problem
 from wikitools.errors import ConfigError
+
+try:  # the C module directly: importing hashlib initialises OpenSSL, which costs start-up time
+    from _blake2 import blake2b
+except ImportError:  # pragma: no cover
+    from hashlib import blake2b
 
 if TYPE_CHECKING:
     import pathspec
@@ -61,6 +65,8 @@ class WikiConfig:
     statuses: tuple[str, ...] = DEFAULT_STATUSES
     source: str | None = None  # the wiki.yml that was read, if any
     extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    # Parsed wiki.yml and exclude decisions, kept between runs (see `_memo_file`).
+    memo: dict[str, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     @property
     def docs_path(self) -> Path:
@@ -120,8 +126,17 @@ def load_config(root: Path) -> WikiConfig:
         raise ConfigError(f"{root}: not a directory")
     path = root / CONFIG_NAME
     data: dict[str, Any] = {}
+    memo = _memo_load(root)
     if path.is_file():
-        data = _read_yaml(path)
+        digest = blake2b(path.read_bytes(), digest_size=16).digest()
+        cached = memo.get("yml")
+        if cached and cached[0] == digest:
+            data = cached[1]
+        else:
+            data = _read_yaml(path)
+            _check_exclude(data, compile_them=True)
+            memo["yml"] = (digest, data)
+            _memo_save(root, memo)
     docs_dir = _docs_dir(root, data.get("docs_dir"), path)
     glossary = _glossary(root, docs_dir, data.get("glossary"))
     index = data.get("index") or {}
@@ -130,10 +145,7 @@ def load_config(root: Path) -> WikiConfig:
     statuses = data.get("statuses", DEFAULT_STATUSES)
     if not isinstance(statuses, list | tuple) or not all(isinstance(s, str) for s in statuses):
         raise ConfigError(f"{CONFIG_NAME}: 'statuses' must be a list of strings")
-    exclude = data.get("exclude", list(DEFAULT_EXCLUDE))
-    if not isinstance(exclude, list | tuple) or not all(isinstance(s, str) for s in exclude):
-        raise ConfigError(f"{CONFIG_NAME}: 'exclude' must be a list of glob patterns")
-    _spec(tuple(exclude))  # a bad pattern is a configuration error now, not at first use
+    exclude = _check_exclude(data)
     output = str(index.get("output", "INDEX.md"))
     return WikiConfig(
         root=root,
@@ -147,13 +159,74 @@ def load_config(root: Path) -> WikiConfig:
         statuses=tuple(statuses),
         source=CONFIG_NAME if path.is_file() else None,
         extra={k: v for k, v in data.items() if k not in _KNOWN},
+        memo=memo,
     )
+
+
+def _check_exclude(data: dict[str, Any], *, compile_them: bool = False) -> list[str]:
+    """The exclude patterns; with `compile_them` a bad one is a configuration error now, not
+    at first use (done when wiki.yml is first read, not on every run)."""
+    exclude = data.get("exclude", list(DEFAULT_EXCLUDE))
+    if not isinstance(exclude, list | tuple) or not all(isinstance(s, str) for s in exclude):
+        raise ConfigError(f"{CONFIG_NAME}: 'exclude' must be a list of glob patterns")
+    if compile_them:
+        _spec(tuple(exclude))
+    return list(exclude)
+
+
+# --------------------------------------------------------------------------- cache
+
+CACHE_ENV = "WIKI_CACHE_DIR"  # a folder for the tools' caches, or "off"
+
+
+def cache_dir() -> Path | None:
+    """$WIKI_CACHE_DIR, else ~/.cache/wikitools; None when WIKI_CACHE_DIR=off."""
+    setting = os.environ.get(CACHE_ENV, "")
+    if setting == "off":
+        return None
+    if setting:
+        return Path(setting)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "wikitools"
+
+
+def cache_file(root: Path, kind: str) -> Path | None:
+    base = cache_dir()
+    if base is None:
+        return None
+    return base / f"{kind}-{blake2b(str(root).encode(), digest_size=10).hexdigest()}.marshal"
+
+
+def _memo_load(root: Path) -> dict[str, Any]:
+    """What an earlier run learnt of this wiki's configuration: wiki.yml parsed (so a warm
+    run needs no YAML parser) and which paths the exclude patterns leave out (nor pathspec)."""
+    path = cache_file(root, "config")
+    try:
+        data = marshal.loads(path.read_bytes()) if path else {}
+    except (OSError, EOFError, ValueError, TypeError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _memo_save(root: Path, memo: dict[str, Any]) -> None:
+    path = cache_file(root, "config")
+    if path is None:
+        return
+    try:
+        data = marshal.dumps(memo)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(data)
+        tmp.replace(path)
+    except (OSError, ValueError):
+        pass  # a value marshal cannot store (a YAML date) or an unwritable cache: no memo
 
 
 _KNOWN = frozenset({"docs_dir", "glossary", "index", "statuses", "exclude"})
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
+    import yaml  # here, not at the top: a warm run takes wiki.yml from the memo
+
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except UnicodeDecodeError as exc:
@@ -170,17 +243,16 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
-class _MkDocsLoader(yaml.SafeLoader):
-    """mkdocs.yml may hold `!!python/name:` and `!ENV` tags; only `docs_dir` is read here."""
-
-
-_MkDocsLoader.add_multi_constructor("", lambda _loader, _suffix, _node: None)
-
-
 def _mkdocs_docs_dir(root: Path) -> str | None:
     path = root / MKDOCS_NAME
     if not path.is_file():
         return None
+    import yaml
+
+    class _MkDocsLoader(yaml.SafeLoader):
+        """mkdocs.yml may hold `!!python/name:` and `!ENV` tags; only `docs_dir` is read."""
+
+    _MkDocsLoader.add_multi_constructor("", lambda _loader, _suffix, _node: None)
     try:
         data = yaml.load(path.read_text(encoding="utf-8"), Loader=_MkDocsLoader)
     except (yaml.YAMLError, UnicodeDecodeError, OSError):
@@ -247,7 +319,20 @@ def _spec(patterns: tuple[str, ...]) -> pathspec.GitIgnoreSpec:
 
 def is_excluded(config: WikiConfig, rel: str) -> bool:
     """True when `rel` (POSIX, relative to root) matches an exclude pattern, tried against the
-    path relative to the root and relative to docs_dir."""
+    path relative to the root and relative to docs_dir. Decisions are remembered per pattern
+    list, so that pathspec is loaded only when a path is new."""
+    key = (config.exclude, config.docs_dir)
+    known = config.memo.get("excluded")
+    if not known or known[0] != key:
+        known = config.memo["excluded"] = (key, {})
+    decided = known[1].get(rel)
+    if decided is None:
+        decided = known[1][rel] = _excluded(config, rel)
+        config.memo["dirty"] = True
+    return decided
+
+
+def _excluded(config: WikiConfig, rel: str) -> bool:
     spec = config.exclude_spec
     if spec.match_file(rel):
         return True
@@ -261,19 +346,25 @@ class PageFiles:
 
     paths: tuple[Path, ...]
     problems: tuple[Diagnostic, ...]
+    rels: tuple[str, ...] = ()  # each path relative to the root, POSIX
+
+    def __post_init__(self) -> None:
+        if len(self.rels) != len(self.paths):
+            raise ValueError("PageFiles: one relative path per path")
 
 
 def _skip(rel: str, code: str, message: str) -> Diagnostic:
     return Diagnostic(rel, 1, 1, code, message, Severity.WARNING)
 
 
-def check_file(path: Path, root: Path) -> Diagnostic | None:
+def check_file(path: Path | str, root: Path, rel: str | None = None) -> Diagnostic | None:
     """None when `path` is a regular file inside `root` that may be read; else a located
     warning saying why it is left out. Nothing is opened: a FIFO would block."""
-    rel = path.relative_to(root).as_posix()
+    if rel is None:
+        rel = Path(path).relative_to(root).as_posix()
     try:
         link = stat.S_ISLNK(os.lstat(path).st_mode)
-        mode = path.stat().st_mode
+        mode = os.stat(path).st_mode  # noqa: PTH116 (a str path: no Path objects per file)
     except FileNotFoundError:
         return _skip(rel, "PG004", "broken symbolic link (its target does not exist); skipped")
     except OSError as exc:
@@ -283,7 +374,7 @@ def check_file(path: Path, root: Path) -> Diagnostic | None:
     if not stat.S_ISREG(mode):
         return _skip(rel, "PG004", "not a regular file (a FIFO, device or folder); skipped")
     if link:
-        target = path.resolve()
+        target = Path(path).resolve()
         if not target.is_relative_to(root.resolve()):
             return _skip(
                 rel, "PG005", f"symbolic link to {target}, outside the repository; not read"
@@ -294,30 +385,35 @@ def check_file(path: Path, root: Path) -> Diagnostic | None:
 def list_pages(config: WikiConfig) -> PageFiles:
     """Every Markdown page of the wiki (sorted; excludes applied) plus the root README.md, and
     PG004/PG005 warnings for broken links, non-regular files and links leaving the tree."""
-    found: dict[str, Path] = {}
+    found: dict[str, str] = {}
     problems: list[Diagnostic] = []
     root = config.root
 
-    def consider(path: Path, rel: str) -> None:
+    def consider(path: str, rel: str) -> None:
         if is_excluded(config, rel):
             return
-        problem = check_file(path, root)
+        problem = check_file(path, root, rel)
         if problem is None:
             found[rel] = path
         else:
             problems.append(problem)
 
+    top = str(root)
     for dirpath, dirnames, filenames in os.walk(config.docs_path):
         dirnames[:] = [d for d in dirnames if d not in _SKIP_DIRS and not d.startswith(".")]
-        rel_dir = Path(dirpath).relative_to(root).as_posix()
+        rel_dir = os.path.relpath(dirpath, top).replace(os.sep, "/")
         for name in filenames:
             if name.endswith(".md"):
-                consider(Path(dirpath) / name, name if rel_dir == "." else f"{rel_dir}/{name}")
-    readme = root / "README.md"
+                rel = name if rel_dir == "." else f"{rel_dir}/{name}"
+                consider(os.path.join(dirpath, name), rel)  # noqa: PTH118
+    readme = os.path.join(top, "README.md")  # noqa: PTH118
     if "README.md" not in found and os.path.lexists(readme):
         consider(readme, "README.md")
     order = sorted(found)
-    return PageFiles(tuple(found[rel] for rel in order), tuple(sorted(problems)))
+    if config.memo.pop("dirty", False):
+        _memo_save(root, config.memo)
+    paths = tuple(Path(found[rel]) for rel in order)
+    return PageFiles(paths, tuple(sorted(problems)), tuple(order))
 
 
 def iter_pages(config: WikiConfig) -> list[Path]:

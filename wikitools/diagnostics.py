@@ -32,9 +32,15 @@ class Diagnostic:
         return f"{self.path}:{self.line}:{self.col}: {self.code} {kind}: {self.message}"
 
 
+def sort_key(d: Diagnostic) -> tuple[str, int, int, str, str, int]:
+    """The dataclass order as one tuple: sorting by key is several times faster than by
+    the generated comparison methods, which matters with tens of thousands of findings."""
+    return (d.path, d.line, d.col, d.code, d.message, d.severity)
+
+
 def sort_diagnostics(diags: Iterable[Diagnostic]) -> list[Diagnostic]:
     """Sorted by (path, line, col, code, message), duplicates dropped."""
-    return sorted(set(diags))
+    return sorted(set(diags), key=sort_key)
 
 
 def summary(diags: list[Diagnostic]) -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from wikitools.acronyms import Matcher, find_uses, is_checked
+from wikitools.acronyms import Matcher, Use, find_uses, is_checked
 from wikitools.diagnostics import Diagnostic, Severity
 from wikitools.glossary import Glossary
 from wikitools.pages import Page
@@ -23,11 +23,14 @@ from wikitools.pages import Page
 CODE = "ACR003"
 
 
-def check_page(page: Page, matcher: Matcher) -> list[Diagnostic]:
-    """ACR003 for every expansion of a term after its first expansion on the page."""
+def check_page(
+    page: Page, matcher: Matcher, uses: Iterable[Use] | None = None
+) -> list[Diagnostic]:
+    """ACR003 for every expansion of a term after its first expansion on the page (`uses`:
+    the page's uses when the caller has found them already)."""
     first: dict[str, int] = {}
     diags: list[Diagnostic] = []
-    for use in find_uses(page, matcher):
+    for use in find_uses(page, matcher) if uses is None else uses:
         if use.entry is None or not use.expanded:
             continue
         term = use.entry.term

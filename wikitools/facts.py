@@ -9,7 +9,6 @@ The cache lives in $WIKI_CACHE_DIR, else ~/.cache/wikitools; WIKI_CACHE_DIR=off 
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import marshal
 import os
@@ -19,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from wikitools.config import PageFiles, WikiConfig, workers_for
+from wikitools.config import PageFiles, WikiConfig, blake2b, cache_file, workers_for
 from wikitools.diagnostics import Diagnostic, Severity
 from wikitools.index import Entry
 
@@ -28,7 +27,6 @@ if TYPE_CHECKING:
     from wikitools.lint import LinkFact
     from wikitools.pages import Page
 
-CACHE_ENV = "WIKI_CACHE_DIR"  # a folder for the cache, or "off"
 MAX_WORKERS = 4  # each worker holds the parser (~40 MB): keeps a cold run under 300 MB
 # Modules whose code decides the facts: a change to any of them empties the cache.
 _SOURCES = (
@@ -38,19 +36,32 @@ _SOURCES = (
 
 @dataclass(frozen=True, slots=True)
 class Facts:
-    """The facts of one page. `acronyms` is None when they were not worked out (no glossary),
-    else (glossary key, findings)."""
+    """The facts of one page. Findings are kept as plain tuples and made Diagnostics when
+    asked for, so that a command that does not need them pays nothing for them."""
 
     entry: Entry
     untitled: Diagnostic | None  # IDX001 when the index falls back to the file name
-    findings: tuple[Diagnostic, ...]  # parser problems, front matter, headings
+    raw_findings: tuple[tuple[Any, ...], ...]  # parser problems, front matter, headings
     links: tuple[LinkFact, ...]
-    acronyms: tuple[str, tuple[Diagnostic, ...]] | None
+    # None when not worked out (no glossary), else (glossary key, findings)
+    raw_acronyms: tuple[str, tuple[tuple[Any, ...], ...]] | None
     runbooks: bool  # runbook blocks or results markers: the runbook checks need the page
 
     @property
     def path(self) -> str:
         return self.entry.path
+
+    @property
+    def findings(self) -> tuple[Diagnostic, ...]:
+        return tuple(_diag_in(d) for d in self.raw_findings)
+
+    @property
+    def acronyms(self) -> tuple[Diagnostic, ...]:
+        """The acronym findings ((): none, or not worked out)."""
+        return tuple(_diag_in(d) for d in self.raw_acronyms[1]) if self.raw_acronyms else ()
+
+    def acronyms_for(self, key: str) -> bool:
+        return self.raw_acronyms is not None and self.raw_acronyms[0] == key
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +77,7 @@ class AcronymContext:
 def acronym_context(glossary: Glossary, glossary_path: str, index_output: str) -> AcronymContext:
     entries = [(e.term, e.expansion, e.name) for e in glossary.entries]
     data = repr((entries, glossary_path, index_output)).encode()
-    key = hashlib.blake2b(data, digest_size=12).hexdigest()
+    key = blake2b(data, digest_size=12).hexdigest()
     return AcronymContext(glossary, glossary_path, index_output, key)
 
 
@@ -84,15 +95,15 @@ def facts_of(page: Page, config: WikiConfig, acronyms: AcronymContext | None) ->
     from wikitools.lint import page_findings, page_links
 
     entry, untitled = make_entry(page)
-    found: tuple[str, tuple[Diagnostic, ...]] | None = None
+    found = None
     if acronyms is not None:
-        found = (acronyms.key, tuple(_acronym_findings(page, acronyms)))
+        found = (acronyms.key, tuple(_diag_out(d) for d in _acronym_findings(page, acronyms)))
     return Facts(
         entry=entry,
         untitled=untitled,
-        findings=tuple(page_findings(config, page)),
+        raw_findings=tuple(_diag_out(d) for d in page_findings(config, page)),
         links=page_links(page),
-        acronyms=found,
+        raw_acronyms=found,
         runbooks=has_runbook_parts(page),
     )
 
@@ -110,14 +121,15 @@ def _matcher(context: AcronymContext) -> Any:
 
 def _acronym_findings(page: Page, context: AcronymContext) -> list[Diagnostic]:
     from wikitools import expansions
-    from wikitools.acronyms import check_page, is_checked
+    from wikitools.acronyms import check_page, find_uses, is_checked
 
     if page.path == context.index_output or not is_checked(page, context.glossary_path):
         return []
     matcher = _matcher(context)
+    uses = list(find_uses(page, matcher))  # one scan serves both rules
     return [
-        *check_page(page, matcher, context.glossary_path),
-        *expansions.check_page(page, matcher),
+        *check_page(page, matcher, context.glossary_path, uses),
+        *expansions.check_page(page, matcher, uses),
     ]
 
 
@@ -161,7 +173,7 @@ def _compute(
 
 def _source_key() -> str:
     """Changes with the code that computes facts, with markdown-it-py and with Python."""
-    digest = hashlib.blake2b(sys.version.encode(), digest_size=12)
+    digest = blake2b(sys.version.encode(), digest_size=12)
     package = Path(__file__).parent
     for name in _SOURCES:
         digest.update((package / f"{name}.py").read_bytes())
@@ -172,15 +184,7 @@ def _source_key() -> str:
 
 
 def _cache_file(config: WikiConfig) -> Path | None:
-    setting = os.environ.get(CACHE_ENV, "")
-    if setting == "off":
-        return None
-    if setting:
-        base = Path(setting)
-    else:
-        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "wikitools"
-    key = hashlib.blake2b(str(config.root).encode(), digest_size=10).hexdigest()
-    return base / f"facts-{key}.marshal"
+    return cache_file(config.root, "facts")
 
 
 def _diag_out(d: Diagnostic) -> tuple[Any, ...]:
@@ -196,23 +200,17 @@ def _facts_out(f: Facts) -> tuple[Any, ...]:
     return (
         (e.path, e.title, e.status, e.description, e.first),
         _diag_out(f.untitled) if f.untitled else None,
-        tuple(_diag_out(d) for d in f.findings),
+        f.raw_findings,
         f.links,
-        (f.acronyms[0], tuple(_diag_out(d) for d in f.acronyms[1])) if f.acronyms else None,
+        f.raw_acronyms,
         f.runbooks,
     )
 
 
 def _facts_in(t: tuple[Any, ...]) -> Facts:
     entry, untitled, findings, links, acronyms, runbooks = t
-    return Facts(
-        entry=Entry(*entry),
-        untitled=_diag_in(untitled) if untitled else None,
-        findings=tuple(_diag_in(d) for d in findings),
-        links=links,
-        acronyms=(acronyms[0], tuple(_diag_in(d) for d in acronyms[1])) if acronyms else None,
-        runbooks=runbooks,
-    )
+    return Facts(Entry(*entry), _diag_in(untitled) if untitled else None, findings, links,
+                 acronyms, runbooks)
 
 
 def _context(config: WikiConfig) -> tuple[Any, ...]:
@@ -260,7 +258,7 @@ def gather(
 ) -> Gathered:
     """The facts of every page in `files`: from the cache where the page's bytes are
     unchanged, else by parsing (in worker processes when there are many)."""
-    rels = [p.relative_to(config.root).as_posix() for p in files.paths]
+    rels = list(files.rels)
     cache_file = _cache_file(config)
     context = _context(config) if cache_file else ()
     cached = _load(cache_file, context) if cache_file else {}
@@ -269,12 +267,12 @@ def gather(
     found: dict[str, Facts] = {}
     missing: list[int] = []
     for i, (path, rel) in enumerate(zip(files.paths, rels, strict=True)):
-        digest = hashlib.blake2b(path.read_bytes(), digest_size=16).digest() if cache_file else b""
+        digest = blake2b(path.read_bytes(), digest_size=16).digest() if cache_file else b""
         digests.append(digest)
         hit = cached.get(rel)
         if hit is not None and hit[0] == digest:
             facts = _facts_in(hit[1])
-            if key is None or (facts.acronyms is not None and facts.acronyms[0] == key):
+            if key is None or facts.acronyms_for(key):
                 found[rel] = facts
                 continue
         missing.append(i)
@@ -302,12 +300,13 @@ def gather(
 
 def _keep_acronyms(facts: Facts, old: tuple[bytes, Any] | None, digest: bytes) -> Facts:
     """A run without a glossary keeps the acronym findings an earlier run cached."""
-    if facts.acronyms is not None or old is None or old[0] != digest:
+    if facts.raw_acronyms is not None or old is None or old[0] != digest:
         return facts
-    previous = _facts_in(old[1]).acronyms
+    previous = _facts_in(old[1]).raw_acronyms
     if previous is None:
         return facts
-    return Facts(facts.entry, facts.untitled, facts.findings, facts.links, previous, facts.runbooks)
+    return Facts(facts.entry, facts.untitled, facts.raw_findings, facts.links, previous,
+                 facts.runbooks)
 
 
 def entries(gathered: Iterable[Facts]) -> list[Entry]:

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import difflib
 import os
-import tempfile
 from pathlib import Path
 
 
@@ -19,6 +17,8 @@ def write_if_changed(path: Path, text: str) -> bool:
     data = text.encode("utf-8")
     if path.exists() and path.read_bytes() == data:
         return False
+    import tempfile  # only when writing: start-up time matters to the read-only checks
+
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -33,6 +33,8 @@ def write_if_changed(path: Path, text: str) -> bool:
 
 def unified_diff(path: str, old: str, new: str) -> str:
     """A unified diff of `old` -> `new`, headed with the path."""
+    import difflib
+
     return "".join(
         difflib.unified_diff(
             old.splitlines(keepends=True),

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
-from urllib.parse import quote
 
 from wikitools.config import Section, WikiConfig, folder_title
 from wikitools.diagnostics import Diagnostic, Severity
@@ -46,9 +46,16 @@ def escape_text(text: str) -> str:
     return _ESCAPE.sub(r"\\\1", " ".join(text.split()))
 
 
+_PLAIN_PATH = re.compile(r"[A-Za-z0-9/._~-]*")
+_UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789/-._~")
+
+
 def encode_path(path: str) -> str:
-    """URL-encode a relative path for a Markdown link destination."""
-    return quote(path, safe="/-._~")
+    """URL-encode a relative path for a Markdown link destination (as urllib's
+    `quote(path, safe="/-._~")`, without importing urllib at start-up)."""
+    if _PLAIN_PATH.fullmatch(path):
+        return path
+    return "".join(chr(b) if b in _UNRESERVED else f"%{b:02X}" for b in path.encode("utf-8"))
 
 
 def title_of(page: Page) -> tuple[str, Diagnostic | None]:
@@ -106,7 +113,7 @@ def _relative_folder(config: WikiConfig, path: str) -> str:
     prefix = "" if config.docs_dir == "." else config.docs_dir + "/"
     if prefix and not path.startswith(prefix):
         return "."
-    return str(PurePosixPath(path[len(prefix) :]).parent)
+    return posixpath.dirname(path[len(prefix) :]) or "."
 
 
 def _section_of(config: WikiConfig, folder: str) -> Section:
@@ -131,8 +138,10 @@ def _entry_key(config: WikiConfig, section: Section, entry: Entry) -> tuple[obje
     if section.path == "." and folder != ".":
         dirs = tuple((1, natural_key(d)) for d in folder.split("/"))
     outside = 0 if entry.path == "README.md" else 1  # the root README opens the index
-    name = PurePosixPath(entry.path)
-    file_key = (0, 0 if entry.first else 1, natural_key(name.stem), natural_key(name.name))
+    name = posixpath.basename(entry.path)
+    dot = name.rfind(".")
+    stem = name[:dot] if 0 < dot < len(name) - 1 else name  # as PurePosixPath.stem
+    file_key = (0, 0 if entry.first else 1, natural_key(stem), natural_key(name))
     return (outside, *dirs, file_key)
 
 
@@ -153,13 +162,15 @@ def render_index(config: WikiConfig, pages: Iterable[Page]) -> tuple[str, list[D
 
 def render_entries(config: WikiConfig, entries: Iterable[Entry]) -> str:
     """The INDEX.md text for one entry per page."""
-    grouped: dict[Section, list[Entry]] = {}
+    grouped: dict[str, list[Entry]] = {}  # by section path: hashing a Section costs more
+    by_path: dict[str, Section] = {}
     for entry in entries:
         section = _section_of(config, _relative_folder(config, entry.path))
-        grouped.setdefault(section, []).append(entry)
+        by_path.setdefault(section.path, section)
+        grouped.setdefault(section.path, []).append(entry)
     order = {s.path: i for i, s in enumerate(config.sections)}
     sections = sorted(
-        grouped,
+        by_path.values(),
         key=lambda s: (
             0 if s.path in order else 1,
             order.get(s.path, 0),
@@ -174,7 +185,7 @@ def render_entries(config: WikiConfig, entries: Iterable[Entry]) -> str:
         out += [f"## {section.title}", ""]
         if section.description:
             out += [section.description, ""]
-        ordered = sorted(grouped[section], key=lambda e: _entry_key(config, section, e))
+        ordered = sorted(grouped[section.path], key=lambda e: _entry_key(config, section, e))
         out += [_format_entry(e) for e in ordered]
         out.append("")
     return "\n".join(out).rstrip("\n") + "\n"

@@ -11,6 +11,7 @@ FM001/FM002/PG001/PG002 come from the parser.
 
 from __future__ import annotations
 
+import bisect
 import posixpath
 import re
 from collections.abc import Callable, Iterable, Iterator
@@ -176,8 +177,46 @@ def _stem(path: str) -> str:
 
 def _related(missing: str, candidate: str) -> bool:
     """One name starts, ends or contains the other (`kv-cache` and `kv-cache-sessions`)."""
-    short, long = sorted((missing, candidate), key=len)
-    return len(short) >= 3 and short in long
+    if len(missing) > len(candidate):
+        missing, candidate = candidate, missing
+    return len(missing) >= 3 and missing in candidate
+
+
+class _Names:
+    """Every known page by name, for suggestions: stems in one string (so that the pages
+    whose name contains a missing name are found by `str.find`) and by value (so that the
+    pages whose name is part of it are found by looking up its substrings)."""
+
+    def __init__(self, known: frozenset[str]) -> None:
+        self.paths = sorted(known)
+        self.stems = [_stem(k) for k in self.paths]
+        self.joined = "\n".join(self.stems)
+        self.starts: list[int] = []
+        offset = 0
+        for stem in self.stems:
+            self.starts.append(offset)
+            offset += len(stem) + 1
+        self.by_stem: dict[str, list[int]] = {}
+        for i, stem in enumerate(self.stems):
+            self.by_stem.setdefault(stem, []).append(i)
+
+    def related(self, stem: str) -> set[int]:
+        """Indexes of the pages whose stem contains `stem` or is part of it (3+ letters)."""
+        found: set[int] = set()
+        if len(stem) >= 3:
+            at = self.joined.find(stem)
+            while at >= 0:
+                found.add(bisect.bisect_right(self.starts, at) - 1)
+                at = self.joined.find(stem, at + 1)
+        for i in range(len(stem)):
+            for j in range(i + 3, len(stem) + 1):
+                found.update(self.by_stem.get(stem[i:j], ()))
+        return found
+
+
+@lru_cache(maxsize=4)
+def _names(known: frozenset[str]) -> _Names:
+    return _Names(known)
 
 
 def suggest(resolved: str, known: frozenset[str]) -> str | None:
@@ -192,19 +231,34 @@ def _suggest_cached(resolved: str, known: frozenset[str]) -> str | None:
     folder = posixpath.dirname(resolved)
     ext = posixpath.splitext(resolved)[1]
     stem = _stem(resolved)
-    same_kind = sorted(k for k in known if posixpath.splitext(k)[1] == ext)
-    near = [k for k in same_kind if posixpath.dirname(k) == folder]
-    for pool in (near, same_kind):
-        related = [k for k in pool if _related(stem, _stem(k))]
-        if related:
-            return min(related, key=lambda k: (abs(len(_stem(k)) - len(stem)), k))
-        names: dict[str, str] = {}
-        for k in pool[:_SUGGEST_LIMIT]:
-            names.setdefault(posixpath.basename(k), k)
-        hint = closest(posixpath.basename(resolved), names, cutoff=0.75)
+    names = _names(known)
+    related = [
+        i for i in names.related(stem) if posixpath.splitext(names.paths[i])[1] == ext
+    ]
+    near = [i for i in related if posixpath.dirname(names.paths[i]) == folder]
+    for pool in (near, related):
+        if pool:
+            best = min(pool, key=lambda i: (abs(len(names.stems[i]) - len(stem)), names.paths[i]))
+            return names.paths[best]
+    same_kind = [p for p in names.paths if posixpath.splitext(p)[1] == ext]
+    for pool in ([p for p in same_kind if posixpath.dirname(p) == folder], same_kind):
+        by_name: dict[str, str] = {}
+        for path in pool[:_SUGGEST_LIMIT]:
+            by_name.setdefault(posixpath.basename(path), path)
+        hint = closest(posixpath.basename(resolved), by_name, cutoff=0.75)
         if hint is not None:
-            return names[hint]
+            return by_name[hint]
     return None
+
+
+def _relative(path: str, start: str) -> str:
+    """`posixpath.relpath` for two root-relative paths, without asking for the working
+    directory (thousands of hints made that a noticeable cost)."""
+    to, base = path.split("/"), [p for p in start.split("/") if p and p != "."]
+    common = 0
+    while common < min(len(to) - 1, len(base)) and to[common] == base[common]:
+        common += 1
+    return "/".join([".."] * (len(base) - common) + to[common:])
 
 
 def check_links(
@@ -221,7 +275,7 @@ def check_links(
         if exists(resolved):
             continue
         hint = suggest(resolved, known)
-        suffix = f"; did you mean '{posixpath.relpath(hint, folder or '.')}'?" if hint else ""
+        suffix = f"; did you mean '{_relative(hint, folder)}'?" if hint else ""
         what = "image" if kind == "image" else "page"
         yield Diagnostic(path, line, col, "LNK001", f"link to missing {what} '{target}'{suffix}")
 

@@ -78,7 +78,7 @@ def gather_findings(args: argparse.Namespace) -> tuple[Glossary, list[Diagnostic
     files = list_pages(config)
     context = acronym_context(glossary, glossary.path, config.index_output)
     facts = gather(config, files, context).facts
-    diags = [d for f in facts for d in (f.acronyms[1] if f.acronyms else ())]
+    diags = [d for f in facts for d in f.acronyms]
     diags.extend(glossary.problems)
     diags.extend(files.problems)
     if not args.warnings:

@@ -69,7 +69,7 @@ def check_acronyms(
     default = config.root / DEFAULT_BASELINE
     if baseline is None and default.is_file():
         baseline = default
-    diags = sorted(d for f in facts for d in (f.acronyms[1] if f.acronyms else ()))
+    diags = [d for f in facts for d in f.acronyms]
     if baseline is not None:
         diags, _suppressed, _gone = apply_baseline(diags, load_baseline(baseline))
     return diags

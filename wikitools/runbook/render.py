@@ -457,7 +457,7 @@ def render_pages(
                 continue
             runbook = by_id.get(region.runbook or "")
             if runbook is None:
-                diags.append(_unknown_runbook(region, by_id))
+                diags.append(_unknown_runbook(region, by_id, dict(runbooks.broken)))
                 continue
             if region.edited:
                 diags.append(edited_diagnostic(region))
@@ -488,7 +488,7 @@ def render_pages(
             unknown = [rid for rid in region.compared if rid not in by_id]
             if unknown:
                 diags.append(_unknown_runbook(replace(region, attrs=(("runbook", unknown[0]),)),
-                                              by_id))
+                                              by_id, dict(runbooks.broken)))
                 continue
             body = render_region(region, runbook, records, ref=runbook.ref, others=others)
             new_body = indent_body(body, region.indent)
@@ -528,8 +528,14 @@ def stored_text(root: Path, page: Page) -> str:
     return text if plain == page.text else page.text
 
 
-def _unknown_runbook(region: Region, by_id: Mapping[str, Runbook]) -> Diagnostic:
+def _unknown_runbook(region: Region, by_id: Mapping[str, Runbook],
+                     broken: Mapping[str, str] | None = None) -> Diagnostic:
     name = region.runbook or ""
+    where = (broken or {}).get(name)
+    if where is not None:  # the runbook exists; its own block's errors say what is wrong
+        return Diagnostic(region.path, region.start, region.col, "RB009",
+                          f"results region of runbook '{name}' cannot be rendered: its server "
+                          f"block ({where}) has errors")
     hint = did_you_mean(name, sorted(by_id), cutoff=0.5)
     return Diagnostic(region.path, region.start, region.col, "RB009",
                       f"results region names unknown runbook '{name}'{hint}")
