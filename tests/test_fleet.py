@@ -114,7 +114,7 @@ def test_place_picks_an_architecture_some_node_has(tree: Path) -> None:
 def shape(value: object) -> object:
     if isinstance(value, dict):
         return {k: shape(v) for k, v in sorted(value.items())
-                if k not in ("metrics", "markers", "timings")}
+                if k not in ("metrics", "markers", "timings", "samples")}
     if isinstance(value, list):
         return [shape(v) for v in value if isinstance(v, dict | list)][:1]
     return None
@@ -236,7 +236,11 @@ def test_run_job_runs_the_executor_and_sends_progress(tree: Path, tmp_path: Path
     assert sent[-1] == {"runbook": "fake-sm90", "node_id": "n1", "kind": "record",
                         "record": data}
     steps = [(m["event"], m["step"]) for m in sent if m["kind"] == "event"]
-    assert ("step-end", "ready") in steps and ("point-end", "client:bench[1]") in steps
+    assert ("step-end", "ready") in steps
+    # each serving point: an unrecorded warm-up run, then three measured runs
+    assert [s for e, s in steps if e == "point-end" and s.startswith("client:bench[1]")] == [
+        "client:bench[1] warm-up", "client:bench[1] run 1/3", "client:bench[1] run 2/3",
+        "client:bench[1] run 3/3"]
     assert not (tree / "runbooks").exists()  # the node writes no record
     assert (tree / record.artifacts_dir / "server.log").is_file()  # its logs stay there
 

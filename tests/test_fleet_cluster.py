@@ -200,7 +200,7 @@ def test_runbooks_are_placed_by_gpus_and_architecture(main_run: Fleet, tree: Pat
     assert rows["fake-sm120-a"][:2] == ["worker-a", "ok"], main_run.output
     assert rows["fake-sm120-b"][:2] == ["worker-a", "ok"]
     assert rows["fake-sm90"][:2] == ["worker-b", "ok"]
-    assert rows["fake-fails"][:2] == ["worker-b", "failed at client:bench[1]"]
+    assert rows["fake-fails"][:2] == ["worker-b", "failed at client:bench[1] warm-up"]
     assert rows["fake-eight"][:2] == ["-", "no-node"]
     assert re.fullmatch(r"[\d,.]+ output tok/s", rows["fake-sm120-a"][2])
     assert re.fullmatch(r"\d+\.\d s", rows["fake-sm90"][3])
@@ -217,7 +217,8 @@ def test_progress_streams_back_prefixed_by_node(main_run: Fleet) -> None:
         assert f"[{node}] {rb}: ok ready" in err
         assert f"[{node}] {rb}: ok client:bench[1]" in err
         assert f"[{node}] {rb}: ok teardown" in err
-    assert "[worker-b] fake-fails: failed client:bench[1]: client exited with code 1" in err
+    assert ("[worker-b] fake-fails: failed client:bench[1] warm-up: client exited with code 1"
+            in err)
     assert "[driver] fake-eight: no-node" in err
 
 
@@ -254,7 +255,7 @@ def shape(value: Any) -> Any:
     """The keys of a record, recursively (values ignored; list items merged)."""
     if isinstance(value, dict):
         return {k: shape(v) for k, v in sorted(value.items())
-                if k not in ("metrics", "markers", "timings")}
+                if k not in ("metrics", "markers", "timings", "samples")}
     if isinstance(value, list):
         items = [shape(v) for v in value if isinstance(v, dict | list)]
         return items[:1]
@@ -309,8 +310,8 @@ def test_ctrl_c_cancels_and_every_node_tears_down(cluster: RayCluster, tree: Pat
     assert time.monotonic() - t < 30
     assert "interrupted: cancelling" in run.stderr
     rows = summary(run.stdout)
-    assert rows["slow-sm120"][:2] == ["worker-a", "failed at client:bench[1]"], run.output
-    assert rows["slow-sm90"][:2] == ["worker-b", "failed at client:bench[1]"]
+    assert rows["slow-sm120"][:2] == ["worker-a", "failed at client:bench[1] warm-up"], run.output
+    assert rows["slow-sm90"][:2] == ["worker-b", "failed at client:bench[1] warm-up"]
     assert rows["queued-sm120"][1] == "cancelled"
     assert records(tree, "queued-sm120") == []
     for rb in ("slow-sm120", "slow-sm90"):
@@ -333,12 +334,12 @@ def test_a_node_lost_mid_run_is_a_recorded_failure(cluster: RayCluster, tree: Pa
     cluster.kill_node("worker-k")
     assert run.wait(timeout=90) == 1, run.output
     rows = summary(run.stdout)
-    assert rows["fake-tp2"][:2] == ["worker-k", "lost at client:bench[1]"], run.output
+    assert rows["fake-tp2"][:2] == ["worker-k", "lost at client:bench[1] warm-up"], run.output
     (path,) = records(tree, "fake-tp2")
     text = path.read_text(encoding="utf-8")
     data = json.loads(text)
     assert dumps(Record.from_dict(data)) == text
-    assert data["status"] == "failed" and data["failed_step"] == "client:bench[1]"
+    assert data["status"] == "failed" and data["failed_step"] == "client:bench[1] warm-up"
     assert data["message"].startswith("node worker-k was lost during the run")
     assert data["host"]["gpu_count"] == 2  # what worker-k's preflight saw
     assert [s["name"] for s in data["steps"]][:4] == ["preflight", "start", "ready", "warmup"]

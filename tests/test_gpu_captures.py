@@ -24,7 +24,9 @@ def test_cuda_graph_log_markers() -> None:
     assert markers["max_concurrency"] == 534.39
     assert markers["cuda_graph_gib"] == 0.44
     assert markers["engine_version"] == "0.26.0"
-    assert "cuda_graphs" not in markers  # graphs were on: no "disabled" line
+    # graphs were captured and the model compiled (no "disabled" line)
+    assert (markers["cuda_graphs"], markers["compiled"], markers["compile_s"]) == (
+        True, True, 14.84)
 
 
 def test_failed_tp2_start_names_the_cuda_error() -> None:

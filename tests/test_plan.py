@@ -67,7 +67,8 @@ def test_plan_data_for_the_executor() -> None:
     rb = good_runbook("gptoss-120b-tp2")
     verdict = preflight(rb, facts=facts("rtxpro6000-x2"), port_checker=lambda _p: True,
                         environ={})
-    plan = make_plan(rb, artifacts_dir=ART, verdict=verdict)
+    plan = make_plan(rb, artifacts_dir=ART, verdict=verdict,
+                     overrides=PlanOverrides(repeats=1, warmup=False))
     srv = plan.server
     assert srv.command == rb.server.content.rstrip("\n")
     assert srv.env == {"HF_TOKEN": "hf_not_a_real_token", "VLLM_LOGGING_LEVEL": "INFO",
@@ -120,7 +121,8 @@ def test_sglang_docker_plan() -> None:
     rb = good_runbook("qwen35-397b-nvfp4-tp4")
     verdict = preflight(rb, facts=facts("rtxpro6000-x4"), port_checker=lambda _p: True,
                         environ={})
-    plan = make_plan(rb, artifacts_dir="x", verdict=verdict)
+    plan = make_plan(rb, artifacts_dir="x", verdict=verdict,
+                     overrides=PlanOverrides(repeats=1, warmup=False))
     assert plan.server.env == {}  # docker --gpus chooses the GPUs
     # The container does not see the run's environment: the plan says what to add.
     assert any("-e NCCL_NVLS_ENABLE=0" in n for n in plan.notes)
@@ -149,7 +151,7 @@ def test_client_additions_per_tool() -> None:
              ("name=other", "vllm bench serve --model m --port 9999"),
              ("name=q", "lm_eval --model local-completions --tasks gsm8k"),
              ("name=wrapped kind=serving", "bash -c 'vllm bench serve --model m'"))
-    plan = make_plan(rb, artifacts_dir="a")
+    plan = make_plan(rb, artifacts_dir="a", overrides=PlanOverrides(repeats=1, warmup=False))
     cmds = {c.name: c for c in plan.clients}
     assert cmds["same"].command.endswith(
         "--base-url http://127.0.0.1:8000 --save-result --result-dir a "
@@ -166,10 +168,45 @@ def test_client_additions_per_tool() -> None:
 def test_sweep_and_client_overrides() -> None:
     rb = good_runbook("gptoss-120b-tp2")
     plan = make_plan(rb, artifacts_dir="a", overrides=PlanOverrides(
-        sweep_values=("2", "4"), clients=("throughput",)))
+        sweep_values=("2", "4"), clients=("throughput",), repeats=1, warmup=False))
     assert [c.label for c in plan.clients] == ["client:throughput[2]", "client:throughput[4]"]
     with pytest.raises(UsageError, match="no client 'thruput'; did you mean 'throughput'"):
         make_plan(rb, artifacts_dir="a", overrides=PlanOverrides(clients=("thruput",)))
+
+
+def test_serving_points_repeat_after_a_warm_up_run() -> None:
+    rb = good_runbook("gptoss-120b-tp2")
+    plan = make_plan(rb, artifacts_dir="a", overrides=PlanOverrides(
+        sweep_values=("2", "4"), clients=("throughput",)))
+    assert [(c.label, c.repeat, c.repeats, c.result_path) for c in plan.clients][:4] == [
+        ("client:throughput[2] warm-up", 0, 3, "a/throughput-2-warmup.json"),
+        ("client:throughput[2] run 1/3", 1, 3, "a/throughput-2-r1.json"),
+        ("client:throughput[2] run 2/3", 2, 3, "a/throughput-2-r2.json"),
+        ("client:throughput[2] run 3/3", 3, 3, "a/throughput-2-r3.json"),
+    ]
+    assert len(plan.clients) == 8 and {c.point_label for c in plan.clients} == {
+        "client:throughput[2]", "client:throughput[4]"}
+    # other kinds run once, without a warm-up; --repeats applies to every client
+    plan = make_plan(rb, artifacts_dir="a", overrides=PlanOverrides(repeats=2, warmup=False))
+    assert [c.label for c in plan.clients if c.name == "client2"] == [
+        "client:client2 run 1/2", "client:client2 run 2/2"]
+    plan = make_plan(rb, artifacts_dir="a")
+    assert [c.label for c in plan.clients if c.name == "client2"] == ["client:client2"]
+
+
+def test_grid_sweep_plans_every_combination() -> None:
+    rb = one("", "vllm serve m", ('name=g sweep="C=1,8;N=512,2048"',
+                                  'vllm bench serve --model m --random-input-len "${N:-512}" '
+                                  '--max-concurrency "${C:-1}"'))
+    plan = make_plan(rb, artifacts_dir="a", overrides=PlanOverrides(repeats=1, warmup=False))
+    assert [(c.point_value, c.env, c.result_path) for c in plan.clients] == [
+        ("C=1,N=512", {"C": "1", "N": "512"}, "a/g-C_1_N_512.json"),
+        ("C=1,N=2048", {"C": "1", "N": "2048"}, "a/g-C_1_N_2048.json"),
+        ("C=8,N=512", {"C": "8", "N": "512"}, "a/g-C_8_N_512.json"),
+        ("C=8,N=2048", {"C": "8", "N": "2048"}, "a/g-C_8_N_2048.json"),
+    ]
+    assert plan.clients[0].sweep_vars == ("C", "N")
+    assert "client g (serving) [C=1,N=512]:" in format_plan(plan)
 
 
 def test_masking() -> None:

@@ -300,9 +300,26 @@ def test_cli_run_end_to_end(tmp_path, capsys, fake_path):
         raw = json.loads((root / p["result_file"]).read_text())
         assert p["metrics"]["output_throughput"] == raw["output_throughput"]
     assert f"record: runbooks/fake-rb/{path.name}" in out
+    # every point: an unrecorded warm-up run, then three measured runs, each one kept
+    client = data["clients"][0]
+    assert (client["repeats"], client["warmup"], client["sweep_vars"]) == (3, True, ["C"])
+    assert [len(p["samples"]) for p in client["points"]] == [3, 3]
+    assert [s["name"] for s in data["steps"] if s["name"].startswith("client:bench[1]")] == [
+        "client:bench[1] warm-up", "client:bench[1] run 1/3", "client:bench[1] run 2/3",
+        "client:bench[1] run 3/3"]
     text = (root / "wiki/fake.md").read_text()
-    assert "| 3 | 30.37 |" in text
+    assert "| 3 | 30.37 |" in text  # the full table: medians
+    assert "median of 3 runs after an unrecorded warm-up run" in text
     assert main(["runbook", "render", "--root", str(root), "--check"]) == 0
+    # the same run again: compared with the first, nothing moved beyond the spread
+    assert main(["runbook", "run", "wiki/fake.md#fake-rb", "--root", str(root), "--yes",
+                 "--sweep", "C=1,3", "--repeats", "1", "--no-warmup"]) == 0
+    out, _err = capsys.readouterr()
+    assert f"compared with runbooks/fake-rb/{path.name}: no number moved beyond the spread" in out
+    newest = max((root / "runbooks" / "fake-rb").glob("*.json"))
+    again = json.loads(newest.read_text())["clients"][0]
+    assert (again["repeats"], again["warmup"]) == (1, False)
+    assert [len(p["samples"]) for p in again["points"]] == [1, 1]
 
 
 def test_cli_run_failure_exit_1_and_usage_exit_2(tmp_path, capsys, fake_path, monkeypatch):

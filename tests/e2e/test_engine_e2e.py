@@ -153,8 +153,9 @@ class Run:
             **{TAG_VAR: self.tag},
         )
         self.env.pop("VIRTUAL_ENV", None)
+        # two measured runs per point (the default is three) keep the suite short on 2 cores
         self.argv = [sys.executable, "-m", "wikitools", "runbook", "run", runbook, "--yes",
-                     "--port", str(self.port)]
+                     "--port", str(self.port), "--repeats", "2"]
         self.proc: subprocess.Popen[str] | None = None
         self.seconds = 0.0
         self.stdout = ""
@@ -271,7 +272,8 @@ def region(page_text: str, client: str) -> str:
 
 
 def table(body: str) -> tuple[list[str], list[list[str]]]:
-    rows = [line for line in body.splitlines() if line.startswith("|")]
+    """The region's full table (every metric, one click away under "All metrics")."""
+    rows = [line.strip() for line in body.splitlines() if line.startswith("    |")]
     assert len(rows) >= 3, f"no table in region:\n{body}"
 
     def cells(line: str) -> list[str]:
@@ -282,6 +284,8 @@ def table(body: str) -> tuple[list[str], list[list[str]]]:
 
 def column_key(header: str) -> str | None:
     h = header.lower()
+    if "each run" in h:
+        return None
     for metric in ("ttft", "tpot", "itl"):
         if metric in h:
             stat = "median" if "median" in h else "p99" if "p99" in h else "mean"
@@ -318,7 +322,7 @@ def test_cpu_smoke_runbook_end_to_end(make_run) -> None:
     assert rc == 0, run.output
     rec = run.record()
 
-    assert rec["schema_version"] == 1
+    assert rec["schema_version"] == 2
     assert rec["runbook"] == "cpu-smoke"
     assert rec["page"] == "wiki/cpu-smoke.md"
     assert rec["status"] == "ok" and rec["failed_step"] is None and rec["message"] is None
@@ -336,9 +340,11 @@ def test_cpu_smoke_runbook_end_to_end(make_run) -> None:
     # read from the real log line "CPU KV cache size: 2,097,152 tokens, ...".
     assert rec["markers"]["kv_cache_tokens"] == 2_097_152
     names = [s["name"] for s in rec["steps"]]
-    for expected in ("preflight", "start", "ready", "client:throughput[1]",
-                     "client:throughput[2]", "client:sglang-client", "teardown"):
-        assert expected in names
+    for expected in ("preflight", "start", "ready", "client:throughput[1] warm-up",
+                     "client:throughput[1] run 1/2", "client:throughput[1] run 2/2",
+                     "client:throughput[2] run 2/2", "client:sglang-client warm-up",
+                     "client:sglang-client run 2/2", "teardown"):
+        assert expected in names, names
     assert all(s["status"] == "ok" for s in rec["steps"]), rec["steps"]
     assert 0 < rec["timings"]["ready_s"] < 600
     assert rec["timings"]["teardown_s"] < 10
@@ -350,26 +356,33 @@ def test_cpu_smoke_runbook_end_to_end(make_run) -> None:
     tp = clients["throughput"]
     assert tp["kind"] == "serving" and tp["sweep_var"] == "CONCURRENCY"
     assert [p["value"] for p in tp["points"]] == ["1", "2"]
+    assert (tp["repeats"], tp["warmup"]) == (2, True)
     for point in tp["points"]:
         assert point["status"] == "ok", point
         assert point["result_file"].startswith(rec["artifacts_dir"] + "/")
-        own = json.loads((run.root / point["result_file"]).read_text())
-        assert own["max_concurrency"] == int(point["value"])  # the sweep reached the client
-        assert own["completed"] == own["num_prompts"] == 8 and own["failed"] == 0
-        for key in (*SERVING_KEYS, "num_prompts", "total_token_throughput"):
-            assert point["metrics"][key] == own[key], (point["value"], key)
+        assert len(point["samples"]) == 2  # the warm-up run is not a sample
+        for sample in point["samples"]:
+            own = json.loads((run.root / sample["result_file"]).read_text())
+            assert own["max_concurrency"] == int(point["value"])  # the sweep reached the client
+            assert own["completed"] == own["num_prompts"] == 8 and own["failed"] == 0
+            for key in (*SERVING_KEYS, "num_prompts", "total_token_throughput"):
+                assert sample["metrics"][key] == own[key], (point["value"], key)
+        for key in (*SERVING_KEYS, "total_token_throughput"):  # the point: their median
+            both = [s["metrics"][key] for s in point["samples"]]
+            assert math.isclose(point["metrics"][key], sum(both) / 2), (point["value"], key)
         assert point["metrics"]["spec_decode_acceptance"] is None
 
     # SGLang's benchmark client (JSONL, last line) against the same server.
     sg = clients["sglang-client"]
     (point,) = sg["points"]
     assert point["status"] == "ok", point
-    lines = (run.root / point["result_file"]).read_text().splitlines()
-    own = json.loads(lines[-1])
-    assert own["backend"] == "vllm" and own["completed"] == 8
-    for key in SERVING_KEYS:
-        assert point["metrics"][key] == own[key], key
-    assert point["metrics"]["total_token_throughput"] == own["total_throughput"]
+    for sample in point["samples"]:
+        lines = (run.root / sample["result_file"]).read_text().splitlines()
+        own = json.loads(lines[-1])
+        assert own["backend"] == "vllm" and own["completed"] == 8
+        for key in SERVING_KEYS:
+            assert sample["metrics"][key] == own[key], key
+        assert sample["metrics"]["total_token_throughput"] == own["total_throughput"]
 
     # The page's tables were regenerated from the record, one row per point.
     after = page.read_text()
@@ -453,7 +466,7 @@ def test_server_never_ready_times_out(make_run) -> None:
 def test_client_fails(make_run) -> None:
     run = make_run("cpu-bad-client")
     rc = run(timeout=1200)
-    rec = assert_failed(run, rc, "client:bad-flag")
+    rec = assert_failed(run, rc, "client:bad-flag warm-up")  # the first run of the point
     assert step(rec, "ready")["status"] == "ok"
     assert "exited with code 2" in rec["message"], rec["message"]
     (client,) = rec["clients"]
@@ -479,7 +492,7 @@ def test_ctrl_c_during_client(make_run) -> None:
     assert run.proc.poll() is None
     run.proc.send_signal(signal.SIGINT)
     rc = run.wait(timeout=120)
-    rec = assert_failed(run, rc, "client:slow")
+    rec = assert_failed(run, rc, "client:slow warm-up")
     assert "SIGINT" in rec["message"], rec["message"]
     (client,) = rec["clients"]
     assert [p["status"] for p in client["points"]] == ["failed"]

@@ -48,6 +48,10 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--force", action="store_true",
                    help="accept another GPU architecture, busy GPUs or too little free memory")
     p.add_argument("--port", type=int, help="serve on this port instead of the block's")
+    p.add_argument("--repeats", type=int, metavar="N",
+                   help="plan N measured runs per sweep point (default: 3 for serving clients)")
+    p.add_argument("--no-warmup", action="store_true",
+                   help="no unrecorded warm-up run before each serving point")
     add_root(p)
     p.set_defaults(handler=run_plan)
 
@@ -178,7 +182,9 @@ def run_show(args: argparse.Namespace) -> int:
 
 
 def run_plan(args: argparse.Namespace) -> int:
-    prepared = prepare(args.ref, args.root, RunOptions(port=args.port, force=args.force))
+    prepared = prepare(args.ref, args.root, RunOptions(
+        port=args.port, force=args.force, repeats=args.repeats,
+        warmup=False if args.no_warmup else None))
     print(format_plan(prepared.plan), end="")
     print()
     print(format_verdict(prepared.verdict), end="")

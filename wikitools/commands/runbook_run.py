@@ -17,6 +17,7 @@ from wikitools.diagnostics import Severity, sort_diagnostics, summary
 from wikitools.errors import UsageError
 from wikitools.fsio import unified_diff, write_if_changed
 from wikitools.pages import read_page
+from wikitools.runbook.compare import Row
 from wikitools.runbook.execute import Event
 from wikitools.runbook.extract import extract_runbooks
 from wikitools.runbook.plan import format_plan, format_verdict
@@ -46,6 +47,11 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--port", type=int, help="serve on this port instead of the block's")
     p.add_argument("--no-render", action="store_true",
                    help="write the record but leave the pages alone")
+    p.add_argument("--repeats", type=int, metavar="N",
+                   help="measure every sweep point N times (default: 3 for serving clients, "
+                   "1 for quality and smoke clients); the record keeps every run")
+    p.add_argument("--no-warmup", action="store_true",
+                   help="skip the unrecorded warm-up run before each serving point")
     add_root(p)
     p.set_defaults(handler=run_run)
 
@@ -111,7 +117,8 @@ def run_run(args: argparse.Namespace) -> int:
     err = Console(stderr=True, highlight=False)
     options = RunOptions(port=args.port, sweep=args.sweep,
                          clients=tuple(args.client) if args.client else None,
-                         force=args.force, render=not args.no_render)
+                         force=args.force, render=not args.no_render, repeats=args.repeats,
+                         warmup=False if args.no_warmup else None)
     prepared = prepare(args.ref, args.root, options)
     print(format_plan(prepared.plan), end="")
     print()
@@ -138,6 +145,7 @@ def run_run(args: argparse.Namespace) -> int:
     if result.record_error is not None:
         _not_written(result, prepared.root)
         return 2
+    _changes(result.previous, result.changed, record)
     return 0 if record.ok else 1
 
 
@@ -156,6 +164,25 @@ def _not_written(result: RunResult, root: Path) -> None:
         say("the record could not be kept anywhere; here it is:")
         print(dumps(result.record), end="")
     say("pages not re-rendered: the record is not in runbooks/")
+
+
+def _changes(previous: Record | None, changed: tuple[Row, ...], record: Record) -> None:
+    """Say which numbers moved beyond the spread since the last comparable record."""
+    if previous is None or not record.ok:
+        return
+    ref = f"runbooks/{previous.runbook}/{previous.run_id}.json"
+    if not changed:
+        print(f"compared with {ref}: no number moved beyond the spread")
+        return
+    print(f"compared with {ref} (`wiki runbook compare {ref} "
+          f"runbooks/{record.runbook}/{record.run_id}.json` lists what else differs):")
+    for row in changed:
+        old, new = row.old, row.new
+        assert old is not None and new is not None and row.ratio is not None
+        print(f"  {row.verdict}: {row.client} {row.point} {row.metric} {old.median:,.2f} -> "
+              f"{new.median:,.2f} ({row.ratio:.2f}x)")
+    if previous.blocks_hash != record.blocks_hash:
+        print("  note: the page's commands changed between the two runs")
 
 
 def _summary(record: Record, path: str | None, rendered: list[str], err: Console) -> None:

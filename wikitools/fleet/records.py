@@ -24,11 +24,18 @@ def opening_record(plan: Plan, verdict: Verdict, run_id: str, started: datetime)
     clients = []
     for name in names:
         planned = [c for c in plan.clients if c.name == name]
-        first = planned[0]
-        points = tuple(Point(c.point_value, "skipped", result_file=None,
-                             message="not run: an earlier step failed") for c in planned)
+        first = next((c for c in planned if not c.warmup), planned[0])
+        points = []
+        for c in planned:  # one point per sweep point, whatever its repeats
+            if all(p.value != c.point_value for p in points):
+                points.append(Point(c.point_value, "skipped", result_file=None,
+                                    message="not run: an earlier step failed",
+                                    coords=tuple(sorted(c.coords))))
         clients.append(ClientResult(name, first.kind, first.display_command
-                                    or mask_command(first.command), first.sweep_var, points))
+                                    or mask_command(first.command), first.sweep_var,
+                                    tuple(points), sweep_vars=first.sweep_vars,
+                                    repeats=first.repeats,
+                                    warmup=any(c.warmup for c in planned)))
     stamp = utc_stamp(started)
     return Record(
         runbook=plan.runbook.id,
@@ -86,18 +93,28 @@ def lost_record(opening: Record, progress: Progress, message: str, finished: dat
         points = []
         for p in c.points:
             label = f"client:{c.name}" + (f"[{p.value}]" if p.value is not None else "")
-            if label in done:
-                s = done[label]
-                points.append(Point(p.value, s.status, message=LOST_POINT if s.status == "ok"
-                                    else s.message, seconds=s.seconds))
-            elif label == failed:
-                points.append(Point(p.value, "failed", message=message))
+            runs = [s for name, s in done.items() if _of_point(name, label)]
+            bad = next((s for s in runs if s.status != "ok"), None)
+            measured = [s for s in runs if not s.name.endswith(" warm-up")]
+            if bad is not None:
+                points.append(replace(p, status=bad.status, message=bad.message,
+                                      seconds=bad.seconds))
+            elif _of_point(failed, label):
+                points.append(replace(p, status="failed", message=message))
+            elif len(measured) >= c.repeats:
+                points.append(replace(p, status="ok", message=LOST_POINT,
+                                      seconds=round(sum(s.seconds for s in runs), 3)))
             else:
                 points.append(p)
         clients.append(replace(c, points=tuple(points)))
     steps = (*progress.steps, Step(failed, "failed", 0.0, message))
     return replace(opening, status="failed", failed_step=failed, message=message,
                    finished_at=utc_stamp(finished), steps=steps, clients=tuple(clients))
+
+
+def _of_point(step: str, label: str) -> bool:
+    """True for the step of a point's run: `client:x[8]`, `… warm-up`, `… run 2/3`."""
+    return step == label or step.startswith(label + " ")
 
 
 def _next_step(opening: Record, done: dict[str, Step]) -> str:

@@ -10,8 +10,16 @@ from datetime import datetime
 from typing import Any
 
 from wikitools.runbook.host import gpu_memory_used
-from wikitools.runbook.model import Plan, Verdict
-from wikitools.runbook.record import ClientResult, Point, Record, Step, utc_stamp
+from wikitools.runbook.model import Plan, PlannedClient, Verdict
+from wikitools.runbook.record import (
+    ClientResult,
+    Point,
+    Record,
+    Sample,
+    Step,
+    point_from_samples,
+    utc_stamp,
+)
 from wikitools.runbook.runstate import RunLock
 from wikitools.runbook.secrets import mask_command
 
@@ -23,7 +31,9 @@ class RunState:
     steps: list[Step] = field(default_factory=list)
     markers: dict[str, Any] = field(default_factory=dict)
     timings: dict[str, Any] = field(default_factory=dict)
-    points: dict[str, list[Point]] = field(default_factory=dict)
+    # every client run in order, warm-up runs included: (what was planned, what it gave)
+    points: dict[str, list[tuple[PlannedClient, Point]]] = field(default_factory=dict)
+    gpu_state: dict[str, Any] = field(default_factory=dict)  # "before" / "after" the clients
     failed_step: str | None = None
     message: str | None = None
     log_tail: list[str] = field(default_factory=list)
@@ -62,15 +72,12 @@ def build_record(
             seen.append(c.name)
     for name in seen:
         planned = [c for c in plan.clients if c.name == name]
-        done = st.points.get(name, [])
-        points = list(done)
-        for c in planned[len(done):]:
-            points.append(Point(c.point_value, "skipped", result_file=None,
-                                message="not run: an earlier step failed"))
-        first = planned[0]
+        first = next((c for c in planned if not c.warmup), planned[0])
         shown = first.display_command or mask_command(first.command)
-        clients.append(ClientResult(name, first.kind, shown,
-                                    first.sweep_var, tuple(points)))
+        clients.append(ClientResult(
+            name, first.kind, shown, first.sweep_var, _points(planned, st.points.get(name, [])),
+            sweep_vars=first.sweep_vars, repeats=first.repeats,
+            warmup=any(c.warmup for c in planned)))
     status = "ok" if st.failed_step is None else "failed"
     return Record(
         runbook=plan.runbook.id,
@@ -102,7 +109,41 @@ def build_record(
         steps=tuple(st.steps),
         clients=tuple(clients),
         artifacts_dir=plan.artifacts_dir,
+        gpu_state=dict(sorted(st.gpu_state.items())),
     )
+
+
+def _points(planned: list[PlannedClient],
+            done: list[tuple[PlannedClient, Point]]) -> tuple[Point, ...]:
+    """One Point per sweep point, in plan order, from its measured runs; a failed warm-up
+    fails the point; points that never ran are skipped."""
+    ran = {(c.point_value, c.repeat): p for c, p in done}
+    order: list[PlannedClient] = []
+    for c in planned:
+        if all(o.point_value != c.point_value for o in order):
+            order.append(c)
+    points = []
+    for c in order:
+        runs = [r for r in planned if r.point_value == c.point_value]
+        warm = next((ran[(r.point_value, 0)] for r in runs
+                     if r.warmup and (r.point_value, 0) in ran), None)
+        if warm is not None and warm.status != "ok":
+            points.append(Point(c.point_value, warm.status, result_file=warm.result_file,
+                                message=f"warm-up run: {warm.message or warm.status}",
+                                seconds=warm.seconds, coords=tuple(sorted(c.coords))))
+            continue
+        samples = [_sample(ran[(r.point_value, r.repeat)]) for r in runs
+                   if not r.warmup and (r.point_value, r.repeat) in ran]
+        if not samples:
+            points.append(Point(c.point_value, "skipped", message="not run: an earlier step "
+                                "failed", coords=tuple(sorted(c.coords))))
+            continue
+        points.append(point_from_samples(c.point_value, samples, c.coords))
+    return tuple(points)
+
+
+def _sample(point: Point) -> Sample:
+    return Sample(point.status, point.metrics, point.seconds, point.result_file, point.message)
 
 
 def _one_line(text: str | None) -> str | None:

@@ -22,7 +22,8 @@ METRICS: tuple[tuple[str, str, bool], ...] = (
 # Record fields that explain a difference; the GPU state and markers are compared key by key.
 _PROVENANCE_ROOTS = ("blocks_hash", "engine", "host", "server", "markers", "gpu_state")
 _IGNORED = ("server.log_tail", "host.gpus.memory_free_mib", "host.hostname_hash",
-            "markers.init_engine_s", "markers.model_load_s", "markers.cuda_graph_capture_s")
+            "markers.init_engine_s", "markers.model_load_s", "markers.cuda_graph_capture_s",
+            "markers.compile_s")
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,6 +200,14 @@ def _hardware_key(record: Record) -> tuple[Any, ...]:
             tuple(sorted(str(g.get("name")) for g in gpus)))
 
 
+def previous_comparable(records: Sequence[Record], new: Record) -> Record | None:
+    """The newest successful record before `new` on the same GPUs (names and count)."""
+    key = _hardware_key(new)
+    same = [r for r in records if r.ok and r.run_id != new.run_id and _hardware_key(r) == key
+            and (r.started_at, r.run_id) <= (new.started_at, new.run_id)]
+    return same[-1] if same else None
+
+
 def last_two(records: Sequence[Record]) -> tuple[Record, Record] | None:
     same = comparable(records)
     return (same[-2], same[-1]) if len(same) >= 2 else None
@@ -213,4 +222,5 @@ def regressions(previous: Record | None, new: Record) -> list[Row]:
 
 
 __all__ = ["METRICS", "Comparison", "Difference", "Row", "beyond_spread", "comparable",
-           "compare_records", "flatten", "last_two", "provenance_differences", "regressions"]
+           "compare_records", "flatten", "last_two", "previous_comparable",
+           "provenance_differences", "regressions"]

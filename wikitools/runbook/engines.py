@@ -404,7 +404,17 @@ LOG_MARKERS: tuple[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[st
     (
         "cuda_graphs_disabled",
         re.compile(r"enforce_eager[\"']?[:=] ?True|disabling torch\.compile and CUDAGraphs"),
-        lambda m: {"cuda_graphs": False},
+        lambda m: {"cuda_graphs": False, "compiled": False},
+    ),
+    (
+        "torch_compile",
+        re.compile(r"torch\.compile took ([\d.]+) s in total"),
+        lambda m: {"compiled": True, "compile_s": float(m[1])},
+    ),
+    (
+        "cuda_graphs_captured",
+        re.compile(r"Capturing CUDA graphs \((\w+)\)|Graph capturing finished in"),
+        lambda m: {"cuda_graphs": True},
     ),
     (
         "llama_build",

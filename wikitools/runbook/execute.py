@@ -20,7 +20,7 @@ import httpx
 from wikitools.runbook import clients as result_parsers
 from wikitools.runbook import server_api
 from wikitools.runbook.assemble import RunState, build_record
-from wikitools.runbook.host import gpu_memory_used, port_free
+from wikitools.runbook.host import gpu_memory_used, gpu_state, port_free
 from wikitools.runbook.logwatch import LogWatcher, tail_file
 from wikitools.runbook.markers import scan_markers
 from wikitools.runbook.model import Plan, PlannedClient, Verdict
@@ -139,6 +139,7 @@ def execute(
         try:
             _preflight(plan, verdict, st, emit)
             baseline_gpu = gpu_memory_used()
+            _gpu_state(st, verdict, "before")
             _start(plan, root, st, emit)
             _wait_ready(plan, root, st, emit, http_timeout)
             _warmup(plan, st, emit, http_timeout)
@@ -151,12 +152,22 @@ def execute(
             _interrupted(plan, root, st, str(exc))
         finally:
             with signals_ignored(handle_signals):
+                if st.server_started:
+                    _gpu_state(st, verdict, "after")
                 _teardown(plan, st, emit, baseline_gpu, verdict)
     if st.failed_step is not None and not st.log_tail and st.server_started:
         st.log_tail = tail_file(root / plan.server.log_path)
     st.timings["total_s"] = round(time.monotonic() - t0, 3)
     finished = datetime.now(UTC)
     return build_record(plan, verdict, st, run_id, started, finished)
+
+
+def _gpu_state(st: RunState, verdict: Verdict | None, when: str) -> None:
+    """Clocks, power, link and other processes of the run's GPUs (`before` the server starts,
+    `after` the clients, while it still serves); nothing on a host without GPUs."""
+    if verdict is None or verdict.host.get("cpu_only") or not verdict.host.get("gpus"):
+        return
+    st.gpu_state[when] = gpu_state(tuple(verdict.selected_gpus) or None)
 
 
 def _run_id(plan: Plan, started: datetime) -> str:
@@ -318,7 +329,7 @@ def _run_clients(
 
 
 def _record_point(st: RunState, client: PlannedClient, point: Point) -> None:
-    st.points.setdefault(client.name, []).append(point)
+    st.points.setdefault(client.name, []).append((client, point))
 
 
 def _run_point(

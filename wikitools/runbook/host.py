@@ -11,12 +11,13 @@ import socket
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from wikitools.runbook.model import GpuInfo
 
 GPU_QUERY = ("index,name,compute_cap,memory.total,memory.used,memory.free,driver_version,"
              "pci.bus_id,uuid")
-APPS_QUERY = "pid,used_memory,gpu_uuid"
+APPS_QUERY = "pid,used_memory,gpu_uuid,process_name"  # the name last: it may hold commas
 
 # link kinds from best to worst (nvidia-smi topo -m legend)
 _LINK_ORDER = ("NV", "PIX", "PXB", "PHB", "NODE", "SYS")
@@ -107,12 +108,18 @@ def summarise_topology(links: Mapping[tuple[int, int], str], selected: tuple[int
 
 
 def parse_compute_apps(text: str) -> list[tuple[int, int, str]]:
-    """`nvidia-smi --query-compute-apps=pid,used_memory,gpu_uuid …` → [(pid, MiB, uuid)]."""
-    apps: list[tuple[int, int, str]] = []
+    """`nvidia-smi --query-compute-apps=APPS_QUERY …` → [(pid, MiB, uuid)]."""
+    return [(pid, mib, uuid) for pid, mib, uuid, _name in parse_compute_apps_named(text)]
+
+
+def parse_compute_apps_named(text: str) -> list[tuple[int, int, str, str | None]]:
+    """The same with the process name (None when the query had no name column)."""
+    apps: list[tuple[int, int, str, str | None]] = []
     for line in text.splitlines():
         parts = [p.strip() for p in line.split(",")]
         if len(parts) >= 3 and parts[0].isdigit():
-            apps.append((int(parts[0]), _num(parts[1]), parts[2]))
+            name = ", ".join(parts[3:]) or None
+            apps.append((int(parts[0]), _num(parts[1]), parts[2], name))
     return apps
 
 
@@ -193,6 +200,98 @@ def gpu_memory_used() -> dict[int, int] | None:
     except ValueError:
         return None
     return {g.index: g.memory_used_mib for g in gpus} or None
+
+
+# --------------------------------------------------------------------------- GPU state
+
+# (nvidia-smi field, record key). Explains why two runs of one runbook differ: clocks, power,
+# temperature, link, other load. The same query as tests/fixtures/gpu/h200-x1/gpu-state.csv.
+STATE_FIELDS: tuple[tuple[str, str], ...] = (
+    ("index", "index"),
+    ("uuid", "uuid"),
+    ("clocks.sm", "clocks_sm_mhz"),
+    ("clocks.max.sm", "clocks_max_sm_mhz"),
+    ("clocks.mem", "clocks_mem_mhz"),
+    ("clocks.max.mem", "clocks_max_mem_mhz"),
+    ("power.draw", "power_draw_w"),
+    ("power.limit", "power_limit_w"),
+    ("pstate", "pstate"),
+    ("persistence_mode", "persistence_mode"),
+    ("temperature.gpu", "temperature_c"),
+    ("utilization.gpu", "utilization_gpu_pct"),
+    ("utilization.memory", "utilization_memory_pct"),
+    ("memory.used", "memory_used_mib"),
+    ("ecc.mode.current", "ecc_mode"),
+    ("pcie.link.gen.current", "pcie_link_gen"),
+    ("pcie.link.gen.max", "pcie_link_gen_max"),
+    ("pcie.link.width.current", "pcie_link_width"),
+    ("pcie.link.width.max", "pcie_link_width_max"),
+    ("clocks_event_reasons.active", "clocks_event_reasons"),
+    ("fan.speed", "fan_pct"),
+    ("driver_version", "driver"),
+)
+STATE_QUERY = ",".join(f for f, _ in STATE_FIELDS)
+_TEXT_KEYS = frozenset({"uuid", "pstate", "clocks_event_reasons", "driver"})
+_ON_OFF = {"enabled": True, "disabled": False}
+
+
+def _state_value(key: str, raw: str) -> Any:
+    """One field: None for "[N/A]", "[Not Supported]", "N/A" or empty; numbers without units;
+    Enabled/Disabled as true/false; text otherwise."""
+    text = raw.strip()
+    if not text or text.strip("[]").lower() in ("n/a", "not supported", "unknown error",
+                                                 "insufficient permissions", "gpu is lost"):
+        return None
+    if key in _TEXT_KEYS:
+        return text
+    if text.lower() in _ON_OFF:
+        return _ON_OFF[text.lower()]
+    number = text.split()[0]  # "465 MHz" when queried without nounits
+    try:
+        value = float(number)
+    except ValueError:
+        return text
+    return int(value) if value.is_integer() and "." not in number else value
+
+
+def parse_gpu_state(text: str) -> list[dict[str, Any]]:
+    """`nvidia-smi --query-gpu=STATE_QUERY --format=csv,noheader,nounits` → one mapping per GPU
+    (keys from STATE_FIELDS), by index. Lines that do not fit are skipped, never fatal."""
+    gpus = []
+    for line in text.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) != len(STATE_FIELDS) or not parts[0].isdigit():
+            continue
+        gpus.append({key: _state_value(key, raw)
+                     for (_, key), raw in zip(STATE_FIELDS, parts, strict=True)})
+    return sorted(gpus, key=lambda g: g["index"])
+
+
+def gpu_state(indices: tuple[int, ...] | None = None) -> dict[str, Any]:
+    """The state of this host's GPUs now (only `indices` when given) and the compute processes
+    on them, for the run record. Never raises: a failing nvidia-smi is recorded as `error`."""
+    path = shutil.which(nvidia_smi())
+    if path is None:
+        return {"error": "nvidia-smi not found"}
+    try:
+        rc, out, err = _run([path, f"--query-gpu={STATE_QUERY}",
+                             "--format=csv,noheader,nounits"], timeout=15)
+        if rc != 0:
+            first = (err or out).strip().splitlines()
+            return {"error": first[0] if first else f"nvidia-smi exited {rc}"}
+        _, apps_text, _ = _run([path, f"--query-compute-apps={APPS_QUERY}",
+                                "--format=csv,noheader,nounits"], timeout=15)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return {"error": f"nvidia-smi failed: {exc}"}
+    gpus = parse_gpu_state(out)
+    if indices is not None:
+        gpus = [g for g in gpus if g["index"] in indices]
+    by_uuid = {g["uuid"]: g["index"] for g in gpus}
+    processes = [
+        {"pid": pid, "name": name, "used_mib": mib, "gpu": by_uuid[uuid]}
+        for pid, mib, uuid, name in parse_compute_apps_named(apps_text) if uuid in by_uuid
+    ]
+    return {"gpus": gpus, "processes": sorted(processes, key=lambda p: (p["gpu"], p["pid"]))}
 
 
 # --------------------------------------------------------------------------- ports

@@ -332,12 +332,28 @@ class PlannedClient:
     log_path: str = ""  # stdout+stderr of this point
     timeout: float = 1800.0
     parser: str = "text"  # a client tool name (its result format) or "text"
+    repeat: int = 1  # which run of this point: 1..repeats; 0 is the unrecorded warm-up run
+    repeats: int = 1  # measured runs of this point
+    coords: tuple[tuple[str, str], ...] = ()  # (variable, value) of every swept variable
+    sweep_vars: tuple[str, ...] = ()  # every swept variable of the block (two for a grid)
+
+    @property
+    def warmup(self) -> bool:
+        return self.repeat == 0
+
+    @property
+    def point_label(self) -> str:
+        """client:<name> or client:<name>[<value>]: the point, whichever run of it."""
+        point = f"[{self.point_value}]" if self.point_value is not None else ""
+        return f"client:{self.name}{point}"
 
     @property
     def label(self) -> str:
-        """Step name in the record: client:<name> or client:<name>[<value>]."""
-        point = f"[{self.point_value}]" if self.point_value is not None else ""
-        return f"client:{self.name}{point}"
+        """Step name in the record: the point, then `warm-up` or `run i/n` when repeated."""
+        if self.warmup:
+            return f"{self.point_label} warm-up"
+        return self.point_label + (f" run {self.repeat}/{self.repeats}" if self.repeats > 1
+                                   else "")
 
 
 @dataclass(frozen=True, slots=True)

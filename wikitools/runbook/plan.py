@@ -28,6 +28,10 @@ from wikitools.runbook.secrets import mask_command, mask_env
 from wikitools.runbook.shell import shell_quote
 
 ARTIFACTS_ROOT = ".artifacts"
+# A number measured once is not a result: serving benchmarks run each point three times after
+# an unrecorded warm-up run; quality and smoke clients once (their numbers do not jitter).
+DEFAULT_REPEATS = {"serving": 3}
+WARMUP_KINDS = frozenset({"serving"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +40,8 @@ class PlanOverrides:
     sweep_values: tuple[str, ...] | None = None  # replace the values of every swept client
     clients: tuple[str, ...] | None = None  # run only these clients (by name), in page order
     host: str = "127.0.0.1"  # where clients and probes connect
+    repeats: int | None = None  # measured runs per sweep point (default: DEFAULT_REPEATS)
+    warmup: bool | None = None  # an unrecorded run before each point (default: serving only)
 
 
 def artifacts_dir_for(runbook: Runbook, run_id: str) -> str:
@@ -135,19 +141,46 @@ def make_plan(
         chosen = [c for c in chosen if c.name in ov.clients]
     planned: list[PlannedClient] = []
     for client in chosen:
-        values: tuple[str | None, ...] = (None,)
-        if client.sweep_var:
-            values = ov.sweep_values if ov.sweep_values else client.sweep_values
-        for value in values:
-            planned.append(_client(client, value, artifacts_dir, base, port, notes))
+        repeats = ov.repeats if ov.repeats is not None else DEFAULT_REPEATS.get(client.kind, 1)
+        warmup = (ov.warmup if ov.warmup is not None else client.kind in WARMUP_KINDS)
+        runs = ([0] if warmup else []) + list(range(1, repeats + 1))
+        for coords in _points(client, ov.sweep_values):
+            for repeat in runs:
+                planned.append(_client(client, coords, repeat, repeats, artifacts_dir, base,
+                                       port, notes))
     return Plan(runbook=runbook, artifacts_dir=artifacts_dir, server=planned_server,
                 clients=tuple(planned), verdict=verdict, notes=tuple(dict.fromkeys(notes)))
 
 
-def _client(client: ClientBlock, value: str | None, artifacts_dir: str, base: str, port: int,
+def _points(client: ClientBlock,
+            override: tuple[str, ...] | None) -> tuple[tuple[tuple[str, str], ...], ...]:
+    """Each sweep point's (variable, value) pairs; `--sweep` replaces the first variable's
+    values."""
+    if override and client.sweep_var:
+        axes = [(client.sweep_var, override), *[(v, vals) for v, vals in client.sweep[1:]]]
+        points: list[tuple[tuple[str, str], ...]] = [()]
+        for var, values in axes:
+            points = [(*p, (var, v)) for p in points for v in values]
+        return tuple(points)
+    return client.sweep_points()
+
+
+def _point_value(coords: tuple[tuple[str, str], ...]) -> str | None:
+    """The point's name: the value of a plain sweep, `A=1,B=512` for a grid, None unswept."""
+    if not coords:
+        return None
+    if len(coords) == 1:
+        return coords[0][1]
+    return ",".join(f"{k}={v}" for k, v in coords)
+
+
+def _client(client: ClientBlock, coords: tuple[tuple[str, str], ...], repeat: int,
+            repeats: int, artifacts_dir: str, base: str, port: int,
             notes: list[str]) -> PlannedClient:
     cmd = client.command
-    stem = f"{artifacts_dir}/{client.name}{_point_slug(value)}"
+    value = _point_value(coords)
+    run = "" if repeats == 1 and repeat == 1 else ("-warmup" if repeat == 0 else f"-r{repeat}")
+    stem = f"{artifacts_dir}/{client.name}{_point_slug(value)}{run}"
     result_path: str | None = None
     args: list[str] = []
     parser = cmd.parser
@@ -169,7 +202,7 @@ def _client(client: ClientBlock, value: str | None, artifacts_dir: str, base: st
             result_path, parser = None, "text"
         else:
             text = new
-    env = {client.sweep_var: value} if client.sweep_var and value is not None else {}
+    env = dict(coords)
     return PlannedClient(
         name=client.name,
         kind=client.kind,
@@ -183,6 +216,10 @@ def _client(client: ClientBlock, value: str | None, artifacts_dir: str, base: st
         log_path=f"{stem}.log",
         timeout=client.timeout,
         parser=parser,
+        repeat=repeat,
+        repeats=repeats,
+        coords=coords,
+        sweep_vars=client.sweep_vars,
     )
 
 
@@ -211,7 +248,11 @@ def format_plan(plan: Plan) -> str:
     for c in plan.clients:
         out.append("")
         point = f" [{c.sweep_var}={c.point_value}]" if c.point_value is not None else ""
-        out.append(f"client {c.name} ({c.kind}){point}:")
+        if len(c.coords) > 1:
+            point = f" [{c.point_value}]"
+        run = (" warm-up (not recorded)" if c.warmup else
+               f" run {c.repeat}/{c.repeats}" if c.repeats > 1 else "")
+        out.append(f"client {c.name} ({c.kind}){point}{run}:")
         out += _command_lines(c.display_env, c.display_command)
         out.append(f"  timeout: {c.timeout:g} s; result: {c.result_path or '(output only)'} "
                    f"({c.parser}); log: {c.log_path}")

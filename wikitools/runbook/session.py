@@ -14,6 +14,7 @@ from wikitools.diagnostics import Diagnostic, Severity, sort_diagnostics
 from wikitools.errors import InputError, UsageError
 from wikitools.fsio import write_if_changed
 from wikitools.pages import Page
+from wikitools.runbook.compare import Row, previous_comparable, regressions
 from wikitools.runbook.execute import EventSink, execute
 from wikitools.runbook.extract import extract_runbooks
 from wikitools.runbook.host import HostFacts, gather_host
@@ -26,6 +27,7 @@ from wikitools.runbook.record import (
     Record,
     RecordError,
     dumps,
+    load_records,
     make_run_id,
     masked,
     write_record,
@@ -47,6 +49,8 @@ class RunOptions:
     clients: tuple[str, ...] | None = None  # run only these clients
     force: bool = False  # run although preflight refuses
     render: bool = True  # re-render the pages that show this runbook's results
+    repeats: int | None = None  # measured runs per sweep point (default 3 for serving clients)
+    warmup: bool | None = None  # an unrecorded run before each point (default: serving clients)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +78,8 @@ class RunResult:
     removed: tuple[str, ...] = ()  # half-written files of a dead earlier run, removed first
     record_error: str | None = None  # why the record could not be written
     kept_at: Path | None = None  # where the record was kept instead
+    previous: Record | None = None  # the last successful record on the same GPUs, if any
+    changed: tuple[Row, ...] = ()  # numbers that moved beyond the spread since `previous`
 
 
 def prepare(
@@ -89,6 +95,8 @@ def prepare(
     options = options or RunOptions()
     if options.port is not None and not 1 <= options.port <= 65535:
         raise UsageError(f"--port {options.port}: expected 1-65535")
+    if options.repeats is not None and not 1 <= options.repeats <= 100:
+        raise UsageError(f"--repeats {options.repeats}: expected 1-100")
     config = load_config(root)
     pages = load_pages(config)
     runbooks, diags = extract_runbooks(pages)
@@ -101,7 +109,8 @@ def prepare(
     verdict = preflight(runbook, force=options.force, port=options.port, facts=facts)
     started = datetime.now(UTC)
     run_id = make_run_id(started, runbook.blocks_hash)
-    overrides = PlanOverrides(port=options.port, sweep_values=sweep, clients=options.clients)
+    overrides = PlanOverrides(port=options.port, sweep_values=sweep, clients=options.clients,
+                              repeats=options.repeats, warmup=options.warmup)
     plan = make_plan(runbook, root=config.root, artifacts_dir=artifacts_dir_for(runbook, run_id),
                      overrides=overrides, verdict=verdict)
     return Prepared(config.root, options, runbook, runbooks, tuple(pages), verdict, plan,
@@ -139,6 +148,11 @@ def run_prepared(
                          run_lock=lock)
     finally:
         lock.release()
+    try:
+        earlier = load_records(root, prepared.runbook.id)
+    except RecordError:
+        earlier = []
+    previous = previous_comparable(earlier, record)
     base = RunResult(masked(record), None, (), (), tuple(leftovers), tuple(removed))
     try:
         path = write_record(root, record)
@@ -150,7 +164,8 @@ def run_prepared(
         rendered, diags = render_runbook_pages(prepared.runbook.id, prepared.pages, root,
                                                prepared.runbooks)
     return RunResult(base.record, path, rendered, tuple(sort_diagnostics(diags)),
-                     base.leftovers, base.removed)
+                     base.leftovers, base.removed, previous=previous,
+                     changed=tuple(regressions(previous, record)))
 
 
 def _kept(base: RunResult, folder: Path, error: str) -> RunResult:
