@@ -125,11 +125,13 @@ def main() -> int:
         t = time.monotonic()
         cluster.make_namespace()
         cluster.start_node("head", head=True, num_cpus=0)
-        for i in range(args.nodes):
-            labels = {"sm120": 1, "sm100": 1} if i == 0 else {"sm120": 1}
-            # One CPU, as real hosts have some: Ray keeps that many idle workers for reuse.
-            cluster.start_node(f"node-{i + 1}", num_gpus=1, num_cpus=1, resources=labels,
-                               env={"PATH": path, "WIKI_NVIDIA_SMI": str(smi)})
+        # One CPU each, as real hosts have some: Ray keeps that many idle workers for reuse.
+        cluster.start_nodes([
+            {"name": f"node-{i + 1}", "num_gpus": 1, "num_cpus": 1,
+                 "resources": {"sm120": 1, "sm100": 1} if i == 0 else {"sm120": 1},
+                 "env": {"PATH": path, "WIKI_NVIDIA_SMI": str(smi)}}
+            for i in range(args.nodes)
+        ])
         up = time.monotonic() - t
         proc = subprocess.run(
             cluster.netns(sys.executable, __file__, "--nodes", str(args.nodes),

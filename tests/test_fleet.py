@@ -7,6 +7,7 @@ import json
 import os
 import re
 import shutil
+import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -124,7 +125,8 @@ def shape(value: object) -> object:
 def executed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object, Record]:
     """A real executor run of a fake plan (fake server and client, 2 sweep points)."""
     root = tmp_path_factory.mktemp("exec")
-    plan = fake_plan(port=free_port())
+    # A run id of its own: teardown stops every process carrying the run's tag, host-wide.
+    plan = fake_plan(port=free_port(), run_id=f"20261130T100000Z-{uuid.uuid4().hex[:8]}")
     verdict = Verdict(checks=(), selected_gpus=(), host={"gpus": [], "gpu_count": 0,
                       "driver": None, "cuda": None, "topology": "none",
                       "hostname_hash": None, "cpu_only": True})

@@ -69,12 +69,14 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path | None) -
     try:
         c.make_namespace()
         c.start_node("head", head=True, num_cpus=1, env=head_env)
-        c.start_node("worker-a", num_gpus=1, resources={"sm120": 1},
-                     env={"PATH": fake_path,
-                          "WIKI_NVIDIA_SMI": str(fake_smi(smi, "rtxpro6000-x2", CAPTURES))})
-        c.start_node("worker-b", num_gpus=1, resources={"sm90": 1},
-                     env={"PATH": fake_path,
-                          "WIKI_NVIDIA_SMI": str(fake_smi(smi, "h200-x2", CAPTURES))})
+        c.start_nodes([
+            {"name": "worker-a", "num_gpus": 1, "resources": {"sm120": 1},
+                 "env": {"PATH": fake_path,
+                      "WIKI_NVIDIA_SMI": str(fake_smi(smi, "rtxpro6000-x2", CAPTURES))}},
+            {"name": "worker-b", "num_gpus": 1, "resources": {"sm90": 1},
+                 "env": {"PATH": fake_path,
+                      "WIKI_NVIDIA_SMI": str(fake_smi(smi, "h200-x2", CAPTURES))}},
+        ])
         yield c
     finally:
         c.stop()
@@ -353,7 +355,7 @@ def test_a_task_that_fails_on_its_node_is_reported_without_a_record(
     before = records(tree, "fake-sm90")
     run = Fleet(cluster, tree, "fake-sm90", "--workdir", "/nonexistent-wiki-root")
     assert run.wait(timeout=60) == 1, run.output
-    assert summary(run.stdout)["fake-sm90"][:2] == ["worker-b", "error"]
+    assert summary(run.stdout)["fake-sm90"][:2] == ["worker-b", "error"], run.output
     assert ("fake-sm90: FileNotFoundError: the wiki root /nonexistent-wiki-root does not exist "
-            "on this node") in run.stdout
+            "on this node") in run.stdout, run.output
     assert records(tree, "fake-sm90") == before

@@ -117,21 +117,34 @@ class RayCluster:
         self, name: str, *, head: bool = False, num_cpus: float = 0, num_gpus: int = 0,
         resources: Mapping[str, float] | None = None, env: Mapping[str, str] | None = None,
     ) -> None:
-        argv = [str(self.bin / "ray"), "start", "--node-name", name,
-                "--num-cpus", f"{num_cpus:g}", "--num-gpus", str(num_gpus),
+        self.start_nodes([{"name": name, "head": head, "num_cpus": num_cpus, "num_gpus": num_gpus,
+                               "resources": resources, "env": env}])
+
+    def start_nodes(self, specs: list[dict]) -> None:
+        """`ray start` for each spec (start_node's keywords), one after the other: nodes that
+        share an address must not start at once (each finds itself by that address)."""
+        for spec in specs:
+            out = subprocess.run(self.netns(*self._start_argv(spec)),
+                                 env=self.env(spec["name"], spec.get("env")),
+                                 capture_output=True, text=True, timeout=120, check=False)
+            if out.returncode != 0:
+                raise RuntimeError(f"ray start {spec['name']} failed:\n{out.stdout}\n"
+                                   f"{out.stderr}")
+            self.nodes.append(spec["name"])
+
+    def _start_argv(self, spec: dict) -> list[str]:
+        argv = [str(self.bin / "ray"), "start", "--node-name", spec["name"],
+                "--num-cpus", f"{spec.get('num_cpus', 0):g}",
+                "--num-gpus", str(spec.get("num_gpus", 0)),
                 "--object-store-memory", str(OBJECT_STORE_BYTES), "--disable-usage-stats"]
-        if resources:
-            argv += ["--resources", _json(resources)]
-        if head:
+        if spec.get("resources"):
+            argv += ["--resources", _json(spec["resources"])]
+        if spec.get("head"):
             argv += ["--head", "--port", str(self.port), "--node-ip-address", self.ip,
                      "--temp-dir", str(self.temp), "--include-dashboard=false"]
         else:
             argv += ["--address", self.address]
-        out = subprocess.run(self.netns(*argv), env=self.env(name, env), capture_output=True,
-                             text=True, timeout=120, check=False)
-        if out.returncode != 0:
-            raise RuntimeError(f"ray start {name} failed:\n{out.stdout}\n{out.stderr}")
-        self.nodes.append(name)
+        return argv
 
     def node_pids(self, name: str) -> list[int]:
         return tagged(NODE_VAR, f"{self.tag}:{name}")

@@ -16,9 +16,10 @@ from wikitools.fleet.select import demand, select
 from wikitools.fsio import write_if_changed
 from wikitools.runbook.extract import extract_runbooks
 from wikitools.runbook.model import Runbook
-from wikitools.runbook.record import write_record
+from wikitools.runbook.record import RecordError, write_record
 from wikitools.runbook.render import render_pages
 
+LOG_LINES = 10  # of a failed run's server log tail, echoed with the node's prefix
 INSTALL_HINT = "Ray is not installed here: pip install -e '.[fleet]'"
 
 
@@ -128,16 +129,24 @@ def run_run(args: argparse.Namespace) -> int:
         return 1
 
     written: list[str] = []
+    unwritten: list[str] = []
 
     def on_line(node: str, runbook_id: str, text: str) -> None:
         print(f"[{node}] {runbook_id}: {text}", file=sys.stderr, flush=True)
 
     def on_outcome(o: Any) -> None:
         if o.record is not None:
-            path = write_record(root, o.record)
+            try:
+                path = write_record(root, o.record)
+            except RecordError as exc:
+                unwritten.append(o.runbook.id)
+                on_line("driver", o.runbook.id, f"{o.status}; record NOT written: {exc}")
+                return
             written.append(o.runbook.id)
             on_line(o.node or "driver", o.runbook.id,
                     f"{o.status}; record {path.relative_to(root).as_posix()}")
+            for line in o.record.server.get("log_tail", [])[-LOG_LINES:]:
+                on_line(o.node or "driver", o.runbook.id, f"| {line}")
         else:
             on_line(o.node or "driver", o.runbook.id, f"{o.status}: {o.message}")
 
@@ -153,7 +162,7 @@ def run_run(args: argparse.Namespace) -> int:
         print(f"rendered: {path}")
     if interrupted:
         return 130
-    return 0 if all(o.status == "ok" for o in outcomes) else 1
+    return 0 if all(o.status == "ok" for o in outcomes) and not unwritten else 1
 
 
 def _confirm() -> bool:

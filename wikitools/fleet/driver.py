@@ -245,6 +245,8 @@ def _message(msg: dict[str, Any], runs: dict[str, _Run], names: dict[str, str],
             run.opening = Record.from_dict(msg["record"])
     elif kind == "record":
         run.record = msg["record"]
+    elif kind == "note":
+        say(run.node, run.runbook.id, str(msg.get("text")))
     elif kind == "event":
         text = _event_text(msg, run.progress)
         if text:

@@ -17,10 +17,10 @@ from typing import Any
 
 from wikitools.errors import InputError
 from wikitools.fleet.records import opening_record
-from wikitools.runbook.execute import Event, execute
+from wikitools.runbook.execute import Event
 from wikitools.runbook.host import port_free
 from wikitools.runbook.model import Runbook
-from wikitools.runbook.session import RunOptions, prepare
+from wikitools.runbook.session import RunOptions, prepare, run_prepared
 
 Message = dict[str, Any]
 Send = Callable[[Message], None]
@@ -56,7 +56,8 @@ def run_job(job: Job, node_id: str, send: Send) -> dict[str, Any]:
         raise FileNotFoundError(f"the wiki root {job.workdir} does not exist on this node")
     with _port_for(rb, job.port) as port, _launch_environment():
         override = None if port == rb.server.port else port
-        prepared = prepare(rb.ref, root, RunOptions(port=override, force=job.force))
+        options = RunOptions(port=override, force=job.force, render=False, write=False)
+        prepared = prepare(rb.ref, root, options)
         if prepared.runbook.blocks_hash != rb.blocks_hash:
             raise CheckoutDiffers(
                 f"the checkout in {job.workdir} holds other blocks for runbook '{rb.id}' than "
@@ -64,8 +65,11 @@ def run_job(job: Job, node_id: str, send: Send) -> dict[str, Any]:
         opening = opening_record(prepared.plan, prepared.verdict, prepared.run_id,
                                  prepared.started)
         send({**base, "kind": "opening", "record": opening.to_dict()})
-        record = execute(prepared.plan, root=prepared.root, verdict=prepared.verdict,
-                         on_event=_forward(base, send), started=prepared.started)
+        result = run_prepared(prepared, _forward(base, send))
+    for left in result.leftovers:
+        send({**base, "kind": "note",
+              "text": f"stopped, left by an earlier run that was killed: {left.describe()}"})
+    record = result.record
     data = record.to_dict()
     # Also through the message channel: a cancelled task's return value may not arrive.
     send({**base, "kind": "record", "record": data})

@@ -7,58 +7,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
+from wikitools.runbook.assemble import RunState, build_record
 from wikitools.runbook.model import Plan, Verdict
-from wikitools.runbook.record import ClientResult, Point, Record, Step, utc_stamp
-from wikitools.runbook.secrets import mask_command
+from wikitools.runbook.record import Record, Step, utc_stamp
 
 LOST_POINT = "measured, but the result stayed on the lost node"
 
 
 def opening_record(plan: Plan, verdict: Verdict, run_id: str, started: datetime) -> Record:
-    """The record of `plan` before any step ran: every point skipped, no timings."""
-    srv = plan.server
-    names: list[str] = []
-    for c in plan.clients:
-        if c.name not in names:
-            names.append(c.name)
-    clients = []
-    for name in names:
-        planned = [c for c in plan.clients if c.name == name]
-        first = next((c for c in planned if not c.warmup), planned[0])
-        points = []
-        for c in planned:  # one point per sweep point, whatever its repeats
-            if all(p.value != c.point_value for p in points):
-                points.append(Point(c.point_value, "skipped", result_file=None,
-                                    message="not run: an earlier step failed",
-                                    coords=tuple(sorted(c.coords))))
-        clients.append(ClientResult(name, first.kind, first.display_command
-                                    or mask_command(first.command), first.sweep_var,
-                                    tuple(points), sweep_vars=first.sweep_vars,
-                                    repeats=first.repeats,
-                                    warmup=any(c.warmup for c in planned)))
-    stamp = utc_stamp(started)
-    return Record(
-        runbook=plan.runbook.id,
-        page=plan.runbook.page,
-        blocks_hash=plan.runbook.blocks_hash,
-        run_id=run_id,
-        started_at=stamp,
-        finished_at=stamp,
-        status="failed",
-        host=dict(verdict.host),
-        engine={"name": srv.engine, "version": None, "image": srv.image, "image_digest": None},
-        server={
-            "command": srv.display_command or mask_command(srv.command),
-            "env": dict(sorted(srv.display_env.items())),
-            "port": srv.port,
-            "model": None,
-            "log_tail": [],
-            "run_tag": run_id,  # the executor tags every process of the run with its id
-        },
-        steps=(),
-        clients=tuple(clients),
-        artifacts_dir=plan.artifacts_dir,
-    )
+    """The record of `plan` before any step ran (every point skipped), built as the executor
+    builds its own; completed by `lost_record` if the node goes away."""
+    return build_record(plan, verdict, RunState(tag=run_id), run_id, started, started)
 
 
 @dataclass

@@ -51,6 +51,7 @@ class RunOptions:
     render: bool = True  # re-render the pages that show this runbook's results
     repeats: int | None = None  # measured runs per sweep point (default 3 for serving clients)
     warmup: bool | None = None  # an unrecorded run before each point (default: serving clients)
+    write: bool = True  # write the record here (a fleet node returns it to the driver instead)
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +155,8 @@ def run_prepared(
         earlier = []
     previous = previous_comparable(earlier, record)
     base = RunResult(masked(record), None, (), (), tuple(leftovers), tuple(removed))
+    if not options.write:
+        return base
     try:
         path = write_record(root, record)
     except RecordError as exc:
