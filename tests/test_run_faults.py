@@ -230,3 +230,25 @@ def test_unreadable_earlier_record_is_located_and_the_run_exits_nonzero(
     assert ("RGN006 error: cannot read records: runbooks/fake-rb/20261130T100000Z-00000000.json"
             ":2:3: not valid JSON") in out
     assert "pages not fully re-rendered" in err
+
+
+def test_teardown_never_stops_a_process_of_another_run_with_the_same_run_id(
+    tmp_path: Path,
+) -> None:
+    """Run ids repeat (tests, replays of one artifacts folder); tags never do."""
+    from fakes.plans import fake_plan
+
+    from wikitools.runbook.execute import execute
+    from wikitools.runbook.processes import TAG_VAR
+
+    plan = fake_plan(port=free_port(), sweep=("1",))
+    other = subprocess.Popen(["sleep", "60"],
+                             env={**os.environ, TAG_VAR: "20261130T100000Z-abcdef12"})
+    try:
+        record = execute(plan, root=tmp_path, handle_signals=False)
+        assert record.ok, record.message
+        assert record.server["run_tag"].startswith("20261130T100000Z-abcdef12-")
+        assert other.poll() is None, "another run's process was stopped"
+    finally:
+        other.kill()
+        other.wait()

@@ -30,6 +30,7 @@ from wikitools.runbook.processes import (
     container_name,
     docker_stop,
     group_alive,
+    new_tag,
     signals_ignored,
     signals_raise,
     spawn,
@@ -131,7 +132,7 @@ def execute(
     run_id = _run_id(plan, started)
     artifacts = root / plan.artifacts_dir
     artifacts.mkdir(parents=True, exist_ok=True)
-    st = RunState(tag=run_lock.tag if run_lock is not None else run_id, lock=run_lock)
+    st = RunState(tag=run_lock.tag if run_lock is not None else new_tag(run_id), lock=run_lock)
     t0 = time.monotonic()
     baseline_gpu: dict[int, int] | None = None
 

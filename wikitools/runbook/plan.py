@@ -239,8 +239,8 @@ def format_plan(plan: Plan) -> str:
     rb = plan.runbook
     srv = plan.server
     out = [f"runbook {rb.ref}", f"blocks  {rb.blocks_hash}", f"artifacts {plan.artifacts_dir}/",
-           f"tag     {TAG_VAR}={PurePosixPath(plan.artifacts_dir).name} (added to the "
-           "environment of every process the run starts)", "", "server:"]
+           f"tag     {TAG_VAR}={PurePosixPath(plan.artifacts_dir).name}-<16 random hex digits> "
+           "(added to the environment of every process the run starts)", "", "server:"]
     out += _command_lines(srv.display_env, srv.display_command)
     out.append(f"  ready: {srv.health_url} within {srv.ready_timeout:g} s; "
                f"stop: TERM, KILL after {srv.stop_timeout:g} s")
