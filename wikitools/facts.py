@@ -30,7 +30,8 @@ if TYPE_CHECKING:
 MAX_WORKERS = 4  # each worker holds the parser (~40 MB): keeps a cold run under 300 MB
 # Modules whose code decides the facts: a change to any of them empties the cache.
 _SOURCES = (
-    "pages", "facts", "index", "lint", "acronyms", "expansions", "glossary", "runbook/regions"
+    "pages", "page_model", "facts", "index", "lint", "acronyms", "expansions", "glossary",
+    "runbook/regions",
 )
 
 

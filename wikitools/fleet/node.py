@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from wikitools.errors import InputError
 from wikitools.fleet.records import opening_record
 from wikitools.runbook.execute import Event
 from wikitools.runbook.host import port_free
@@ -27,7 +28,7 @@ WAITING_EVERY_S = 10.0  # readiness polls are forwarded at most this often
 PORTS_DIR = "wiki-fleet-ports"  # under the node's temp dir: ports held by runs on this node
 
 
-class CheckoutDiffers(Exception):
+class CheckoutDiffers(InputError):
     """The node's copy of the wiki does not hold the runbook the driver selected."""
 
 
