@@ -30,6 +30,7 @@ from wikitools.runbook.preflight import host_record, required_gpus
 from wikitools.runbook.record import Record, RecordError, make_run_id
 
 POLL_S = 0.2
+FLUSH_S = 30.0  # how long a task waits for its messages to reach the driver's side
 CANCEL_WAIT_S = 120.0  # after an unexpected error: how long to wait for the nodes' teardowns
 LineSink = Callable[[str, str, str], None]  # (node, runbook id, text)
 
@@ -57,7 +58,13 @@ class Outcome:
 @ray.remote(max_retries=0)
 def _run_remote(job: Job, hub: Any) -> dict[str, Any]:
     node_id = ray.get_runtime_context().get_node_id()
-    return run_job(job, node_id, lambda msg: hub.put.remote(msg))
+    sent: list[Any] = []
+    try:
+        return run_job(job, node_id, lambda msg: sent.append(hub.put.remote(msg)))
+    finally:
+        # Messages first: when the driver sees this task end, it has all the node said.
+        with contextlib.suppress(Exception):
+            ray.wait(sent, num_returns=len(sent), timeout=FLUSH_S)
 
 
 @ray.remote(num_cpus=0)
