@@ -46,7 +46,11 @@ def make_handler(args: argparse.Namespace) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(body)
 
         def do_GET(self) -> None:
-            if self.path == "/health":
+            if args.flavour == "llama" and self.path in ("/version", "/metrics"):
+                self._send(404, b'{"error": {"code": 404, "message": "File Not Found"}}')
+            elif self.path == "/health" and args.flavour == "llama" and not State.healthy:
+                self._send(503, b'{"error": {"code": 503, "message": "Loading model"}}')
+            elif self.path == "/health":
                 self._send(200 if State.healthy else 503, b"")
             elif not State.healthy:
                 self._send(503, b'{"error": "starting"}')
@@ -115,6 +119,8 @@ def main() -> int:
     p.add_argument("--child", action="store_true", help="leave a child process in the group")
     p.add_argument("--spec", action="store_true", help="expose spec-decode counters")
     p.add_argument("--kv-tokens", type=int, default=123456)
+    p.add_argument("--flavour", choices=("vllm", "llama"), default="vllm",
+                   help="log lines and endpoints of vLLM or of llama.cpp's llama-server")
     args, _unknown = p.parse_known_args()
 
     if args.ignore_term:
@@ -127,6 +133,8 @@ def main() -> int:
         log(f"worker pid {child.pid}")
 
     log(f"FAKE_PID {os.getpid()} PGID {os.getpgid(0)}")
+    if args.flavour == "llama":
+        return serve_like_llama(args)
     log("vLLM API server version 0.0.0+fake")
     log(f"non-default args: {{'model': '{args.model}', 'port': {args.port}}}")
     log("Using max model len 2048")
@@ -159,6 +167,28 @@ def main() -> int:
     State.healthy = True
     log(f"READY_AT {time.time():.6f}")
     log("Application startup complete.")
+    try:
+        while True:
+            time.sleep(3600)
+    finally:
+        server.shutdown()
+
+
+def serve_like_llama(args: argparse.Namespace) -> int:
+    """llama-server's start-up: build line, layer offload, then /health 503 until loaded."""
+    print("build: 4242 (abcdef12) with cc (GCC) 13.2.0 for x86_64-linux-gnu", flush=True)
+    print(f"llama_model_loader: loaded meta data from {args.model}", flush=True)
+    server = ThreadingHTTPServer(("127.0.0.1", args.port), make_handler(args))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    time.sleep(args.delay)
+    if args.exit_code is not None:
+        print(f"llama_model_load: error loading model: fake failure for {args.model}", flush=True)
+        return args.exit_code
+    print("load_tensors: offloaded 33/33 layers to GPU", flush=True)
+    time.sleep(args.unhealthy)
+    State.healthy = True
+    print(f"main: server is listening on http://127.0.0.1:{args.port} - starting the main loop",
+          flush=True)
     try:
         while True:
             time.sleep(3600)

@@ -242,7 +242,7 @@ def _wait_ready(
     that is not followed by an exit within FATAL_GRACE_S, or at the ready timeout."""
     srv = plan.server
     assert st.server is not None
-    watcher = LogWatcher(root / srv.log_path, srv.fatal_patterns)
+    watcher = LogWatcher(root / srv.log_path, srv.fatal_patterns, srv.ready_log)
     t_start = st.t_start
     deadline = t_start + srv.ready_timeout
     fatal_since: float | None = None
@@ -281,6 +281,8 @@ def _wait_ready(
                 if ok:
                     break
                 state = f"healthy, completion failed: {detail}"
+            elif watcher.ready_line is not None:
+                state += "; the log says it is listening"
             emit(Event("waiting", "ready", state, elapsed=now - t_start))
             time.sleep(POLL_S)
         st.timings["ready_s"] = out.seconds = out.elapsed = round(time.monotonic() - t_start, 3)
@@ -335,7 +337,7 @@ def _run_point(
 ) -> Point:
     result = root / client.result_path if client.result_path else None
     if result is not None:
-        # SGLang appends to its output file; a stale file would be read as this run's result.
+        # Some tools append to their output file; a stale file would be read as this run's result.
         result.parent.mkdir(parents=True, exist_ok=True)
         if result.is_file():
             result.unlink()

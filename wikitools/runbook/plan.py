@@ -129,6 +129,7 @@ def make_plan(
         image=cmd.image,
         docker=cmd.docker,
         fatal_patterns=eng.fatal_log if eng else (),
+        ready_log=eng.ready_log if eng else (),
         version_command=eng.version_command if eng and not cmd.docker else (),
     )
 
@@ -185,20 +186,13 @@ def _client(client: ClientBlock, coords: tuple[tuple[str, str], ...], repeat: in
     parser = cmd.parser
     wants_base = not (cmd.base_url == base or (
         cmd.base_url is None and cmd.port == port and _is_local(cmd.host)))
-    if cmd.tool == "vllm-bench":
-        result_path = f"{stem}.json"
-        args = ["--save-result", "--result-dir", artifacts_dir, "--result-filename",
-                Path(result_path).name]
-        if wants_base:
-            args += ["--base-url", base]
-    elif cmd.tool == "sglang-bench":
-        result_path = f"{stem}.jsonl"
-        args = ["--output-file", result_path]
-        if wants_base:
-            args += ["--base-url", base]
-    elif cmd.tool == "lm-eval":
-        result_path = stem
-        args = ["--output_path", result_path]
+    tool = engines.client_tool(cmd.tool)
+    if tool is not None and tool.result_suffix is not None:
+        result_path = f"{stem}{tool.result_suffix}"
+        fill = {"path": result_path, "dir": artifacts_dir, "name": Path(result_path).name}
+        args = [a.format(**fill) for a in tool.capture_args]
+        if tool.base_url_flag and wants_base:
+            args += [tool.base_url_flag, base]
     text = client.content.rstrip("\n")
     if args:
         new = append_args(text, args)
