@@ -8,6 +8,7 @@ The steps are preflight, start, ready, warmup, one per client point, teardown; e
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -371,7 +372,8 @@ def _run_point(
                      message=f"client exited with code {code}{why}", seconds=secs)
     source = result if result is not None else root / client.log_path
     try:
-        metrics = result_parsers.parse_result(client.parser, source, client.command)
+        metrics = result_parsers.parse_result(client.parser, source, client.command,
+                                              {**os.environ, **client.env})
     except result_parsers.ResultError as exc:
         return Point(client.point_value, "failed", result_file=client.result_path,
                      message=str(exc), seconds=secs)
