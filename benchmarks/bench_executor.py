@@ -50,11 +50,9 @@ from wikitools.config import load_config, load_pages  # noqa: E402
 from wikitools.runbook import clients as result_parsers  # noqa: E402
 from wikitools.runbook.execute import Event, execute  # noqa: E402
 from wikitools.runbook.extract import extract_runbooks  # noqa: E402
-from wikitools.runbook.host import gather_host  # noqa: E402
-from wikitools.runbook.plan import PlanOverrides, artifacts_dir_for, make_plan  # noqa: E402
-from wikitools.runbook.preflight import preflight  # noqa: E402
 from wikitools.runbook.record import Record, make_run_id, write_record  # noqa: E402
 from wikitools.runbook.render import render_pages  # noqa: E402
+from wikitools.runbook.session import RunOptions, prepare  # noqa: E402
 
 FIXTURE_RESULT = REPO / "tests/fixtures/engines/vllm-bench-serve.json"
 POLL_S = 0.02
@@ -155,16 +153,8 @@ def run_executor(args: argparse.Namespace, work: Path, serve: str, bench: str) -
     (root / "wiki/bench.md").write_text(
         page_text("bench-executor", serve, bench, args.gpus, args.env, args.ready_timeout)
     )
-    config = load_config(root)
-    runbooks, _ = extract_runbooks(load_pages(config))
-    runbook = runbooks.get("bench-executor")
     port = free_port()
-    verdict = preflight(runbook, port=port, facts=gather_host(), force=args.force)
-    started = datetime.now(UTC)
-    plan = make_plan(runbook, root=root,
-                     artifacts_dir=artifacts_dir_for(runbook, make_run_id(started,
-                                                                          runbook.blocks_hash)),
-                     overrides=PlanOverrides(port=port), verdict=verdict)
+    prepared = prepare("bench-executor", root, RunOptions(port=port, force=args.force))
     stamps: dict[str, float] = {}
 
     def on_event(e: Event) -> None:
@@ -173,8 +163,8 @@ def run_executor(args: argparse.Namespace, work: Path, serve: str, bench: str) -
 
     with HealthPoller(port) as poller:
         t0 = time.time()
-        record = execute(plan, root=root, verdict=verdict, on_event=on_event, started=started,
-                         handle_signals=False)
+        record = execute(prepared.plan, root=prepared.root, verdict=prepared.verdict,
+                         on_event=on_event, started=prepared.started, handle_signals=False)
         t_end = time.time()
     if not record.ok:
         raise SystemExit(f"executor run failed at {record.failed_step}: {record.message}\n"

@@ -106,7 +106,7 @@ def test_tradeoff_draws_one_line_per_runbook(tmp_path):
     assert "| fake-rb | 1 | 8 | 250.0 | 3,000.0 |" in text
     assert "Not yet measured: `other-rb`." in text
     chart = _svgs(text.split("view=tradeoff")[1])[0]
-    assert chart.find(f"{SVG}title").text == "Throughput per GPU against speed per user"
+    assert chart.find(f"{SVG}title").text == "Throughput per GPU vs speed per user"
     assert len(chart.findall(f".//{SVG}polyline")) == 1  # the unmeasured one draws nothing
 
 

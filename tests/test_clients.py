@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from wikitools.runbook import clients
+from wikitools.runbook.command import parse_client_command
 
 FIX = Path(__file__).parent / "fixtures"
 H200 = FIX / "gpu" / "h200-x1"
@@ -15,7 +16,7 @@ H200 = FIX / "gpu" / "h200-x1"
 
 def test_vllm_bench_real_h200_output_copied_exactly():
     raw = json.loads((H200 / "bench.json").read_text())
-    m = clients.parse_vllm_bench(H200 / "bench.json")
+    m = clients.parse_result("vllm-bench", H200 / "bench.json")
     for key in clients.SERVING_KEYS:
         if key in raw:
             assert m[key] == raw[key], key
@@ -28,13 +29,14 @@ def test_vllm_bench_real_h200_output_copied_exactly():
 def test_vllm_bench_appended_file_reads_last_object(tmp_path):
     f = tmp_path / "r.json"
     f.write_text(json.dumps({"completed": 1}) + "\n" + json.dumps({"completed": 2}) + "\n")
-    assert clients.parse_vllm_bench(f)["completed"] == 2
+    assert clients.parse_result("vllm-bench", f)["completed"] == 2
 
 
 def test_sglang_last_line_and_renames():
     path = FIX / "clients" / "sglang-bench.jsonl"
     last = json.loads(path.read_text().splitlines()[-1])
-    m = clients.parse_sglang_bench(path, "python -m sglang.bench_serving --num-prompts 16")
+    m = clients.parse_result("sglang-bench", path,
+                             "python -m sglang.bench_serving --num-prompts 16")
     assert m["completed"] == 16  # the last run, not the first (8)
     assert m["total_token_throughput"] == last["total_throughput"]
     assert m["p99_e2el_ms"] == last["p99_e2e_latency_ms"]
@@ -44,14 +46,35 @@ def test_sglang_last_line_and_renames():
     assert m["tool"] == "sglang-bench-serving"
 
 
-def test_sglang_without_num_prompts_in_command():
-    m = clients.parse_sglang_bench(FIX / "clients" / "sglang-bench.jsonl",
-                                   'python -m sglang.bench_serving --num-prompts "${N:-16}"')
-    assert "num_prompts" not in m and "failed" not in m
+def test_sglang_num_prompts_from_the_points_environment():
+    """SGLang's result has no prompt count: it is read from the command, with the variables the
+    point ran with, and never by running anything."""
+    jsonl = FIX / "clients" / "sglang-bench.jsonl"
+    cmd = 'python -m sglang.bench_serving --num-prompts "${N:-16}"'
+    assert clients.parse_result("sglang-bench", jsonl, cmd)["num_prompts"] == 16
+    assert clients.parse_result("sglang-bench", jsonl, cmd, {"N": "20"})["num_prompts"] == 20
+    arith = 'python -m sglang.bench_serving --num-prompts "$(( ${CONCURRENCY:-8} * 32 ))"'
+    m = clients.parse_result("sglang-bench", jsonl, arith, {"CONCURRENCY": "32"})
+    assert m["num_prompts"] == 1024 and m["failed"] == 1024 - m["completed"]
+    for opaque in ('"$(cat n.txt)"', '"$(( $(nproc) * 2 ))"', '"${N:-x}"', "many"):
+        m = clients.parse_result("sglang-bench", jsonl,
+                                 f"python -m sglang.bench_serving --num-prompts {opaque}")
+        assert "num_prompts" not in m and "failed" not in m, opaque
+
+
+def test_count_value():
+    env = {"C": "8", "EMPTY": ""}
+    assert clients.count_value("64", env) == 64
+    assert clients.count_value("$C", env) == 8
+    assert clients.count_value("${EMPTY:-3}", env) == 3
+    assert clients.count_value("$(( (${C:-1} + 2) * 4 / 2 ))", env) == 20
+    assert clients.count_value("$(( 1 - 5 ))", env) is None
+    assert clients.count_value("2**40", env) is None
+    assert clients.count_value(None, env) is None
 
 
 def test_lm_eval_results_file_and_folder(tmp_path):
-    m = clients.parse_lm_eval(FIX / "clients" / "lm-eval-results.json")
+    m = clients.parse_result("lm-eval", FIX / "clients" / "lm-eval-results.json")
     assert m["tasks"]["gsm8k"]["exact_match,strict-match"] == 0.75
     assert "alias" not in m["tasks"]["gsm8k"]
     assert m["n_shot"] == {"gsm8k": 5}
@@ -60,16 +83,16 @@ def test_lm_eval_results_file_and_folder(tmp_path):
     sub.mkdir(parents=True)
     (sub / "results_2026-11-30T10-00-00.json").write_text(
         (FIX / "clients" / "lm-eval-results.json").read_text())
-    assert clients.parse_lm_eval(tmp_path / "out")["tasks"] == m["tasks"]
+    assert clients.parse_result("lm-eval", tmp_path / "out")["tasks"] == m["tasks"]
 
 
 def test_text_smoke_with_usage(tmp_path):
     f = tmp_path / "out.txt"
     f.write_text(json.dumps({"usage": {"prompt_tokens": 3, "completion_tokens": 5}}))
-    m = clients.parse_text(f)
+    m = clients.parse_result("text", f)
     assert m["usage"] == {"completion_tokens": 5, "prompt_tokens": 3}
     f.write_text("plain words\n")
-    assert clients.parse_text(f) == {"tool": "text", "output_chars": 12}
+    assert clients.parse_result("text", f) == {"tool": "text", "output_chars": 12}
 
 
 @pytest.mark.parametrize(("content", "message"), [
@@ -88,10 +111,10 @@ def test_bad_results(tmp_path, content, message):
 
 
 def test_parser_for_command():
-    assert clients.parser_for_command("vllm bench serve --model m") == "vllm-bench"
-    assert clients.parser_for_command("python3 -m sglang.bench_serving --x") == "sglang-bench"
-    assert clients.parser_for_command("lm_eval --model local-completions") == "lm-eval"
-    assert clients.parser_for_command("curl -s http://x") == "text"
+    assert parse_client_command("vllm bench serve --model m").parser == "vllm-bench"
+    assert parse_client_command("python3 -m sglang.bench_serving --x").parser == "sglang-bench"
+    assert parse_client_command("lm_eval --model local-completions").parser == "lm-eval"
+    assert parse_client_command("curl -s http://x").parser == "text"
     with pytest.raises(clients.ResultError, match="no parser"):
         clients.parse_result("nope", Path("x"))
 
@@ -100,7 +123,8 @@ ENGINES = FIX / "engines"
 
 
 def test_real_sglang_client_output_has_no_infinity():
-    m = clients.parse_sglang_bench(ENGINES / "sglang-bench-serving.jsonl", "--num-prompts 16")
+    m = clients.parse_result("sglang-bench", ENGINES / "sglang-bench-serving.jsonl",
+                             "--num-prompts 16")
     raw = json.loads((ENGINES / "sglang-bench-serving.jsonl").read_text().splitlines()[-1])
     assert m["request_rate"] == "inf"  # the file says Infinity, which JSON cannot hold
     assert m["output_throughput"] == raw["output_throughput"]
@@ -110,7 +134,7 @@ def test_real_sglang_client_output_has_no_infinity():
 
 def test_real_vllm_cpu_bench_output():
     raw = json.loads((ENGINES / "vllm-bench-serve.json").read_text())
-    m = clients.parse_vllm_bench(ENGINES / "vllm-bench-serve.json")
+    m = clients.parse_result("vllm-bench", ENGINES / "vllm-bench-serve.json")
     assert m["output_throughput"] == raw["output_throughput"]
     assert m["p99_itl_ms"] == raw["p99_itl_ms"]
     json.dumps(m, allow_nan=False)

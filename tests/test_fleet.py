@@ -142,7 +142,7 @@ def test_opening_and_lost_records_have_the_executor_record_keys(executed) -> Non
                              record.run_id, started)
     local = json.loads(dumps(record))
     assert {**shape(json.loads(dumps(opening))), "steps": []} == {**shape(local), "steps": []}
-    assert opening.server == {**record.server, "model": None}
+    assert opening.server == {**record.server, "model": None, "run_tag": None}
     progress = Progress()
     for step in ("preflight", "start", "ready", "warmup"):
         progress.started(step)
@@ -280,3 +280,17 @@ def test_run_job_refuses_a_checkout_with_other_blocks(tree: Path) -> None:
     with pytest.raises(node.CheckoutDiffers, match="other blocks for runbook 'fake-sm90'"):
         node.run_job(node.Job(rb, str(tree), port=free_port()), "n1", sent.append)
     assert [m["kind"] for m in sent] == ["begin"]
+
+
+def test_cli_unreachable_cluster_is_a_usage_error(capsys: pytest.CaptureFixture[str],
+                                                   tree: Path) -> None:
+    pytest.importorskip("ray", reason="Ray is not installed: pip install -e '.[fleet]'")
+    port = free_port()  # nothing listens there
+    assert main(["fleet", "run", "fake-sm90", "--address", f"127.0.0.1:{port}", "--yes",
+                 "--root", str(tree)]) == 2
+    assert f"cannot reach the Ray cluster at 127.0.0.1:{port}: Connection refused" in \
+        capsys.readouterr().err
+    assert main(["fleet", "run", "fake-sm90", "--address", "head-without-port", "--yes",
+                 "--root", str(tree)]) == 2
+    assert "expected HOST:PORT, ray://HOST:PORT or auto" in capsys.readouterr().err
+    assert not (tree / "runbooks").exists()

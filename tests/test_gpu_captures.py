@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from wikitools.runbook.clients import parse_sglang_bench
+from wikitools.runbook.clients import parse_result
 from wikitools.runbook.engines import SGLANG, VLLM
 from wikitools.runbook.host import HostFacts, parse_topology, summarise_topology
 from wikitools.runbook.logwatch import LogWatcher
@@ -80,7 +80,7 @@ def test_sglang_log_has_no_fatal_line_and_says_ready() -> None:
 
 def test_sglang_bench_serving_result() -> None:
     path = GPU / "h200-sglang" / "bench-serving-1.jsonl"
-    metrics = parse_sglang_bench(path, "python3 -m sglang.bench_serving --num-prompts 64")
+    metrics = parse_result("sglang-bench", path, "python3 -m sglang.bench_serving --num-prompts 64")
     assert metrics["completed"] == 64 and metrics["num_prompts"] == 64
     assert metrics["failed"] == 0
     assert round(metrics["output_throughput"], 1) == 595.2

@@ -347,3 +347,41 @@ def test_arch_filter(tmp_path):
     tail = text.split("## History")[1]
     assert "No run of runbook `fake-rb` on sm90 has been recorded yet." in tail
     assert "| 1 | 13.62 |" in text.split("## History")[0]
+
+
+GRID_PAGE = """---
+title: Fake grid
+---
+
+# Fake grid
+
+```{{ .bash #fake-grid .runbook-server engine=vllm gpus=0 ready_timeout=30 stop_timeout=3 }}
+vllm serve fake-model --port {port}
+```
+
+```{{ .bash .runbook-client for=fake-grid name=grid sweep="C=1,2;N=4,8" timeout=30 }}
+vllm bench serve --model fake-model --num-prompts "${{N:-4}}" --max-concurrency "${{C:-1}}"
+```
+
+<!-- wiki:results runbook=fake-grid view=serving -->
+<!-- wiki:end -->
+"""
+
+
+def test_cli_run_grid_sweep_end_to_end(tmp_path, capsys, fake_path):
+    (tmp_path / "wiki").mkdir()
+    (tmp_path / "wiki" / "grid.md").write_text(GRID_PAGE.format(port=free_port()))
+    assert main(["runbook", "run", "fake-grid", "--root", str(tmp_path), "--yes",
+                 "--repeats", "1", "--no-warmup"]) == 0, capsys.readouterr()
+    (path,) = (tmp_path / "runbooks" / "fake-grid").glob("*.json")
+    client = json.loads(path.read_text())["clients"][0]
+    assert client["sweep_vars"] == ["C", "N"]
+    assert [(p["value"], p["coords"]) for p in client["points"]] == [
+        ("C=1,N=4", {"C": "1", "N": "4"}), ("C=1,N=8", {"C": "1", "N": "8"}),
+        ("C=2,N=4", {"C": "2", "N": "4"}), ("C=2,N=8", {"C": "2", "N": "8"})]
+    for p in client["points"]:  # both variables reached the client
+        raw = json.loads((tmp_path / p["result_file"]).read_text())
+        assert (raw["max_concurrency"], raw["num_prompts"]) == (
+            int(p["coords"]["C"]), int(p["coords"]["N"]))
+    text = (tmp_path / "wiki" / "grid.md").read_text()
+    assert "| C \\\\ N | 4 | 8 |" in text and "Output throughput (tok/s)" in text

@@ -13,7 +13,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from wikitools.diagnostics import Diagnostic, Severity
+from wikitools.diagnostics import Diagnostic, Severity, yaml_problem
 from wikitools.errors import ConfigError
 
 try:  # the C module directly: importing hashlib initialises OpenSSL, which costs start-up time
@@ -232,9 +232,9 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path.name}: not valid UTF-8 ({exc.reason})") from None
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path.name}:{mark.line + 1}:{mark.column + 1}" if mark else path.name
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        line, col, problem = yaml_problem(exc)
+        where = f"{path.name}:{line + 1}:{col + 1}" if line is not None and col is not None else (
+            path.name)
         raise ConfigError(f"{where}: malformed YAML: {problem}") from None
     if data is None:
         return {}

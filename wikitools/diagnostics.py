@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import difflib
 import enum
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 
 class Severity(enum.IntEnum):
@@ -51,3 +53,25 @@ def summary(diags: list[Diagnostic]) -> str:
         f"{errors} error{'s' * (errors != 1)}, {warnings} warning{'s' * (warnings != 1)}"
         f" in {files} file{'s' * (files != 1)}"
     )
+
+
+def closest(word: str, choices: Iterable[str], cutoff: float = 0.6) -> str | None:
+    """The choice most like `word` (difflib ratio at least `cutoff`), or None."""
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=cutoff)
+    return close[0] if close else None
+
+
+def did_you_mean(word: str, choices: Iterable[str], cutoff: float = 0.6) -> str:
+    """"; did you mean 'x'?" for the closest choice, or "" when none is close."""
+    hint = closest(word, choices, cutoff)
+    return f"; did you mean '{hint}'?" if hint is not None else ""
+
+
+def yaml_problem(exc: Any) -> tuple[int | None, int | None, str]:
+    """(line, column, problem) of a YAML error: 0-based position of its problem mark (None when
+    it has none) and the problem in a few words."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    if mark is None:
+        return None, None, problem
+    return mark.line, mark.column, problem

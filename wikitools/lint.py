@@ -13,7 +13,6 @@ FM001/FM002/PG001/PG002 come from the parser.
 from __future__ import annotations
 
 import bisect
-import difflib
 import posixpath
 import re
 from collections.abc import Callable, Iterable, Iterator
@@ -23,7 +22,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 from wikitools.config import WikiConfig
-from wikitools.diagnostics import Diagnostic, Severity
+from wikitools.diagnostics import Diagnostic, Severity, closest, did_you_mean
 from wikitools.index import title_of
 
 if TYPE_CHECKING:
@@ -144,8 +143,7 @@ def check_front_matter(config: WikiConfig, page: Page) -> Iterator[Diagnostic]:
     if isinstance(status, str) and status not in config.statuses:
         line, col = _fm_position(page, "status")
         allowed = ", ".join(config.statuses)
-        hint = difflib.get_close_matches(status.strip().lower(), config.statuses, n=1, cutoff=0.6)
-        suffix = f"; did you mean '{hint[0]}'?" if hint else ""
+        suffix = did_you_mean(status.strip().lower(), config.statuses)
         yield Diagnostic(
             page.path, line, col, "FM003", f"unknown status {status!r} (allowed: {allowed}){suffix}"
         )
@@ -252,9 +250,9 @@ def _suggest_cached(resolved: str, known: frozenset[str]) -> str | None:
         by_name: dict[str, str] = {}
         for path in pool[:_SUGGEST_LIMIT]:
             by_name.setdefault(posixpath.basename(path), path)
-        hint = difflib.get_close_matches(posixpath.basename(resolved), by_name, n=1, cutoff=0.75)
-        if hint:
-            return by_name[hint[0]]
+        hint = closest(posixpath.basename(resolved), by_name, cutoff=0.75)
+        if hint is not None:
+            return by_name[hint]
     return None
 
 

@@ -15,7 +15,7 @@ import yaml
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-from wikitools.diagnostics import Diagnostic, Severity
+from wikitools.diagnostics import Diagnostic, Severity, yaml_problem
 from wikitools.page_model import (
     Cell,
     CodeBlock,
@@ -134,10 +134,9 @@ def parse_page(text: str, path: str = "<string>") -> Page:
 
 def _yaml_problem(page: Page, exc: yaml.YAMLError) -> dict[str, Any]:
     """Record a located FM001 for malformed front matter; the page then has none."""
-    mark = getattr(exc, "problem_mark", None)
-    line = mark.line + 2 if mark else 1
-    col = mark.column + 1 if mark else 1
-    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    mark_line, mark_col, problem = yaml_problem(exc)
+    line = mark_line + 2 if mark_line is not None else 1
+    col = mark_col + 1 if mark_col is not None else 1
     page.problems.append(
         Diagnostic(page.path, line, col, "FM001", f"malformed front matter: {problem}")
     )

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from wikitools.acronyms import apply_baseline, load_baseline, render_baseline
+from wikitools.commands import add_root
 from wikitools.config import WikiConfig, list_pages, load_config
 from wikitools.diagnostics import Diagnostic, Severity, sort_diagnostics, summary
 from wikitools.facts import acronym_context, gather
@@ -31,8 +32,7 @@ def add_parser(sub: Any) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--root", type=Path, default=None,
-                        help="wiki root (default: the wiki around the working directory)")
+    add_root(parser)
     parser.add_argument(
         "--glossary",
         type=Path,

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from wikitools.acronyms import DEFAULT_BASELINE, apply_baseline, load_baseline
+from wikitools.commands import add_root
 from wikitools.commands.index import index_findings
 from wikitools.commands.lint import lint_findings
 from wikitools.config import WikiConfig, list_pages, load_config
@@ -30,8 +31,7 @@ def add_parser(sub: Any) -> None:
         description="Run every check in one process, parsing each page once. Exit 0 when "
         "clean, 1 on findings or drift, 2 on usage or configuration errors.",
     )
-    parser.add_argument("--root", type=Path, default=None,
-                        help="wiki root (default: the wiki around the working directory)")
+    add_root(parser)
     parser.add_argument(
         "--baseline",
         type=Path,

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from wikitools.commands import add_root
 from wikitools.config import load_config, load_pages
 from wikitools.diagnostics import sort_diagnostics
 from wikitools.errors import UsageError
@@ -68,7 +69,7 @@ def _selection(p: argparse.ArgumentParser) -> None:
                    help="add the runbooks whose newest record was measured with other blocks")
     p.add_argument("--never-run", action="store_true", help="add the runbooks with no record")
     p.add_argument("--all", action="store_true", help="every runbook of the wiki")
-    p.add_argument("--root", type=Path, default=Path(), help="wiki root (default: .)")
+    add_root(p)
 
 
 def _help(parser: argparse.ArgumentParser) -> int:

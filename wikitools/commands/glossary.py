@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from wikitools.commands import add_root
 from wikitools.commands.acronyms import resolve_glossary
 from wikitools.config import load_config
 from wikitools.diagnostics import sort_diagnostics
@@ -23,8 +24,7 @@ def add_parser(sub: Any) -> None:
         "tooltips. Exit 0 when written or unchanged, 1 when --check finds drift, 2 on "
         "configuration errors.",
     )
-    parser.add_argument("--root", type=Path, default=None,
-                        help="wiki root (default: the wiki around the working directory)")
+    add_root(parser)
     parser.add_argument("--glossary", type=Path, default=None, help="glossary page to read")
     parser.add_argument(
         "--output",

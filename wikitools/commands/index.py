@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
+from wikitools.commands import add_root
 from wikitools.config import list_pages, load_config
 from wikitools.diagnostics import Diagnostic, Severity, sort_diagnostics, summary
 from wikitools.facts import Facts, gather
@@ -19,8 +19,7 @@ READ_PROBLEMS = frozenset({"PG002", "PG004", "PG005", "PG006"})
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--root", type=Path, default=None,
-                        help="wiki root (default: the wiki around the working directory)")
+    add_root(parser)
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--stdout", action="store_true", help="print the index instead of writing it")
     mode.add_argument(

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
+from wikitools.commands import add_root
 from wikitools.config import list_pages, load_config
 from wikitools.diagnostics import Diagnostic, Severity, sort_diagnostics, summary
 from wikitools.facts import Gathered, gather
@@ -19,8 +19,7 @@ def add_parser(sub: Any) -> None:
         description="Check every page: front matter status values, malformed front matter, "
         "unclosed code fences, missing titles and links to pages that do not exist.",
     )
-    parser.add_argument("--root", type=Path, default=None,
-                        help="wiki root (default: the wiki around the working directory)")
+    add_root(parser)
     parser.set_defaults(handler=run)
 
 

@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from wikitools.commands import add_root
 from wikitools.config import load_config
 from wikitools.errors import UsageError
 from wikitools.runbook.compare import Comparison, comparable, compare_records, last_two
@@ -39,7 +40,7 @@ def add_parsers(sub: Any) -> None:
 
 
 def _root(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--root", type=Path, default=Path(), help="wiki root (default: .)")
+    add_root(p)
 
 
 def _read(root: Path, text: str) -> Record:

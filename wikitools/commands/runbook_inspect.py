@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from wikitools.commands import add_root
 from wikitools.config import load_config, load_pages
 from wikitools.diagnostics import Diagnostic, Severity, sort_diagnostics, summary
 from wikitools.errors import UsageError
@@ -28,14 +29,14 @@ def add_parsers(sub: Any) -> None:
     p = sub.add_parser("list", help="one line per runbook: page#id, engine, model, GPUs, last run",
                        description="List every runbook of the wiki with its engine, model, GPU "
                        "requirements and the date of its latest record.")
-    _root(p)
+    add_root(p)
     p.set_defaults(handler=run_list)
 
     p = sub.add_parser("show", help="print a runbook's blocks and what was understood",
                        description="Print a runbook's server and client blocks and what the "
                        "tools understood from them (engine, model, parallel sizes, port, ...).")
     p.add_argument("ref", metavar="PAGE#ID", help="runbook id, or path/to/page.md#id")
-    _root(p)
+    add_root(p)
     p.set_defaults(handler=run_show)
 
     p = sub.add_parser("plan", help="print exactly what a run would execute, and the preflight",
@@ -53,7 +54,7 @@ def add_parsers(sub: Any) -> None:
                    help="plan N measured runs per sweep point (default: 3 for serving clients)")
     p.add_argument("--no-warmup", action="store_true",
                    help="no unrecorded warm-up run before each serving point")
-    _root(p)
+    add_root(p)
     p.set_defaults(handler=run_plan)
 
     p = sub.add_parser("scan", help="find plain shell blocks holding launchers; suggest the "
@@ -69,13 +70,8 @@ def add_parsers(sub: Any) -> None:
                       help="mark the blocks in place: only the opening fence line changes")
     mode.add_argument("--check", action="store_true",
                       help="write nothing; exit 1 when --write would change a page")
-    _root(p)
+    add_root(p)
     p.set_defaults(handler=run_scan)
-
-
-def _root(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--root", type=Path, default=None,
-                   help="wiki root (default: the wiki around the working directory)")
 
 
 def _report(diags: list[Any]) -> bool:

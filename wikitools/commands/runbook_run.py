@@ -11,6 +11,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from wikitools.commands import add_root
 from wikitools.config import load_config, load_pages
 from wikitools.diagnostics import Severity, sort_diagnostics, summary
 from wikitools.errors import UsageError
@@ -51,8 +52,7 @@ def add_parsers(sub: Any) -> None:
                    "1 for quality and smoke clients); the record keeps every run")
     p.add_argument("--no-warmup", action="store_true",
                    help="skip the unrecorded warm-up run before each serving point")
-    p.add_argument("--root", type=Path, default=None,
-                   help="wiki root (default: the wiki around the working directory)")
+    add_root(p)
     p.set_defaults(handler=run_run)
 
     p = sub.add_parser(
@@ -64,8 +64,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("paths", nargs="*", type=Path, help="pages (default: every page)")
     p.add_argument("--check", action="store_true", help="write nothing; exit 1 on drift")
     p.add_argument("--diff", action="store_true", help="print a unified diff of the changes")
-    p.add_argument("--root", type=Path, default=None,
-                   help="wiki root (default: the wiki around the working directory)")
+    add_root(p)
     p.set_defaults(handler=run_render)
 
 
@@ -147,6 +146,9 @@ def run_run(args: argparse.Namespace) -> int:
         _not_written(result, prepared.root)
         return 2
     _changes(result.previous, result.changed, record)
+    if any(d.severity is Severity.ERROR for d in result.diagnostics):
+        print("pages not fully re-rendered: see the errors above", file=sys.stderr)
+        return 1
     return 0 if record.ok else 1
 
 

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from wikitools.commands import add_root
 from wikitools.errors import UsageError
 from wikitools.fsio import write_if_changed
 from wikitools.runbook.extract import load_runbooks
@@ -35,8 +36,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--output", "-o", type=Path, metavar="FILE", help="write to FILE instead of stdout"
     )
-    p.add_argument("--root", type=Path, default=None,
-                   help="wiki root (default: the wiki around the working directory)")
+    add_root(p)
     p.set_defaults(handler=run)
 
 

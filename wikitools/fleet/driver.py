@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import signal
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -30,6 +31,8 @@ from wikitools.runbook.preflight import host_record, required_gpus
 from wikitools.runbook.record import Record, RecordError, make_run_id
 
 POLL_S = 0.2
+CONNECT_S = 5.0  # to check that the head answers at all
+FLUSH_S = 30.0  # how long a task waits for its messages to reach the driver's side
 CANCEL_WAIT_S = 120.0  # after an unexpected error: how long to wait for the nodes' teardowns
 LineSink = Callable[[str, str, str], None]  # (node, runbook id, text)
 
@@ -57,7 +60,13 @@ class Outcome:
 @ray.remote(max_retries=0)
 def _run_remote(job: Job, hub: Any) -> dict[str, Any]:
     node_id = ray.get_runtime_context().get_node_id()
-    return run_job(job, node_id, lambda msg: hub.put.remote(msg))
+    sent: list[Any] = []
+    try:
+        return run_job(job, node_id, lambda msg: sent.append(hub.put.remote(msg)))
+    finally:
+        # Messages first: when the driver sees this task end, it has all the node said.
+        with contextlib.suppress(Exception):
+            ray.wait(sent, num_returns=len(sent), timeout=FLUSH_S)
 
 
 @ray.remote(num_cpus=0)
@@ -78,6 +87,7 @@ class _Hub:
 @contextlib.contextmanager
 def connect(address: str | None) -> Iterator[None]:
     """Join the cluster at `address` (host:port, ray://host:port, or auto) as a driver."""
+    _reachable(address)
     try:
         ray.init(address=address or "auto", log_to_driver=False,
                  logging_level=logging.WARNING, include_dashboard=False)
@@ -88,6 +98,22 @@ def connect(address: str | None) -> Iterator[None]:
         yield
     finally:
         ray.shutdown()
+
+
+def _reachable(address: str | None) -> None:
+    """Fail fast with a clear message when HOST:PORT does not answer (Ray itself retries for
+    minutes before giving up)."""
+    if not address or address == "auto":
+        return
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not port.isdigit():
+        raise UsageError(f"--address {address}: expected HOST:PORT, ray://HOST:PORT or auto")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_S):
+            pass
+    except OSError as exc:
+        why = exc.strerror or type(exc).__name__
+        raise UsageError(f"cannot reach the Ray cluster at {address}: {why}") from None
 
 
 def node_names() -> dict[str, str]:

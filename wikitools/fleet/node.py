@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -15,9 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from wikitools.errors import InputError
 from wikitools.fleet.records import opening_record
 from wikitools.runbook.execute import Event
-from wikitools.runbook.host import port_free
+from wikitools.runbook.host import free_port, port_free
 from wikitools.runbook.model import Runbook
 from wikitools.runbook.session import RunOptions, prepare, run_prepared
 
@@ -27,7 +27,7 @@ WAITING_EVERY_S = 10.0  # readiness polls are forwarded at most this often
 PORTS_DIR = "wiki-fleet-ports"  # under the node's temp dir: ports held by runs on this node
 
 
-class CheckoutDiffers(Exception):
+class CheckoutDiffers(InputError):
     """The node's copy of the wiki does not hold the runbook the driver selected."""
 
 
@@ -141,7 +141,7 @@ def _port_for(runbook: Runbook, wanted: int | None) -> Iterator[int]:
     folder.mkdir(exist_ok=True)
     held = _hold(folder, runbook.server.port) if port_free(runbook.server.port) else None
     while held is None:
-        held = _hold(folder, _free_port())
+        held = _hold(folder, free_port())
     try:
         yield int(held.name)
     finally:
@@ -181,8 +181,3 @@ def _holder_alive(path: Path) -> bool:
         return True
     return True
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])

@@ -163,12 +163,11 @@ def render_chart(chart: Chart) -> str:
         })
     legend = []
     height = HEIGHT
-    if len(series) > 1:
-        x = float(LEFT)
-        height += 16
-        for s in series:
-            legend.append({"cls": s["cls"], "name": s["name"], "x": round(x), "y": HEIGHT + 6})
-            x += 26 + 5.6 * len(s["name"])
+    if len(series) > 1:  # one row per series: names of any length stay whole
+        for i, s in enumerate(series):
+            legend.append({"cls": s["cls"], "name": s["name"], "x": LEFT,
+                           "y": HEIGHT + 6 + 14 * i})
+        height += 14 * len(series) + 2
     svg = _env().get_template("chart.svg.j2").render(
         width=WIDTH, height=height, left=LEFT, right=WIDTH - RIGHT, top=TOP,
         bottom=HEIGHT - BOTTOM,

@@ -1,120 +1,58 @@
-"""Result parsers, one per client tool: each turns the tool's own result file into the record's
-normalised `metrics` mapping. Numbers are copied exactly as the tool wrote them (no rounding)."""
+"""Result readers, one per result format (the formats and which tool writes which are in
+`engines`): each turns a tool's own result file into the record's normalised `metrics`
+mapping. Numbers are copied exactly as the tool wrote them (no rounding)."""
 
 from __future__ import annotations
 
+import ast
 import json
 import math
+import operator
 import re
-import shlex
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-# The serving metrics every serving row shows; both tools fill these under these names.
-SERVING_KEYS = (
-    "completed",
-    "num_prompts",
-    "failed",
-    "duration",
-    "total_input_tokens",
-    "total_output_tokens",
-    "request_throughput",
-    "output_throughput",
-    "total_token_throughput",
-    "mean_ttft_ms",
-    "median_ttft_ms",
-    "p99_ttft_ms",
-    "mean_tpot_ms",
-    "median_tpot_ms",
-    "p99_tpot_ms",
-    "mean_itl_ms",
-    "median_itl_ms",
-    "p99_itl_ms",
-    "mean_e2el_ms",
-    "median_e2el_ms",
-    "p99_e2el_ms",
-)
+from wikitools.errors import InputError
+from wikitools.runbook import engines
+from wikitools.runbook.shell import ShellSyntaxError, tokenize
 
-# vllm bench serve keys copied as they are, beside SERVING_KEYS (reference 1.3).
-_VLLM_EXTRA = (
-    "max_concurrency",
-    "request_rate",
-    "request_goodput",
-    "max_output_tokens_per_s",
-    "max_concurrent_requests",
-    "model_id",
-    "backend",
-    "spec_decode_acceptance_rate",
-    "spec_decode_acceptance_length",
-    "spec_decode_num_drafts",
-    "spec_decode_draft_tokens",
-    "spec_decode_accepted_tokens",
-)
-
-# SGLang bench_serving names → the record's names (reference 2.3 / 2.5).
-_SGLANG_RENAMES = {
-    "total_throughput": "total_token_throughput",
-    "mean_e2e_latency_ms": "mean_e2el_ms",
-    "median_e2e_latency_ms": "median_e2el_ms",
-    "p99_e2e_latency_ms": "p99_e2el_ms",
-}
-_SGLANG_EXTRA = (
-    "max_concurrency",
-    "request_rate",
-    "input_throughput",
-    "concurrency",
-    "accept_length",
-    "total_output_tokens_retokenized",
-    "max_output_tokens_per_s",
-    "max_concurrent_requests",
-    "backend",
-    "dataset_name",
-    "random_input_len",
-    "random_output_len",
-    "random_range_ratio",
-)
+SERVING_KEYS = engines.SERVING_KEYS
 
 
-class ResultError(Exception):
+class ResultError(InputError):
     """The client's result file is missing or cannot be read; the message says which."""
 
 
-def parse_vllm_bench(path: Path, command: str = "") -> dict[str, Any]:
-    """`vllm bench serve --save-result` JSON (one object; with --append-result the last line)."""
+def read_serving(path: Path, fmt: engines.ResultFormat, command: str = "",
+                 env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """A serving benchmark's JSON result: one object, or the last line of a file appended to
+    (JSONL, or --append-result). Keys are renamed to the record's names and picked; a count of
+    prompts the result lacks comes from the command when given (literally, or as `${VAR:-d}` or
+    `$(( ${VAR:-d} * N ))` over the point's environment `env`)."""
     data = _last_json_object(path)
-    metrics = _pick(data, SERVING_KEYS + _VLLM_EXTRA)
-    metrics["tool"] = "vllm-bench-serve"
     if "completed" not in data:
-        raise ResultError(f"{path.name}: no 'completed' key; not a vllm bench serve result")
+        raise ResultError(f"{path.name}: no 'completed' key; not {fmt.what} result")
+    renamed = {fmt.renames.get(k, k): v for k, v in data.items()}
+    metrics = _pick(renamed, SERVING_KEYS + fmt.extra_keys)
+    if fmt.prompts_flag:
+        prompts = count_value(_flag_value(command, fmt.prompts_flag), env or {})
+        if "num_prompts" not in metrics and prompts is not None:
+            metrics["num_prompts"] = prompts
+        if "failed" not in metrics and isinstance(metrics.get("num_prompts"), int):
+            metrics["failed"] = metrics["num_prompts"] - int(metrics["completed"])
+    metrics["tool"] = fmt.label
     return metrics
 
 
-def parse_sglang_bench(path: Path, command: str = "") -> dict[str, Any]:
-    """SGLang `bench_serving --output-file` JSONL: the file is appended to, so the last line is
-    this run. SGLang writes no `num_prompts`/`failed`; they come from the command when given."""
-    data = _last_json_object(path)
-    if "completed" not in data:
-        raise ResultError(f"{path.name}: no 'completed' key; not an SGLang bench_serving result")
-    renamed = {_SGLANG_RENAMES.get(k, k): v for k, v in data.items()}
-    metrics = _pick(renamed, SERVING_KEYS + _SGLANG_EXTRA)
-    prompts = _flag_value(command, "--num-prompts")
-    if "num_prompts" not in metrics and prompts is not None and prompts.isdigit():
-        metrics["num_prompts"] = int(prompts)
-    if "failed" not in metrics and isinstance(metrics.get("num_prompts"), int):
-        metrics["failed"] = metrics["num_prompts"] - int(metrics["completed"])
-    metrics["tool"] = "sglang-bench-serving"
-    return metrics
-
-
-def parse_lm_eval(path: Path, command: str = "") -> dict[str, Any]:
-    """lm-evaluation-harness results JSON: `results.<task>.<metric>,<filter>`. `path` may be the
-    `--output_path` folder; then the newest `results_*.json` below it is read."""
+def read_task_scores(path: Path, fmt: engines.ResultFormat, command: str = "") -> dict[str, Any]:
+    """Evaluation results JSON: `results.<task>.<metric>,<filter>`. `path` may be the output
+    folder; then the newest `results_*.json` below it is read."""
     file = _newest_results_file(path) if path.is_dir() else path
     data = _load_json(file)
     results = data.get("results")
     if not isinstance(results, dict) or not results:
-        raise ResultError(f"{file.name}: no 'results' mapping; not an lm-eval results file")
+        raise ResultError(f"{file.name}: no 'results' mapping; not {fmt.what}")
     tasks: dict[str, dict[str, Any]] = {}
     for task, values in sorted(results.items()):
         if not isinstance(values, dict):
@@ -124,7 +62,7 @@ def parse_lm_eval(path: Path, command: str = "") -> dict[str, Any]:
             for k, v in sorted(values.items())
             if k != "alias" and isinstance(v, int | float) and not isinstance(v, bool)
         }
-    metrics: dict[str, Any] = {"tool": "lm-eval", "tasks": tasks}
+    metrics: dict[str, Any] = {"tool": fmt.label, "tasks": tasks}
     n_shot = data.get("n-shot")
     if isinstance(n_shot, dict):
         metrics["n_shot"] = {k: n_shot[k] for k in sorted(n_shot)}
@@ -138,14 +76,15 @@ def parse_lm_eval(path: Path, command: str = "") -> dict[str, Any]:
     return metrics
 
 
-def parse_text(path: Path, command: str = "") -> dict[str, Any]:
-    """Smoke clients (curl …): the output is kept as text; an OpenAI-style JSON answer also
-    gives its token usage."""
+def read_text(path: Path, fmt: engines.ResultFormat = engines.TEXT_RESULT,
+              command: str = "") -> dict[str, Any]:
+    """Smoke clients: the output is kept as text; an OpenAI-style JSON answer also gives its
+    token usage."""
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
         raise ResultError(f"cannot read {path.name}: {exc.strerror}") from None
-    metrics: dict[str, Any] = {"tool": "text", "output_chars": len(text)}
+    metrics: dict[str, Any] = {"tool": fmt.label, "output_chars": len(text)}
     try:
         data = json.loads(text)
     except ValueError:
@@ -157,33 +96,25 @@ def parse_text(path: Path, command: str = "") -> dict[str, Any]:
     return metrics
 
 
-PARSERS: Mapping[str, Callable[[Path, str], dict[str, Any]]] = {
-    "vllm-bench": parse_vllm_bench,
-    "sglang-bench": parse_sglang_bench,
-    "lm-eval": parse_lm_eval,
-    "text": parse_text,
+READERS: Mapping[str, Callable[[Path, engines.ResultFormat, str], dict[str, Any]]] = {
+    "serving": read_serving,
+    "task-scores": read_task_scores,
+    "text": read_text,
 }
 
 
-def parser_for_command(command: str) -> str:
-    """The parser kind a client command needs, from its launcher."""
-    if re.search(r"\bvllm\s+bench\s+serve\b|benchmark_serving\.py|vllm\.benchmarks\.serve",
-                 command):
-        return "vllm-bench"
-    if re.search(r"sglang\.bench_serving|sglang\.benchmark\.serving", command):
-        return "sglang-bench"
-    if re.search(r"\blm[-_]eval\b", command):
-        return "lm-eval"
-    return "text"
-
-
-def parse_result(parser: str, path: Path, command: str = "") -> dict[str, Any]:
-    """Parse one client result with the named parser; ResultError when it cannot."""
-    try:
-        fn = PARSERS[parser]
-    except KeyError:
-        raise ResultError(f"no parser named {parser!r}") from None
-    return fn(path, command)
+def parse_result(parser: str, path: Path, command: str = "",
+                 env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Parse one client result: `parser` is a client tool's name (its result format) or
+    "text"; `env` is the point's own environment (its sweep variable). ResultError when it
+    cannot."""
+    tool = engines.client_tool(parser)
+    if tool is None and parser != "text":
+        raise ResultError(f"no parser named {parser!r}")
+    fmt = tool.result if tool is not None else engines.TEXT_RESULT
+    if fmt.kind == "serving":
+        return read_serving(path, fmt, command, env)
+    return READERS[fmt.kind](path, fmt, command)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -194,7 +125,8 @@ def _pick(data: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
 
 
 def _finite(value: Any) -> Any:
-    """JSON has no Infinity/NaN (SGLang writes `"request_rate": Infinity`): keep them as text."""
+    """JSON has no Infinity/NaN (some tools write `"request_rate": Infinity`): keep them as
+    text."""
     if isinstance(value, float) and not math.isfinite(value):
         return "inf" if value > 0 else "-inf" if value < 0 else "nan"
     return value
@@ -242,10 +174,41 @@ def _newest_results_file(folder: Path) -> Path:
     return found[-1]
 
 
+_PARAM = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}|\$(\w+)")
+_ARITH = re.compile(r"^\$\(\((.*)\)\)$", re.DOTALL)
+_ARITH_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+              ast.FloorDiv: operator.floordiv, ast.Div: operator.floordiv}
+
+
+def count_value(word: str | None, env: Mapping[str, str]) -> int | None:
+    """A count written as a number, `${VAR:-default}`, or shell arithmetic of those
+    (`$(( ${CONCURRENCY:-8} * 32 ))`), with variables from `env`; None for anything else.
+    Nothing is run: the arithmetic is read, never given to a shell."""
+    if word is None:
+        return None
+    text = _PARAM.sub(lambda m: env.get(m[1] or m[3]) or (m[2] or ""), word).strip()
+    arith = _ARITH.match(text)
+    if arith:
+        text = arith[1]
+    try:
+        value = _arith(ast.parse(text.strip(), mode="eval").body)
+    except (SyntaxError, ValueError, ZeroDivisionError):
+        return None
+    return value if value >= 0 else None
+
+
+def _arith(node: ast.AST) -> int:
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    if isinstance(node, ast.BinOp) and type(node.op) in _ARITH_OPS:
+        return _ARITH_OPS[type(node.op)](_arith(node.left), _arith(node.right))
+    raise ValueError("not integer arithmetic")
+
+
 def _flag_value(command: str, flag: str) -> str | None:
     try:
-        words = shlex.split(command.replace("\\\n", " "), comments=True)
-    except ValueError:
+        words = [w.value for w in tokenize(command) if not w.op]
+    except ShellSyntaxError:
         return None
     for i, word in enumerate(words):
         if word == flag and i + 1 < len(words):

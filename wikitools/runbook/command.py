@@ -53,11 +53,15 @@ def parse_flags(args: list[str]) -> tuple[list[str], list[tuple[str, str | None]
     return pos, flags
 
 
-def _norm_flag(name: str) -> str:
+def _norm_flag(name: str, canonical: Mapping[str, str] | None = None) -> str:
+    """The canonical spelling: `--a_b` → `--a-b`, then the engine's own and the common
+    canonical names."""
     if name.startswith("--"):
         head, dot, tail = name.partition(".")
         head = head.replace("_", "-")
         name = head + dot + tail
+    if canonical and name in canonical:
+        return canonical[name]
     return engines.CANONICAL_FLAGS.get(name, name)
 
 
@@ -98,20 +102,22 @@ def parse_server_command(text: str, extra_env: dict[str, str] | None = None,
     found, env, problems = find_launcher(text, files)
     if found is None or found.kind != "server":
         if not problems:
-            problems.append("no engine launcher found (vllm serve, python -m "
-                            "vllm.entrypoints.openai.api_server, python -m sglang.launch_server)")
+            problems.append(f"no engine launcher found ({', '.join(engines.SERVER_EXAMPLES)})")
         return EngineCommand(text=text, env=tuple(env), problems=tuple(problems))
+    eng = engines.engine(found.engine)
+    assert eng is not None  # launchers name known engines
+    aliases = {**engines.SERVER_FLAG_ALIASES, **eng.flag_aliases}
     scope = dict(extra_env or {})
     scope.update(env)
     scope.update((str(n), v) for n, v in enumerate(found.positional, start=1))
     positionals, raw_flags = parse_flags(found.rest)
     values: dict[str, Any] = {}
     spec: dict[str, Any] | None = None
-    sglang_spec: dict[str, Any] = {}
+    flag_spec: dict[str, Any] = {}  # from `--speculative-*` flags, where the engine has them
     flags: list[tuple[str, str | None]] = []
     for name, value in raw_flags:
-        norm = _norm_flag(name)
-        key = engines.SERVER_FLAG_ALIASES.get(name) or engines.SERVER_FLAG_ALIASES.get(norm)
+        norm = _norm_flag(name, eng.canonical_flags)
+        key = aliases.get(name) or aliases.get(norm)
         if key == "speculative":
             if value is not None:
                 parsed = _parse_json_arg(expand(value, scope), problems, norm)
@@ -122,9 +128,10 @@ def parse_server_command(text: str, extra_env: dict[str, str] | None = None,
             spec = spec or {}
             spec[norm.split(".", 1)[1]] = _json_value(expand(value or "true", scope))
             continue
-        if found.engine == "sglang" and norm.startswith("--speculative-"):
-            field_name = norm[len("--speculative-"):].replace("-", "_")
-            sglang_spec[field_name] = _json_value(expand(value, scope)) if value else True
+        prefix = eng.spec_flag_prefix
+        if prefix and norm.startswith(prefix):
+            field_name = norm[len(prefix):].replace("-", "_")
+            flag_spec[field_name] = _json_value(expand(value, scope)) if value else True
             flags.append((norm, value))
             continue
         if key == "ep":
@@ -140,12 +147,12 @@ def parse_server_command(text: str, extra_env: dict[str, str] | None = None,
             values[key] = value
             continue
         flags.append((norm, value))
-    if sglang_spec:
-        spec = {**sglang_spec, **(spec or {})}
+    if flag_spec:
+        spec = {**flag_spec, **(spec or {})}
         if "algo" in spec:
             spec["algorithm"] = spec.pop("algo")
     model = values.get("model")
-    if model is None and positionals and found.engine == "vllm":
+    if model is None and positionals and eng.model_positional:
         model = positionals[0]
     model = expand(model, scope) if model else None
     port = _to_int(values.get("port"), scope)
@@ -186,15 +193,17 @@ def parse_client_command(text: str) -> ClientCommand:
     found, env, problems = find_launcher(text)
     if found is None or found.kind != "client":
         if not problems:
-            problems.append("no client command found (vllm bench serve, python -m "
-                            "sglang.bench_serving, lm_eval, curl)")
+            problems.append(f"no client command found ({', '.join(engines.CLIENT_EXAMPLES)})")
         return ClientCommand(text=text, env=tuple(env), problems=tuple(problems))
     _positionals, raw_flags = parse_flags(found.rest)
     values: dict[str, str | None] = {}
     flags: list[tuple[str, str | None]] = []
     url = None
-    if found.tool == "curl":
-        # curl flags with values are many; only the URL matters
+    tool = engines.client_tool(found.tool)
+    assert tool is not None  # launchers name known tools
+    keys = engines.CLIENT_FLAG_KEYS if tool.flag_keys is None else tool.flag_keys
+    if tool.url_argument:
+        # such tools take many flags with values; only the target URL matters
         for a in found.rest:
             if re.match(r"^https?://", a) or re.match(r"^(localhost|127\.0\.0\.1|\[::1\])[:/]", a):
                 url = a
@@ -202,7 +211,7 @@ def parse_client_command(text: str) -> ClientCommand:
     else:
         for name, value in raw_flags:
             norm = _norm_flag(name)
-            if found.tool == "lm-eval" and norm == "--model-args" and value:
+            if norm == tool.model_args_flag and value:
                 m = re.search(r"base_url=([^,]+)", value)
                 if m:
                     values["base_url"] = m.group(1)
@@ -211,8 +220,8 @@ def parse_client_command(text: str) -> ClientCommand:
                     values["model"] = m.group(1)
                 flags.append((norm, value))
                 continue
-            key = engines.CLIENT_FLAG_KEYS.get(norm)
-            if key and found.tool != "lm-eval":
+            key = keys.get(norm)
+            if key:
                 values[key] = value
                 continue
             flags.append((norm, value))

@@ -1,26 +1,88 @@
-"""Engine facts as data: launcher spellings, default ports, endpoints, fatal log patterns.
+"""Engine and client-tool facts, as data: how each is launched, its flags and their aliases, its
+endpoints and readiness probe, what its log and metrics say, where a client's result lands and
+how it is read, and the names shown on pages. Nothing else in the package names an engine or a
+tool; code reads these tables.
 
-Sources: reference/engines-and-benchmarks.md §3 (endpoints, log anchors) and
-reference/community-wiki-formats.md §4 (launcher spellings seen in the community wiki).
+Sources: reference/engines-and-benchmarks.md §3 (endpoints, log anchors),
+reference/community-wiki-formats.md §4 (launcher spellings seen in the community wiki), and the
+llama.cpp server README (`llama-server`: `/health` answers 503 while the model loads, 200 when
+ready; `-m/--model`, `--port`, `-ngl/--n-gpu-layers`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Launcher:
+    """One spelling that starts an engine server or a client tool. `command`: the program's
+    base name and subcommand words (`vllm serve`); `module`: `python -m MODULE` and subcommand
+    words; `script`: a script run directly or through python."""
+
+    command: tuple[str, ...] = ()
+    module: tuple[str, ...] = ()
+    script: str = ""
 
 
 @dataclass(frozen=True, slots=True)
 class Engine:
     name: str
+    display_name: str  # as pages write it
     default_port: int
+    launchers: tuple[Launcher, ...]
     health_path: str  # readiness probe: refused/503 = starting, 200 = ready
     metrics_path: str  # where backend markers / KV capacity / spec counters are read
     models_path: str
     version_command: tuple[str, ...]  # argv printing the version (bare-metal installs)
-    python_modules: tuple[str, ...]  # `python -m MODULE` spellings that start a server
-    ready_log: tuple[str, ...]  # log lines that mean "listening"
     fatal_log: tuple[str, ...]  # regexes: a match in the log means start-up failed
+    ready_log: tuple[str, ...] = ()  # log lines that mean "listening" (shown while waiting)
+    version_path: str | None = None  # GET → {"version": …}
+    server_info_paths: tuple[str, ...] = ()  # GET → backends, KV capacity, spec acceptance
+    prometheus: bool = False  # metrics_path is Prometheus text with cache and spec counters
+    model_positional: bool = False  # the first positional argument is the model
+    spec_flag_prefix: str | None = None  # `--speculative-*` flags make the speculative config
+    flag_aliases: Mapping[str, str] = field(default_factory=dict)  # beyond SERVER_FLAG_ALIASES
+    canonical_flags: Mapping[str, str] = field(default_factory=dict)  # short → long spellings
+    image_hint: str | None = None  # substring of a docker image name that tells the engine
+    image_entrypoint: bool = False  # the image's entrypoint is the launcher (`IMAGE --flag …`)
+    image_subcommand: str | None = None  # … also `IMAGE serve …`
 
+
+@dataclass(frozen=True, slots=True)
+class ResultFormat:
+    """How a client tool's result is read. kind: serving (one JSON object, or the last line of
+    an appended file) | task-scores (per-task metric scores, newest results_*.json below a
+    folder) | text (the output kept as text)."""
+
+    kind: str
+    label: str  # the record's metrics["tool"]
+    what: str = ""  # named in errors: "not <what> result" ("a vllm bench serve")
+    extra_keys: tuple[str, ...] = ()  # copied beside SERVING_KEYS
+    renames: Mapping[str, str] = field(default_factory=dict)  # tool's key → record's key
+    prompts_flag: str | None = None  # where num_prompts comes from when the result lacks it
+
+
+@dataclass(frozen=True, slots=True)
+class ClientTool:
+    name: str
+    default_kind: str  # serving | quality | smoke
+    launchers: tuple[Launcher, ...]
+    result: ResultFormat
+    # The arguments that make the tool write its result where the executor reads it: a suffix
+    # of the result path ("" = a folder) and the flags, with {path} {dir} {name} filled in.
+    result_suffix: str | None = None
+    capture_args: tuple[str, ...] = ()
+    base_url_flag: str | None = None  # added when the command does not target the server
+    flag_keys: Mapping[str, str] | None = None  # flag → ClientCommand field (None: the common)
+    model_args_flag: str | None = None  # `--model-args base_url=…,model=…`
+    url_argument: bool = False  # the target is a URL argument (smoke requests)
+
+
+# --------------------------------------------------------------------------- engines
 
 _COMMON_FATAL = (
     r"Traceback \(most recent call last\)",
@@ -32,17 +94,17 @@ _COMMON_FATAL = (
 
 VLLM = Engine(
     name="vllm",
+    display_name="vLLM",
     default_port=8000,
+    launchers=(
+        Launcher(command=("vllm", "serve")),
+        Launcher(module=("vllm.entrypoints.openai.api_server",)),
+        Launcher(module=("vllm.entrypoints.cli.main", "serve")),
+    ),
     health_path="/health",
     metrics_path="/metrics",
     models_path="/v1/models",
     version_command=("vllm", "--version"),
-    python_modules=("vllm.entrypoints.openai.api_server", "vllm.entrypoints.cli.main"),
-    ready_log=(
-        "Application startup complete.",
-        "Starting vLLM server on",
-        "Starting vLLM API server",
-    ),
     fatal_log=(
         *_COMMON_FATAL,
         r"EngineDeadError",
@@ -50,21 +112,63 @@ VLLM = Engine(
         r"Available KV cache memory: -",
         r"Engine core initialization failed",
     ),
+    ready_log=(
+        "Application startup complete.",
+        "Starting vLLM server on",
+        "Starting vLLM API server",
+    ),
+    version_path="/version",
+    prometheus=True,
+    model_positional=True,
+    image_hint="vllm",
+    image_entrypoint=True,
+    image_subcommand="serve",
 )
 
 SGLANG = Engine(
     name="sglang",
+    display_name="SGLang",
     default_port=30000,
+    launchers=(
+        Launcher(command=("sglang", "serve")),
+        Launcher(command=("sglang", "launch_server")),
+        Launcher(module=("sglang.launch_server",)),
+    ),
     health_path="/health_generate",
     metrics_path="/server_info",
     models_path="/v1/models",
     version_command=("python3", "-c", "import sglang; print(sglang.__version__)"),
-    python_modules=("sglang.launch_server",),
-    ready_log=("The server is fired up and ready to roll!", "Uvicorn running on"),
     fatal_log=(*_COMMON_FATAL, r"Scheduler hit an exception", r"Not enough memory"),
+    ready_log=("The server is fired up and ready to roll!", "Uvicorn running on"),
+    server_info_paths=("/server_info", "/get_server_info"),
+    spec_flag_prefix="--speculative-",
+    image_hint="sglang",
 )
 
-ENGINES: dict[str, Engine] = {"vllm": VLLM, "sglang": SGLANG}
+LLAMA_CPP = Engine(
+    name="llama.cpp",
+    display_name="llama.cpp",
+    default_port=8080,
+    launchers=(Launcher(command=("llama-server",)),),
+    health_path="/health",
+    metrics_path="/metrics",
+    models_path="/v1/models",
+    version_command=(),  # `llama-server --version` prints a build number; the log has it too
+    fatal_log=(
+        *_COMMON_FATAL,
+        r"failed to load model",
+        r"error loading model",
+        r"couldn't bind HTTP server socket",
+    ),
+    ready_log=("server is listening on",),
+    flag_aliases={"-m": "model", "--hf-repo": "model", "-hf": "model"},
+    canonical_flags={"-ngl": "--n-gpu-layers", "--gpu-layers": "--n-gpu-layers",
+                     "-c": "--ctx-size", "-np": "--parallel"},
+    image_hint="llama.cpp",
+    image_entrypoint=True,
+)
+
+ENGINES: dict[str, Engine] = {e.name: e for e in (VLLM, SGLANG, LLAMA_CPP)}
 
 # docker / compose output lines that say why a container never started (added to an engine's
 # fatal patterns when the server runs in a container).
@@ -76,18 +180,102 @@ DOCKER_FATAL_LOG = (
     r"^Error: No such ",
 )
 
-# Python modules that are clients, mapped to the tool name used by plan/clients.
-CLIENT_MODULES = {
-    "sglang.bench_serving": "sglang-bench",
-    "lm_eval": "lm-eval",
+
+# --------------------------------------------------------------------------- client tools
+
+# The serving metrics every serving row shows; serving benchmarks fill these under these names.
+SERVING_KEYS = (
+    "completed", "num_prompts", "failed", "duration", "total_input_tokens",
+    "total_output_tokens", "request_throughput", "output_throughput", "total_token_throughput",
+    "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "median_tpot_ms",
+    "p99_tpot_ms", "mean_itl_ms", "median_itl_ms", "p99_itl_ms", "mean_e2el_ms",
+    "median_e2el_ms", "p99_e2el_ms",
+)
+
+CLIENT_TOOLS: dict[str, ClientTool] = {t.name: t for t in (
+    ClientTool(
+        name="vllm-bench",
+        default_kind="serving",
+        launchers=(
+            Launcher(command=("vllm", "bench", "serve")),
+            Launcher(module=("vllm.entrypoints.cli.main", "bench", "serve")),
+            Launcher(script="benchmark_serving.py"),
+        ),
+        # vllm bench serve keys copied as they are, beside SERVING_KEYS (reference 1.3).
+        result=ResultFormat("serving", "vllm-bench-serve", "a vllm bench serve", extra_keys=(
+            "max_concurrency", "request_rate", "request_goodput", "max_output_tokens_per_s",
+            "max_concurrent_requests", "model_id", "backend", "spec_decode_acceptance_rate",
+            "spec_decode_acceptance_length", "spec_decode_num_drafts",
+            "spec_decode_draft_tokens", "spec_decode_accepted_tokens",
+        )),
+        result_suffix=".json",
+        capture_args=("--save-result", "--result-dir", "{dir}", "--result-filename", "{name}"),
+        base_url_flag="--base-url",
+    ),
+    ClientTool(
+        name="sglang-bench",
+        default_kind="serving",
+        launchers=(Launcher(module=("sglang.bench_serving",)),),
+        # SGLang bench_serving names → the record's names (reference 2.3 / 2.5). It writes no
+        # num_prompts/failed; they come from the command when given.
+        result=ResultFormat("serving", "sglang-bench-serving", "an SGLang bench_serving",
+                            extra_keys=(
+                                "max_concurrency", "request_rate", "input_throughput",
+                                "concurrency", "accept_length",
+                                "total_output_tokens_retokenized", "max_output_tokens_per_s",
+                                "max_concurrent_requests", "backend", "dataset_name",
+                                "random_input_len", "random_output_len", "random_range_ratio",
+                            ),
+                            renames={
+                                "total_throughput": "total_token_throughput",
+                                "mean_e2e_latency_ms": "mean_e2el_ms",
+                                "median_e2e_latency_ms": "median_e2el_ms",
+                                "p99_e2e_latency_ms": "p99_e2el_ms",
+                            },
+                            prompts_flag="--num-prompts"),
+        result_suffix=".jsonl",
+        capture_args=("--output-file", "{path}"),
+        base_url_flag="--base-url",
+    ),
+    ClientTool(
+        name="lm-eval",
+        default_kind="quality",
+        launchers=(Launcher(command=("lm_eval",)), Launcher(command=("lm-eval",)),
+                   Launcher(module=("lm_eval",))),
+        result=ResultFormat("task-scores", "lm-eval", "an lm-eval results file"),
+        result_suffix="",
+        capture_args=("--output_path", "{path}"),
+        flag_keys={},
+        model_args_flag="--model-args",
+    ),
+    ClientTool(
+        name="curl",
+        default_kind="smoke",
+        launchers=(Launcher(command=("curl",)),),
+        result=ResultFormat("text", "text"),
+        url_argument=True,
+    ),
+)}
+TEXT_RESULT = ResultFormat("text", "text")
+
+# client flags → the ClientCommand field they set (tools without their own table)
+CLIENT_FLAG_KEYS = {
+    "--model": "model", "--base-url": "base_url", "--host": "host", "--port": "port",
+    "--backend": "backend", "--dataset-name": "dataset", "--dataset": "dataset",
+    "--num-prompts": "num_prompts", "--max-concurrency": "max_concurrency",
+    "--request-rate": "request_rate",
 }
 
-# Substrings of a docker image name that tell the engine when the command is the image default.
-IMAGE_HINTS = (("sglang", "sglang"), ("vllm", "vllm"))
+
+# --------------------------------------------------------------------------- lookups
 
 
 def engine(name: str | None) -> Engine | None:
     return ENGINES.get(name or "")
+
+
+def client_tool(name: str | None) -> ClientTool | None:
+    return CLIENT_TOOLS.get(name or "")
 
 
 def default_port(name: str | None) -> int:
@@ -95,12 +283,195 @@ def default_port(name: str | None) -> int:
     return e.default_port if e else 8000
 
 
-def engine_for_image(image: str | None) -> str | None:
+def display_name(name: Any, default: str = "engine") -> str:
+    """"vLLM" for "vllm"; an unknown name as it is; `default` for none."""
+    e = engine(name) if isinstance(name, str) else None
+    return e.display_name if e else str(name or default)
+
+
+def engine_for_image(image: str | None) -> Engine | None:
     low = (image or "").lower()
-    for hint, name in IMAGE_HINTS:
-        if hint in low:
-            return name
+    for e in ENGINES.values():
+        if e.image_hint and e.image_hint in low:
+            return e
     return None
+
+
+def launchers() -> list[tuple[str, str, Launcher]]:
+    """(kind, engine or tool name, launcher) for every known launcher, servers first."""
+    out = [("server", e.name, ln) for e in ENGINES.values() for ln in e.launchers]
+    return out + [("client", t.name, ln) for t in CLIENT_TOOLS.values() for ln in t.launchers]
+
+
+# Named in the message about a block that holds no launcher.
+SERVER_EXAMPLES = ("vllm serve", "python -m vllm.entrypoints.openai.api_server",
+                   "python -m sglang.launch_server")
+CLIENT_EXAMPLES = ("vllm bench serve", "python -m sglang.bench_serving", "lm_eval", "curl")
+
+
+def engine_names() -> str:
+    """"vllm, sglang or llama.cpp"."""
+    names = list(ENGINES)
+    return ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else names[0]
+
+
+# --------------------------------------------------------------------------- log and metrics
+
+# Startup facts worth keeping, first match wins (reference/engines-and-benchmarks.md §3.3, §3.5).
+LOG_MARKERS: tuple[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, Any]]], ...] = (
+    (
+        "attention_backend",
+        re.compile(
+            r"Using (\S+) attention backend out of potential backends"
+            r"|Using AttentionBackendEnum\.(\w+) backend"
+            r"|Using ([\w ]+?) backend on V1 engine"
+            r"|Attention backend not explicitly specified\. Use (\w+) backend by default"
+        ),
+        lambda m: {"attention_backend": next(g for g in m.groups() if g)},
+    ),
+    (
+        "flash_attn_version",
+        re.compile(r"Using FlashAttention version (\d+)"),
+        lambda m: {"flash_attn_version": int(m[1])},
+    ),
+    (
+        "kv_cache_tokens",
+        re.compile(r"(\w+)(?: \+ host)? KV cache size: ([\d,]+) tokens"),
+        lambda m: {"kv_cache_device": m[1], "kv_cache_tokens": _int(m[2])},
+    ),
+    (
+        "max_concurrency",
+        re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x"),
+        lambda m: {"max_concurrency_tokens": _int(m[1]), "max_concurrency": float(m[2])},
+    ),
+    (
+        "kv_cache_gib",
+        re.compile(r"Available KV cache memory: (-?[\d.]+) GiB"),
+        lambda m: {"kv_cache_gib": float(m[1])},
+    ),
+    (
+        "engine_version",
+        re.compile(
+            r"vLLM API server version ([0-9][\w.+-]*)|Starting vLLM .*?version ([0-9][\w.+-]*)"
+            r"|Initializing a V1 LLM engine \(v([0-9][\w.+-]*)\)"
+        ),
+        lambda m: {"engine_version": next(g for g in m.groups() if g)},
+    ),
+    (
+        "cuda_graph",
+        re.compile(r"Graph capturing finished in ([\d.]+) secs?, took ([-\d.]+) GiB"),
+        lambda m: {"cuda_graph_capture_s": float(m[1]), "cuda_graph_gib": float(m[2])},
+    ),
+    (
+        "model_load",
+        re.compile(r"Model loading took ([\d.]+) GiB(?: memory)? and ([\d.]+) seconds"),
+        lambda m: {"model_load_gib": float(m[1]), "model_load_s": float(m[2])},
+    ),
+    (
+        "init_engine_s",
+        re.compile(r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s"),
+        lambda m: {"init_engine_s": float(m[1])},
+    ),
+    (
+        "max_model_len",
+        re.compile(r"Using max model len (\d+)"),
+        lambda m: {"max_model_len": int(m[1])},
+    ),
+    (
+        "moe_backend",
+        re.compile(r"Using '?([\w ]+?)'? (\w+) MoE backend"),
+        lambda m: {"moe_backend": f"{m[1]} ({m[2]})"},
+    ),
+    (
+        "nvfp4_gemm",
+        re.compile(r"Using (\S+) for NVFP4 GEMM"),
+        lambda m: {"nvfp4_gemm": m[1]},
+    ),
+    (
+        "marlin_fallback",
+        re.compile(r"leveraging the Marlin kernel"),
+        lambda m: {"marlin_fallback": True},
+    ),
+    (
+        # SGLang 0.5.17: "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 2201189,
+        # K size: 33.59 GB, V size: 33.59 GB" (its GB are GiB); older releases omit the dtype.
+        "sglang_kv_tokens",
+        re.compile(r"KV Cache is allocated\.(?: dtype: \S+,)? #tokens: (\d+)"
+                   r"(?:, K size: ([\d.]+) GB, V size: ([\d.]+) GB|, KV size: ([\d.]+) GB)?"),
+        lambda m: {"kv_cache_tokens": int(m[1]), **_sglang_kv_gib(m)},
+    ),
+    (
+        "sglang_cuda_graph",
+        re.compile(r"Capture (?:target )?(?:decode )?cuda graph end\. (?:Time )?elapsed[=:] ?"
+                   r"([\d.]+) s", re.IGNORECASE),
+        lambda m: {"cuda_graph_capture_s": float(m[1]), "cuda_graphs": True},
+    ),
+    (
+        "sglang_max_total_tokens",
+        re.compile(r"max_total_num_tokens=(\d+)"),
+        lambda m: {"max_total_num_tokens": int(m[1])},
+    ),
+    (
+        "cuda_graphs_disabled",
+        re.compile(r"enforce_eager[\"']?[:=] ?True|disabling torch\.compile and CUDAGraphs"),
+        lambda m: {"cuda_graphs": False, "compiled": False},
+    ),
+    (
+        "torch_compile",
+        re.compile(r"torch\.compile took ([\d.]+) s in total"),
+        lambda m: {"compiled": True, "compile_s": float(m[1])},
+    ),
+    (
+        "cuda_graphs_captured",
+        re.compile(r"Capturing CUDA graphs \((\w+)\)|Graph capturing finished in"),
+        lambda m: {"cuda_graphs": True},
+    ),
+    (
+        "llama_build",
+        re.compile(r"\bbuild: (\d+) \((\w+)\)"),
+        lambda m: {"engine_version": f"b{m[1]}"},
+    ),
+    (
+        "llama_offload",
+        re.compile(r"offloaded (\d+)/(\d+) layers to GPU"),
+        lambda m: {"gpu_layers": int(m[1]), "model_layers": int(m[2])},
+    ),
+)
+
+
+def _int(text: str) -> int:
+    return int(text.replace(",", ""))
+
+
+def _sglang_kv_gib(m: re.Match[str]) -> dict[str, float]:
+    if m[2] and m[3]:
+        return {"kv_cache_gib": round(float(m[2]) + float(m[3]), 2)}
+    return {"kv_cache_gib": float(m[4])} if m[4] else {}
+
+
+# What engines put before a log line's text, e.g. "(Worker_TP0 pid=1165) ERROR 11-30 09:50:52
+# [multiproc_executor.py:1007] " (vLLM and SGLang workers).
+LOG_LINE_PREFIX = (
+    r"^(?:\([^)]*\)\s+)?(?:(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+\d\d-\d\d\s+[\d:.]+\s+"
+    r"\[[^\]]*\]\s+)?"
+)
+
+# Prometheus names of the spec-decode counters, summed over engines (reference §3.5).
+SPEC_COUNTERS = {
+    "accepted": "vllm:spec_decode_num_accepted_tokens_total",
+    "draft_tokens": "vllm:spec_decode_num_draft_tokens_total",
+    "drafts": "vllm:spec_decode_num_drafts_total",
+}
+CACHE_CONFIG_METRIC = "vllm:cache_config_info"  # its labels describe the KV cache
+GPU_BLOCKS_METRIC = "vllm:num_gpu_blocks"
+CACHE_CONFIG_KEYS = frozenset({
+    "block_size", "cache_dtype", "enable_prefix_caching", "gpu_memory_utilization",
+    "kv_cache_max_concurrency", "kv_cache_size_tokens", "num_gpu_blocks",
+})
+# `/server_info` keys kept as markers ("version" is kept as engine_version)
+SERVER_INFO_KEYS = ("attention_backend", "moe_runner_backend", "kv_cache_dtype",
+                    "speculative_algorithm", "max_total_num_tokens", "version")
+SERVER_INFO_SPEC_LENGTH = ("internal_states", "avg_spec_accept_length")
 
 
 # --------------------------------------------------------------------------- flags
@@ -118,7 +489,7 @@ DOCKER_VALUE_FLAGS = {
 }
 DOCKER_BOOL_SHORT = set("dit")  # -d -i -t and combinations (-it, -dit)
 
-# engine flags (all spellings) → the EngineCommand field they set
+# engine flags (all spellings) → the EngineCommand field they set (every engine)
 SERVER_FLAG_ALIASES = {
     "--tensor-parallel-size": "tp", "-tp": "tp", "--tp": "tp", "--tp-size": "tp",
     "--pipeline-parallel-size": "pp", "-pp": "pp", "--pp": "pp", "--pp-size": "pp",
@@ -157,13 +528,3 @@ BOOL_FLAGS = {
     "--tokenize-prompt", "--enable-expert-parallel-load-balancer", "--enable-eplb",
     "--enable-dbo", "--enable-return-routed-experts",
 }
-
-
-# client flags → the ClientCommand field they set
-CLIENT_FLAG_KEYS = {
-    "--model": "model", "--base-url": "base_url", "--host": "host", "--port": "port",
-    "--backend": "backend", "--dataset-name": "dataset", "--dataset": "dataset",
-    "--num-prompts": "num_prompts", "--max-concurrency": "max_concurrency",
-    "--request-rate": "request_rate",
-}
-

@@ -8,6 +8,7 @@ The steps are preflight, start, ready, warmup, one per client point, teardown; e
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -29,6 +30,7 @@ from wikitools.runbook.processes import (
     TAG_VAR,
     Interrupted,
     group_alive,
+    new_tag,
     signals_ignored,
     signals_raise,
     spawn,
@@ -131,7 +133,7 @@ def execute(
     run_id = _run_id(plan, started)
     artifacts = root / plan.artifacts_dir
     artifacts.mkdir(parents=True, exist_ok=True)
-    st = RunState(tag=run_lock.tag if run_lock is not None else run_id, lock=run_lock)
+    st = RunState(tag=run_lock.tag if run_lock is not None else new_tag(run_id), lock=run_lock)
     t0 = time.monotonic()
     baseline_gpu: dict[int, int] | None = None
 
@@ -248,7 +250,7 @@ def _wait_ready(
     that is not followed by an exit within FATAL_GRACE_S, or at the ready timeout."""
     srv = plan.server
     assert st.server is not None
-    watcher = LogWatcher(root / srv.log_path, srv.fatal_patterns)
+    watcher = LogWatcher(root / srv.log_path, srv.fatal_patterns, srv.ready_log)
     t_start = st.t_start
     deadline = t_start + srv.ready_timeout
     fatal_since: float | None = None
@@ -289,6 +291,8 @@ def _wait_ready(
                 if ok:
                     break
                 state = f"healthy, completion failed: {detail}"
+            elif watcher.ready_line is not None:
+                state += "; the log says it is listening"
             emit(Event("waiting", "ready", state, elapsed=now - t_start))
             time.sleep(POLL_S)
         st.timings["ready_s"] = out.seconds = out.elapsed = round(time.monotonic() - t_start, 3)
@@ -346,7 +350,7 @@ def _run_point(
 ) -> Point:
     result = root / client.result_path if client.result_path else None
     if result is not None:
-        # SGLang appends to its output file; a stale file would be read as this run's result.
+        # Some tools append to their output file; a stale file would be read as this run's result.
         result.parent.mkdir(parents=True, exist_ok=True)
         if result.is_file():
             result.unlink()
@@ -379,7 +383,8 @@ def _run_point(
                      message=f"client exited with code {code}{why}", seconds=secs)
     source = result if result is not None else root / client.log_path
     try:
-        metrics = result_parsers.parse_result(client.parser, source, client.command)
+        metrics = result_parsers.parse_result(client.parser, source, client.command,
+                                              {**os.environ, **client.env})
     except result_parsers.ResultError as exc:
         return Point(client.point_value, "failed", result_file=client.result_path,
                      message=str(exc), seconds=secs)

@@ -4,14 +4,12 @@ server needs, such as its compose file) fences, validated with located RB diagno
 
 from __future__ import annotations
 
-import difflib
 import re
-import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from wikitools.diagnostics import Diagnostic
+from wikitools.diagnostics import Diagnostic, did_you_mean
 from wikitools.pages import CodeBlock, Page
 from wikitools.runbook import engines
 from wikitools.runbook.command import parse_client_command, parse_server_command
@@ -23,6 +21,7 @@ from wikitools.runbook.model import (
     RunbookSet,
     ServerBlock,
 )
+from wikitools.runbook.shell import ShellSyntaxError, tokenize
 
 SERVER_CLASS = "runbook-server"
 CLIENT_CLASS = "runbook-client"
@@ -77,11 +76,6 @@ def is_runbook_block(block: CodeBlock) -> bool:
     return any(c.startswith("runbook") for c in attrs.classes)
 
 
-def _did_you_mean(word: str, choices: Iterable[str]) -> str:
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
-    return f"; did you mean '{close[0]}'?" if close else ""
-
-
 def _number(ctx: _Ctx, key: str, value: str, col: int, *, integer: bool = False,
             minimum: float = 0, allow_zero: bool = True) -> float | None:
     pattern = r"\d+" if integer else r"\d+(\.\d+)?"
@@ -97,8 +91,8 @@ def _number(ctx: _Ctx, key: str, value: str, col: int, *, integer: bool = False,
 
 def _parse_env(ctx: _Ctx, value: str, col: int) -> tuple[tuple[str, str], ...]:
     try:
-        parts = shlex.split(value)
-    except ValueError as exc:
+        parts = [w.value for w in tokenize(value) if not w.op]
+    except ShellSyntaxError as exc:
         ctx.error("RB004", f"bad value for env: {exc}", col)
         return ()
     out: list[tuple[str, str]] = []
@@ -116,7 +110,7 @@ def _options(ctx: _Ctx, allowed: tuple[str, ...], role: str) -> dict[str, tuple[
     for key, value, col in ctx.block.attrs.options:
         if key not in allowed:
             ctx.error("RB003", f"unknown attribute '{key}' on a {role} block"
-                      f"{_did_you_mean(key, allowed)}", col)
+                      f"{did_you_mean(key, allowed)}", col)
             continue
         if key in seen:
             ctx.error("RB003", f"attribute '{key}' given twice", col)
@@ -165,8 +159,9 @@ def _server(ctx: _Ctx, files: dict[str, str] | None = None) -> ServerBlock | Non
     if "engine" in opts:
         value, col = opts["engine"]
         if value not in engines.ENGINES:
-            ctx.error("RB004", f"bad value for engine: '{value}' (expected vllm or sglang)"
-                      f"{_did_you_mean(value, engines.ENGINES)}", col)
+            ctx.error("RB004", f"bad value for engine: '{value}' (expected "
+                      f"{engines.engine_names()})"
+                      f"{did_you_mean(value, engines.ENGINES)}", col)
         else:
             engine_attr = value
             if cmd.engine and cmd.engine != value:
@@ -285,7 +280,7 @@ def _client(ctx: _Ctx) -> _PendingClient | None:
         value, col = opts["kind"]
         if value not in KINDS:
             ctx.error("RB004", f"bad value for kind: '{value}' (expected serving, quality or "
-                      f"smoke){_did_you_mean(value, KINDS)}", col)
+                      f"smoke){did_you_mean(value, KINDS)}", col)
         else:
             kind = value
     sweep_var, sweep_values = None, ()
@@ -332,7 +327,7 @@ def extract_runbooks(pages: Iterable[Page]) -> tuple[RunbookSet, list[Diagnostic
             unknown = [c for c in roles if c not in ROLES]
             for cls in unknown:
                 ctx.error("RB003", f"unknown runbook class '.{cls}'"
-                          f"{_did_you_mean('.' + cls, ['.' + r for r in ROLES])}",
+                          f"{did_you_mean('.' + cls, ['.' + r for r in ROLES])}",
                           ctx.col_of("." + cls))
             known = [c for c in roles if c in ROLES]
             if len(set(known)) > 1:
@@ -372,7 +367,7 @@ def extract_runbooks(pages: Iterable[Page]) -> tuple[RunbookSet, list[Diagnostic
         rid = pc.for_id
         if rid not in servers and rid not in broken:
             ctx.error("RB002", f"for={rid} names no runbook"
-                      f"{_did_you_mean(rid, list(servers) + list(broken))}", pc.for_col)
+                      f"{did_you_mean(rid, list(servers) + list(broken))}", pc.for_col)
             continue
         counters[rid] = counters.get(rid, 0) + 1
         name = pc.name or f"client{counters[rid]}"
@@ -403,7 +398,7 @@ def extract_runbooks(pages: Iterable[Page]) -> tuple[RunbookSet, list[Diagnostic
         for fb, ctx in items:
             if rid not in servers and rid not in broken:
                 ctx.error("RB002", f"for={rid} names no runbook"
-                          f"{_did_you_mean(rid, list(servers) + list(broken))}",
+                          f"{did_you_mean(rid, list(servers) + list(broken))}",
                           ctx.col_of("for="))
                 continue
             if fb.path in seen:

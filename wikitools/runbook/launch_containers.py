@@ -110,17 +110,18 @@ _MODEL_REF = re.compile(r"[\w.-]+/[\w.@:+-]+|/\S+")
 
 def image_entrypoint(image: str, cmd: list[str], words: list[Word] | None) -> Found | None:
     """An image whose entrypoint is the server (the vllm-openai images: `vllm serve`, before
-    that the API server): `IMAGE serve MODEL …`, `IMAGE --model X …`, `IMAGE MODEL --flag …`.
-    SGLang images have no server entrypoint, but `IMAGE --model-path …` reads the same way."""
+    that the API server): `IMAGE serve MODEL …`, `IMAGE --model X …`, `IMAGE MODEL --flag …`
+    (engines with `image_entrypoint` in `engines`)."""
     eng = engines.engine_for_image(image)
-    if eng is None or not cmd:
+    if eng is None or not eng.image_entrypoint or not cmd:
         return None
-    if eng == "vllm" and cmd[0] == "serve":
-        return Found(kind="server", argv=cmd, words=words, start=0, engine=eng,
-                     launcher=f"{image} serve", rest=cmd[1:])
-    if cmd[0].startswith("--") or (
+    sub = eng.image_subcommand
+    if sub and cmd[0] == sub:
+        return Found(kind="server", argv=cmd, words=words, start=0, engine=eng.name,
+                     launcher=f"{image} {sub}", rest=cmd[1:])
+    if cmd[0].startswith("-") or (
             _MODEL_REF.fullmatch(cmd[0]) and any(a.startswith("--") for a in cmd[1:])):
-        return Found(kind="server", argv=cmd, words=words, start=0, engine=eng,
+        return Found(kind="server", argv=cmd, words=words, start=0, engine=eng.name,
                      launcher=f"{image} (entrypoint)", rest=cmd)
     return None
 

@@ -86,50 +86,35 @@ def _strip_prefixes(argv: list[str], env: list[tuple[str, str]], wrappers: list[
 
 
 def _classify(argv: list[str], i: int) -> tuple[str, str | None, str, int] | None:
-    """(kind, engine-or-tool, launcher spelling, index after launcher) or None."""
+    """(kind, engine-or-tool, launcher spelling, index after launcher) or None, from the
+    launcher table in `engines`."""
     if i >= len(argv):
         return None
     a = argv[i]
     base = basename(a)
-    nxt = argv[i + 1] if i + 1 < len(argv) else ""
-    if base == "vllm":
-        if nxt == "serve":
-            return "server", "vllm", f"{a} serve", i + 2
-        if nxt == "bench" and argv[i + 2 : i + 3] == ["serve"]:
-            return "client", "vllm-bench", f"{a} bench serve", i + 3
+    table = engines.launchers()
+    for kind, name, ln in table:
+        if ln.command and base == ln.command[0] and argv[i + 1 : i + len(ln.command)] == list(
+            ln.command[1:]
+        ):
+            return kind, name, " ".join([a, *ln.command[1:]]), i + len(ln.command)
+        if ln.script and base == ln.script:
+            return kind, name, a, i + 1
+    if not _PY.match(a):
         return None
-    if base == "sglang" and nxt in ("serve", "launch_server"):
-        return "server", "sglang", f"{a} {nxt}", i + 2
-    if base in ("lm_eval", "lm-eval"):
-        return "client", "lm-eval", a, i + 1
-    if base == "curl":
-        return "client", "curl", a, i + 1
-    if base in ("benchmark_serving.py",) or a.endswith("/benchmark_serving.py"):
-        return "client", "vllm-bench", a, i + 1
-    if _PY.match(a):
-        j = i + 1
-        while j < len(argv) and argv[j].startswith("-") and argv[j] != "-m":
-            j += 2 if argv[j] in _PY_OPTS_WITH_VALUE else 1
-        if j < len(argv) and argv[j] == "-m" and j + 1 < len(argv):
-            mod = argv[j + 1]
-            spelling = f"{a} -m {mod}"
-            after = j + 2
-            if mod == "vllm.entrypoints.openai.api_server":
-                return "server", "vllm", spelling, after
-            if mod == "vllm.entrypoints.cli.main":
-                sub = argv[after : after + 2]
-                if sub[:1] == ["serve"]:
-                    return "server", "vllm", spelling + " serve", after + 1
-                if sub == ["bench", "serve"]:
-                    return "client", "vllm-bench", spelling + " bench serve", after + 2
-                return None
-            if mod in ("sglang.launch_server",):
-                return "server", "sglang", spelling, after
-            if mod in engines.CLIENT_MODULES:
-                return "client", engines.CLIENT_MODULES[mod], spelling, after
-            return None
-        if j < len(argv) and basename(argv[j]) == "benchmark_serving.py":
-            return "client", "vllm-bench", f"{a} {argv[j]}", j + 1
+    j = i + 1
+    while j < len(argv) and argv[j].startswith("-") and argv[j] != "-m":
+        j += 2 if argv[j] in _PY_OPTS_WITH_VALUE else 1
+    if j < len(argv) and argv[j] == "-m" and j + 1 < len(argv):
+        after = j + 1
+        for kind, name, ln in table:
+            n = len(ln.module)
+            if ln.module and argv[after : after + n] == list(ln.module):
+                return kind, name, " ".join([a, "-m", *ln.module]), after + n
+        return None
+    for kind, name, ln in table:
+        if j < len(argv) and ln.script and basename(argv[j]) == ln.script:
+            return kind, name, f"{a} {argv[j]}", j + 1
     return None
 
 

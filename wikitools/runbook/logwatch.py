@@ -12,12 +12,16 @@ LOG_TAIL = 40
 
 
 class LogWatcher:
-    """Reads a growing log file incrementally; remembers every line and the first fatal one."""
+    """Reads a growing log file incrementally; remembers every line, the first fatal one and
+    the first that holds one of `ready_log` (the server saying it listens)."""
 
-    def __init__(self, path: Path, fatal_patterns: tuple[str, ...]) -> None:
+    def __init__(self, path: Path, fatal_patterns: tuple[str, ...],
+                 ready_log: tuple[str, ...] = ()) -> None:
         self.path = path
         self.fatal = [re.compile(p) for p in fatal_patterns]
+        self.ready_log = ready_log
         self.lines: list[str] = []
+        self.ready_line: str | None = None
         self.fatal_line: str | None = None
         self.fatal_index: int | None = None
         self._pos = 0
@@ -37,6 +41,8 @@ class LogWatcher:
         *complete, self._partial = text.split("\n")
         for line in complete:
             self.lines.append(line)
+            if self.ready_line is None and any(m in line for m in self.ready_log):
+                self.ready_line = line.strip()
             if self.fatal_line is None and any(p.search(line) for p in self.fatal):
                 self.fatal_line = line.strip()
                 self.fatal_index = len(self.lines) - 1

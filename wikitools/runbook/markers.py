@@ -4,135 +4,16 @@ CUDA graphs, versions) and Prometheus `/metrics` samples (spec-decode counters, 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-# Startup facts worth keeping, first match wins (reference/engines-and-benchmarks.md §3.3, §3.5).
-_MARKERS: tuple[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, Any]]], ...] = (
-    (
-        "attention_backend",
-        re.compile(
-            r"Using (\S+) attention backend out of potential backends"
-            r"|Using AttentionBackendEnum\.(\w+) backend"
-            r"|Using ([\w ]+?) backend on V1 engine"
-            r"|Attention backend not explicitly specified\. Use (\w+) backend by default"
-        ),
-        lambda m: {"attention_backend": next(g for g in m.groups() if g)},
-    ),
-    (
-        "flash_attn_version",
-        re.compile(r"Using FlashAttention version (\d+)"),
-        lambda m: {"flash_attn_version": int(m[1])},
-    ),
-    (
-        "kv_cache_tokens",
-        re.compile(r"(\w+)(?: \+ host)? KV cache size: ([\d,]+) tokens"),
-        lambda m: {"kv_cache_device": m[1], "kv_cache_tokens": _int(m[2])},
-    ),
-    (
-        "max_concurrency",
-        re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x"),
-        lambda m: {"max_concurrency_tokens": _int(m[1]), "max_concurrency": float(m[2])},
-    ),
-    (
-        "kv_cache_gib",
-        re.compile(r"Available KV cache memory: (-?[\d.]+) GiB"),
-        lambda m: {"kv_cache_gib": float(m[1])},
-    ),
-    (
-        "engine_version",
-        re.compile(
-            r"vLLM API server version ([0-9][\w.+-]*)|Starting vLLM .*?version ([0-9][\w.+-]*)"
-            r"|Initializing a V1 LLM engine \(v([0-9][\w.+-]*)\)"
-        ),
-        lambda m: {"engine_version": next(g for g in m.groups() if g)},
-    ),
-    (
-        "cuda_graph",
-        re.compile(r"Graph capturing finished in ([\d.]+) secs?, took ([-\d.]+) GiB"),
-        lambda m: {"cuda_graph_capture_s": float(m[1]), "cuda_graph_gib": float(m[2])},
-    ),
-    (
-        "model_load",
-        re.compile(r"Model loading took ([\d.]+) GiB(?: memory)? and ([\d.]+) seconds"),
-        lambda m: {"model_load_gib": float(m[1]), "model_load_s": float(m[2])},
-    ),
-    (
-        "init_engine_s",
-        re.compile(r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s"),
-        lambda m: {"init_engine_s": float(m[1])},
-    ),
-    (
-        "max_model_len",
-        re.compile(r"Using max model len (\d+)"),
-        lambda m: {"max_model_len": int(m[1])},
-    ),
-    (
-        "moe_backend",
-        re.compile(r"Using '?([\w ]+?)'? (\w+) MoE backend"),
-        lambda m: {"moe_backend": f"{m[1]} ({m[2]})"},
-    ),
-    (
-        "nvfp4_gemm",
-        re.compile(r"Using (\S+) for NVFP4 GEMM"),
-        lambda m: {"nvfp4_gemm": m[1]},
-    ),
-    (
-        "marlin_fallback",
-        re.compile(r"leveraging the Marlin kernel"),
-        lambda m: {"marlin_fallback": True},
-    ),
-    (
-        # SGLang 0.5.17: "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 2201189,
-        # K size: 33.59 GB, V size: 33.59 GB" (its GB are GiB); older releases omit the dtype.
-        "sglang_kv_tokens",
-        re.compile(r"KV Cache is allocated\.(?: dtype: \S+,)? #tokens: (\d+)"
-                   r"(?:, K size: ([\d.]+) GB, V size: ([\d.]+) GB|, KV size: ([\d.]+) GB)?"),
-        lambda m: {"kv_cache_tokens": int(m[1]), **_sglang_kv_gib(m)},
-    ),
-    (
-        "sglang_cuda_graph",
-        re.compile(r"Capture (?:target )?(?:decode )?cuda graph end\. (?:Time )?elapsed[=:] ?"
-                   r"([\d.]+) s", re.IGNORECASE),
-        lambda m: {"cuda_graph_capture_s": float(m[1]), "cuda_graphs": True},
-    ),
-    (
-        "sglang_max_total_tokens",
-        re.compile(r"max_total_num_tokens=(\d+)"),
-        lambda m: {"max_total_num_tokens": int(m[1])},
-    ),
-    (
-        "cuda_graphs_disabled",
-        re.compile(r"enforce_eager[\"']?[:=] ?True|disabling torch\.compile and CUDAGraphs"),
-        lambda m: {"cuda_graphs": False, "compiled": False},
-    ),
-    (
-        "torch_compile",
-        re.compile(r"torch\.compile took ([\d.]+) s in total"),
-        lambda m: {"compiled": True, "compile_s": float(m[1])},
-    ),
-    (
-        "cuda_graphs_captured",
-        re.compile(r"Capturing CUDA graphs \((\w+)\)|Graph capturing finished in"),
-        lambda m: {"cuda_graphs": True},
-    ),
-)
-
-
-def _sglang_kv_gib(m: re.Match[str]) -> dict[str, float]:
-    if m[2] and m[3]:
-        return {"kv_cache_gib": round(float(m[2]) + float(m[3]), 2)}
-    return {"kv_cache_gib": float(m[4])} if m[4] else {}
-
-
-def _int(text: str) -> int:
-    return int(text.replace(",", ""))
+from wikitools.runbook import engines
 
 
 def scan_markers(lines: list[str] | tuple[str, ...]) -> dict[str, Any]:
     """Backend and capacity facts from server log lines; the first match of each marker wins."""
     found: dict[str, Any] = {}
-    pending = list(_MARKERS)
+    pending = list(engines.LOG_MARKERS)
     for line in lines:
         if not pending:
             break
@@ -152,17 +33,6 @@ def scan_markers(lines: list[str] | tuple[str, ...]) -> dict[str, Any]:
 
 _PROM_LINE = re.compile(r"^(?P<name>[a-zA-Z_:][\w:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)")
 _PROM_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
-SPEC_COUNTERS = {
-    "accepted": "vllm:spec_decode_num_accepted_tokens_total",
-    "draft_tokens": "vllm:spec_decode_num_draft_tokens_total",
-    "drafts": "vllm:spec_decode_num_drafts_total",
-}
-
-
-_CACHE_KEYS = frozenset({
-    "block_size", "cache_dtype", "enable_prefix_caching", "gpu_memory_utilization",
-    "kv_cache_max_concurrency", "kv_cache_size_tokens", "num_gpu_blocks",
-})
 
 
 def parse_prometheus(text: str) -> list[tuple[str, dict[str, str], float]]:
@@ -185,7 +55,7 @@ def parse_prometheus(text: str) -> list[tuple[str, dict[str, str], float]]:
 def spec_counters(text: str) -> dict[str, float]:
     """Totals of the spec-decode counters (summed over engines); empty when not exposed."""
     totals: dict[str, float] = {}
-    names = {v: k for k, v in SPEC_COUNTERS.items()}
+    names = {v: k for k, v in engines.SPEC_COUNTERS.items()}
     for name, _labels, value in parse_prometheus(text):
         if name in names:
             totals[names[name]] = totals.get(names[name], 0.0) + value
@@ -210,12 +80,13 @@ def spec_acceptance(before: Mapping[str, float], after: Mapping[str, float]) -> 
 
 
 def metrics_markers(text: str) -> dict[str, Any]:
-    """KV-cache facts from vLLM's `/metrics` (`vllm:cache_config_info` labels)."""
+    """KV-cache facts from a Prometheus `/metrics` (the cache-config metric's labels)."""
     out: dict[str, Any] = {}
     for name, labels, _value in parse_prometheus(text):
-        if name == "vllm:cache_config_info" and "cache_config" not in out:
-            out["cache_config"] = {k: labels[k] for k in sorted(labels) if k in _CACHE_KEYS}
-        elif name == "vllm:num_gpu_blocks" and "num_gpu_blocks" not in out:
+        if name == engines.CACHE_CONFIG_METRIC and "cache_config" not in out:
+            out["cache_config"] = {k: labels[k] for k in sorted(labels)
+                                   if k in engines.CACHE_CONFIG_KEYS}
+        elif name == engines.GPU_BLOCKS_METRIC and "num_gpu_blocks" not in out:
             out["num_gpu_blocks"] = int(_value)
     cfg = out.get("cache_config", {})
     for key in ("kv_cache_size_tokens", "num_gpu_blocks", "block_size"):
@@ -226,10 +97,9 @@ def metrics_markers(text: str) -> dict[str, Any]:
 
 
 def server_info_markers(data: Mapping[str, Any]) -> dict[str, Any]:
-    """SGLang `/server_info`: backends, KV capacity and version."""
+    """A `/server_info` answer: backends, KV capacity and version."""
     out: dict[str, Any] = {}
-    for key in ("attention_backend", "moe_runner_backend", "kv_cache_dtype",
-                "speculative_algorithm", "max_total_num_tokens", "version"):
+    for key in engines.SERVER_INFO_KEYS:
         if data.get(key) is not None:
             out[key if key != "version" else "engine_version"] = data[key]
     return out

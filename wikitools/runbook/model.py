@@ -4,13 +4,14 @@ parsing lives in `command`/`extract`, decisions in `preflight`/`plan`."""
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from wikitools.diagnostics import did_you_mean
 from wikitools.errors import UsageError
+from wikitools.runbook import engines
 
 Env = tuple[tuple[str, str], ...]  # ordered (name, value) pairs
 
@@ -45,8 +46,8 @@ class EngineCommand:
     text: str
     env: Env = ()  # `export K=V` lines, `K=V cmd` prefixes and `docker run -e K=V`, page order
     argv: tuple[str, ...] = ()  # the engine command after unwrapping docker / bash -c
-    engine: str | None = None  # vllm | sglang | None (no launcher found)
-    launcher: str | None = None  # e.g. "vllm serve", "python3 -m sglang.launch_server"
+    engine: str | None = None  # an engine of `engines.ENGINES`; None: no launcher found
+    launcher: str | None = None  # the launcher as spelled in the block
     model: str | None = None
     tp: int | None = None
     pp: int | None = None
@@ -88,8 +89,8 @@ class ClientCommand:
     text: str
     env: Env = ()
     argv: tuple[str, ...] = ()
-    tool: str | None = None  # vllm-bench | sglang-bench | lm-eval | curl | None
-    launcher: str | None = None  # "vllm bench serve", "python3 -m sglang.bench_serving", ...
+    tool: str | None = None  # a tool of `engines.CLIENT_TOOLS`; None: no client found
+    launcher: str | None = None  # the launcher as spelled in the block
     model: str | None = None
     base_url: str | None = None
     host: str | None = None
@@ -99,7 +100,7 @@ class ClientCommand:
     num_prompts: str | None = None  # strings: may be "${N:-200}"
     max_concurrency: str | None = None
     request_rate: str | None = None
-    url: str | None = None  # curl target
+    url: str | None = None  # the target of a smoke request
     docker: bool = False
     wrappers: tuple[str, ...] = ()
     flags: tuple[tuple[str, str | None], ...] = ()
@@ -107,13 +108,15 @@ class ClientCommand:
 
     @property
     def default_kind(self) -> str | None:
-        return {"vllm-bench": "serving", "sglang-bench": "serving", "lm-eval": "quality",
-                "curl": "smoke"}.get(self.tool or "")
+        tool = engines.client_tool(self.tool)
+        return tool.default_kind if tool else None
 
     @property
     def parser(self) -> str:
-        """How the executor reads the result: vllm-bench | sglang-bench | lm-eval | text."""
-        return self.tool if self.tool in ("vllm-bench", "sglang-bench", "lm-eval") else "text"
+        """How the executor reads the result: the tool's name when it writes a result file
+        the executor reads, else "text"."""
+        tool = engines.client_tool(self.tool)
+        return tool.name if tool and tool.result.kind != "text" else "text"
 
 
 # --------------------------------------------------------------------------- blocks
@@ -232,12 +235,8 @@ class Runbook:
             if c.name == name:
                 return c
         names = [c.name for c in self.clients]
-        raise UsageError(f"runbook '{self.id}' has no client '{name}'{_did_you_mean(name, names)}")
-
-
-def _did_you_mean(word: str, choices: list[str]) -> str:
-    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.5)
-    return f"; did you mean '{close[0]}'?" if close else ""
+        hint = did_you_mean(name, names, cutoff=0.5)
+        raise UsageError(f"runbook '{self.id}' has no client '{name}'{hint}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,7 +272,7 @@ class RunbookSet:
             if bid == rid:
                 raise UsageError(f"runbook '{rid}' ({where}) has errors; `wiki runbook list` "
                                  "shows them")
-        raise UsageError(f"unknown runbook '{rid}'{_did_you_mean(rid, self.ids())}")
+        raise UsageError(f"unknown runbook '{rid}'{did_you_mean(rid, self.ids(), cutoff=0.5)}")
 
 
 # --------------------------------------------------------------------------- preflight
@@ -358,13 +357,14 @@ class PlannedServer:
     host: str = "127.0.0.1"  # where the executor connects
     health_url: str = ""  # e.g. http://127.0.0.1:8000/health
     models_url: str = ""  # /v1/models
-    metrics_url: str = ""  # /metrics (vLLM) or /server_info (SGLang)
+    metrics_url: str = ""  # the engine's metrics_path
     ready_timeout: float = 900.0
     stop_timeout: float = 20.0
     engine: str | None = None
     image: str | None = None
     docker: bool = False
     fatal_patterns: tuple[str, ...] = ()  # regexes: a log line matching means startup failed
+    ready_log: tuple[str, ...] = ()  # log lines that mean the server says it is listening
     version_command: tuple[str, ...] = ()  # argv that prints the engine version (None if docker)
     container: PlannedContainer | None = None  # the run's containers (docker run / compose)
     # the container's own environment (`-e`, compose `environment:`), secrets masked
@@ -384,7 +384,7 @@ class PlannedClient:
     result_path: str | None = None  # where the client's JSON result lands (None: stdout only)
     log_path: str = ""  # stdout+stderr of this point
     timeout: float = 1800.0
-    parser: str = "text"  # vllm-bench | sglang-bench | lm-eval | text
+    parser: str = "text"  # a client tool name (its result format) or "text"
     repeat: int = 1  # which run of this point: 1..repeats; 0 is the unrecorded warm-up run
     repeats: int = 1  # measured runs of this point
     coords: tuple[tuple[str, str], ...] = ()  # (variable, value) of every swept variable

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from wikitools.errors import UsageError
 from wikitools.runbook import engines
@@ -25,6 +25,7 @@ from wikitools.runbook.model import (
     Verdict,
 )
 from wikitools.runbook.preflight import MULTICAST_OFF, block_env
+from wikitools.runbook.processes import TAG_VAR
 from wikitools.runbook.secrets import mask_command, mask_env
 from wikitools.runbook.shell import shell_quote
 
@@ -161,6 +162,7 @@ def make_plan(
         docker=cmd.docker,
         fatal_patterns=(eng.fatal_log if eng else ())
         + (engines.DOCKER_FATAL_LOG if container else ()),
+        ready_log=eng.ready_log if eng else (),
         version_command=eng.version_command if eng and not cmd.docker else (),
         container=container,
         container_env=mask_env(dict(cmd.docker_env)) if container else {},
@@ -219,20 +221,13 @@ def _client(client: ClientBlock, coords: tuple[tuple[str, str], ...], repeat: in
     parser = cmd.parser
     wants_base = not (cmd.base_url == base or (
         cmd.base_url is None and cmd.port == port and _is_local(cmd.host)))
-    if cmd.tool == "vllm-bench":
-        result_path = f"{stem}.json"
-        args = ["--save-result", "--result-dir", artifacts_dir, "--result-filename",
-                Path(result_path).name]
-        if wants_base:
-            args += ["--base-url", base]
-    elif cmd.tool == "sglang-bench":
-        result_path = f"{stem}.jsonl"
-        args = ["--output-file", result_path]
-        if wants_base:
-            args += ["--base-url", base]
-    elif cmd.tool == "lm-eval":
-        result_path = stem
-        args = ["--output_path", result_path]
+    tool = engines.client_tool(cmd.tool)
+    if tool is not None and tool.result_suffix is not None:
+        result_path = f"{stem}{tool.result_suffix}"
+        fill = {"path": result_path, "dir": artifacts_dir, "name": Path(result_path).name}
+        args = [a.format(**fill) for a in tool.capture_args]
+        if tool.base_url_flag and wants_base:
+            args += [tool.base_url_flag, base]
     text = client.content.rstrip("\n")
     if args:
         new = append_args(text, args)
@@ -301,7 +296,8 @@ def format_plan(plan: Plan) -> str:
     rb = plan.runbook
     srv = plan.server
     out = [f"runbook {rb.ref}", f"blocks  {rb.blocks_hash}", f"artifacts {plan.artifacts_dir}/",
-           "", "server:"]
+           f"tag     {TAG_VAR}={PurePosixPath(plan.artifacts_dir).name}-<16 random hex digits> "
+           "(added to the environment of every process the run starts)", "", "server:"]
     where = (f"{srv.container.workdir}/" if srv.container and srv.container.workdir != "."
              else "the wiki root")
     out += _command_lines(srv.display_env, srv.display_command, where)

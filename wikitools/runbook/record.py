@@ -14,7 +14,7 @@ import re
 import secrets
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,20 @@ RECORDS_DIR = "runbooks"
 
 
 
+def _fields(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """`asdict`'s mapping of a record dataclass; a point's coords are stored as a mapping."""
+    return {k: (dict(v) if k == "coords" else v) for k, v in pairs}
+
+
+def plain(value: Any) -> Any:
+    """JSON-ready data: mappings as dicts, tuples and lists as lists (after `asdict`)."""
+    if isinstance(value, Mapping):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    return value
+
+
 @dataclass(frozen=True, slots=True)
 class Step:
     name: str
@@ -37,12 +51,7 @@ class Step:
     message: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "status": self.status,
-            "seconds": self.seconds,
-            "message": self.message,
-        }
+        return plain(asdict(self, dict_factory=_fields))
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,13 +65,7 @@ class Sample:
     message: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "status": self.status,
-            "metrics": dict(self.metrics),
-            "seconds": self.seconds,
-            "result_file": self.result_file,
-            "message": self.message,
-        }
+        return plain(asdict(self, dict_factory=_fields))
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Sample:
@@ -101,16 +104,7 @@ class Point:
         return dict(self.coords).get(var)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "value": self.value,
-            "status": self.status,
-            "metrics": dict(self.metrics),
-            "result_file": self.result_file,
-            "message": self.message,
-            "seconds": self.seconds,
-            "samples": [s.to_dict() for s in self.samples],
-            "coords": dict(self.coords),
-        }
+        return plain(asdict(self, dict_factory=_fields))
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,16 +127,7 @@ class ClientResult:
         return len(self.sweep_vars) > 1
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "kind": self.kind,
-            "command": self.command,
-            "sweep_var": self.sweep_var,
-            "sweep_vars": list(self.sweep_vars),
-            "repeats": self.repeats,
-            "warmup": self.warmup,
-            "points": [p.to_dict() for p in self.points],
-        }
+        return plain(asdict(self, dict_factory=_fields))
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,27 +163,7 @@ class Record:
         return None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema_version": self.schema_version,
-            "runbook": self.runbook,
-            "page": self.page,
-            "blocks_hash": self.blocks_hash,
-            "run_id": self.run_id,
-            "started_at": self.started_at,
-            "finished_at": self.finished_at,
-            "status": self.status,
-            "failed_step": self.failed_step,
-            "message": self.message,
-            "host": dict(self.host),
-            "engine": dict(self.engine),
-            "server": dict(self.server),
-            "markers": dict(self.markers),
-            "timings": dict(self.timings),
-            "steps": [s.to_dict() for s in self.steps],
-            "clients": [c.to_dict() for c in self.clients],
-            "artifacts_dir": self.artifacts_dir,
-            "gpu_state": dict(self.gpu_state),
-        }
+        return plain(asdict(self, dict_factory=_fields))
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Record:

@@ -4,7 +4,6 @@ and out-of-date regions."""
 
 from __future__ import annotations
 
-import difflib
 import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -13,9 +12,9 @@ from typing import Any
 
 import jinja2
 
-from wikitools.diagnostics import Diagnostic, Severity
+from wikitools.diagnostics import Diagnostic, Severity, did_you_mean
 from wikitools.pages import Page
-from wikitools.runbook import serving
+from wikitools.runbook import engines, serving
 from wikitools.runbook.charts import XY, Chart, Series, figure, render_chart
 from wikitools.runbook.extract import extract_runbooks
 from wikitools.runbook.failure import better_message
@@ -36,7 +35,6 @@ from wikitools.runbook.regions import (
     replace_regions,
 )
 
-ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang"}
 DASH = "–"
 
 # (header, metric key, format) per serving column after the sweep value.
@@ -101,7 +99,7 @@ def hardware(record: Record) -> str:
 
 def engine_text(record: Record) -> str:
     eng = record.engine
-    name = ENGINE_NAMES.get(str(eng.get("name")), str(eng.get("name") or "engine"))
+    name = engines.display_name(eng.get("name"))
     text = f"{name} {eng['version']}" if eng.get("version") else f"{name} (version not reported)"
     if eng.get("image"):
         text += f", image `{eng['image']}`"
@@ -538,8 +536,7 @@ def _unknown_runbook(region: Region, by_id: Mapping[str, Runbook],
         return Diagnostic(region.path, region.start, region.col, "RB009",
                           f"results region of runbook '{name}' cannot be rendered: its server "
                           f"block ({where}) has errors")
-    close = difflib.get_close_matches(name, sorted(by_id), n=1, cutoff=0.5)
-    hint = f"; did you mean '{close[0]}'?" if close else ""
+    hint = did_you_mean(name, sorted(by_id), cutoff=0.5)
     return Diagnostic(region.path, region.start, region.col, "RB009",
                       f"results region names unknown runbook '{name}'{hint}")
 

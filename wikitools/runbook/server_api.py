@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 
+from wikitools.runbook import engines
 from wikitools.runbook.markers import (
     metrics_markers,
     server_info_markers,
@@ -72,23 +73,29 @@ def warmup(srv: PlannedServer, model_id: str | None, http_timeout: float) -> str
     return None
 
 
+def _engine(srv: PlannedServer) -> engines.Engine:
+    """The engine's facts; a server of unknown engine is read as the first engine is."""
+    return engines.engine(srv.engine) or next(iter(engines.ENGINES.values()))
+
+
 def scrape_server(srv: PlannedServer, http_timeout: float) -> tuple[str | None, dict[str, Any]]:
-    """(engine version from /version, facts from /metrics or /server_info)."""
+    """(engine version from its version endpoint, facts from /metrics or /server_info)."""
+    eng = _engine(srv)
     base = base_url(srv)
     version: str | None = None
     markers: dict[str, Any] = {}
     with httpx.Client(timeout=http_timeout) as http:
-        if srv.engine == "sglang":
-            for path in ("/server_info", "/get_server_info"):
-                info = get_json(http, base + path)
-                if isinstance(info, dict):
-                    markers.update(server_info_markers(info))
-                    break
-        else:
-            data = get_json(http, base + "/version")
+        for path in eng.server_info_paths:
+            info = get_json(http, base + path)
+            if isinstance(info, dict):
+                markers.update(server_info_markers(info))
+                break
+        if eng.version_path:
+            data = get_json(http, base + eng.version_path)
             if isinstance(data, dict) and data.get("version"):
                 version = str(data["version"])
-            text = get_text(http, srv.metrics_url or base + "/metrics")
+        if eng.prometheus:
+            text = get_text(http, srv.metrics_url or base + eng.metrics_path)
             if text:
                 markers.update(metrics_markers(text))
     return version, markers
@@ -120,24 +127,30 @@ def get_text(http: httpx.Client, url: str) -> str | None:
 
 
 def spec_snapshot(srv: PlannedServer, http_timeout: float) -> dict[str, float] | None:
-    """Spec-decode counters before a client point (None where the engine reports a mean)."""
-    if srv.engine == "sglang":
+    """Spec-decode counters before a client point (None where the engine has no counters)."""
+    eng = _engine(srv)
+    if not eng.prometheus:
         return None
     with httpx.Client(timeout=http_timeout) as http:
-        text = get_text(http, srv.metrics_url or base_url(srv) + "/metrics")
+        text = get_text(http, srv.metrics_url or base_url(srv) + eng.metrics_path)
     return spec_counters(text) if text else None
 
 
 def spec_delta(
     srv: PlannedServer, before: dict[str, float] | None, http_timeout: float
 ) -> dict[str, Any]:
-    """Spec-decode acceptance over one client point."""
-    if srv.engine == "sglang":
+    """Spec-decode acceptance over one client point: counter deltas from Prometheus, else the
+    mean acceptance length the engine's server info reports."""
+    eng = _engine(srv)
+    if not eng.prometheus:
+        if not eng.server_info_paths:
+            return {}
         with httpx.Client(timeout=http_timeout) as http:
-            info = get_json(http, base_url(srv) + "/server_info")
-        states = info.get("internal_states") if isinstance(info, dict) else None
+            info = get_json(http, base_url(srv) + eng.server_info_paths[0])
+        states_key, length_key = engines.SERVER_INFO_SPEC_LENGTH
+        states = info.get(states_key) if isinstance(info, dict) else None
         if isinstance(states, list) and states and isinstance(states[0], dict):
-            length = states[0].get("avg_spec_accept_length")
+            length = states[0].get(length_key)
             if length is not None:
                 return {"spec_decode_acceptance_length": length}
         return {}

@@ -236,6 +236,21 @@ def _ordered(values: Any) -> list[str]:
 # --------------------------------------------------------------------------- trade-off
 
 
+def short_names(names: Sequence[str]) -> list[str]:
+    """Legend labels: the names without the part they all share at the start (up to a dash),
+    `sm90-llama1b-shape-tp1`, `…-tp2` → `tp1`, `tp2`; the names as they are when that leaves
+    nothing or there is one."""
+    if len(names) < 2:
+        return list(names)
+    common = names[0]
+    for n in names[1:]:
+        while not n.startswith(common):
+            common = common[:-1]
+    cut = common.rfind("-") + 1
+    out = [n[cut:] for n in names]
+    return out if all(out) and len(set(out)) == len(out) else list(names)
+
+
 def gpu_count(record: Record) -> int:
     host = record.host
     n = host.get("gpu_count") or len(host.get("gpus") or ())
@@ -245,7 +260,8 @@ def gpu_count(record: Record) -> int:
 def tradeoff(entries: Sequence[tuple[str, Record, ClientResult]]) -> dict[str, Any]:
     """Output tok/s per GPU against tok/s per user (1000 / median TPOT), one line per runbook."""
     series, rows = [], []
-    for name, record, client in entries:
+    short = short_names([name for name, _, _ in entries])
+    for (name, record, client), label in zip(entries, short, strict=True):
         gpus = gpu_count(record)
         pts = []
         for point in client.points:
@@ -260,9 +276,9 @@ def tradeoff(entries: Sequence[tuple[str, Record, ClientResult]]) -> dict[str, A
                           if client.sweep_var else ""))
             rows.append([cell(name), str(gpus), cell(point.value or DASH),
                          f"{per_user:,.1f}", f"{per_gpu:,.1f}"])
-        series.append(Series(name, tuple(pts)))
+        series.append(Series(label, tuple(pts)))
     var = next((c.sweep_var for _, _, c in entries if c.sweep_var), None) or "point"
-    chart = Chart("Throughput per GPU against speed per user", "tok/s per user (1000 / TPOT)",
+    chart = Chart("Throughput per GPU vs speed per user", "tok/s per user (1000 / TPOT)",
                   "output tok/s per GPU", tuple(series))
     has_points = any(s.points for s in series)
     return {

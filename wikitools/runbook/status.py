@@ -14,9 +14,10 @@ from wikitools.config import WikiConfig, load_config
 from wikitools.diagnostics import Diagnostic
 from wikitools.errors import ConfigError
 from wikitools.pages import Page
+from wikitools.runbook import engines
 from wikitools.runbook.model import Runbook, RunbookSet
 from wikitools.runbook.record import Record, RecordError, load_records
-from wikitools.runbook.render import ENGINE_NAMES, record_archs
+from wikitools.runbook.render import record_archs
 
 HOME_ARCH = "sm120"  # the cards this wiki is about
 CONFIG_KEY = "measured_badges"  # wiki.yml: where `wiki runbook render` writes the badge partial
@@ -40,7 +41,7 @@ def target_arch(runbook: Runbook) -> str:
 
 
 def _engine(record: Record) -> str:
-    name = ENGINE_NAMES.get(str(record.engine.get("name")), str(record.engine.get("name") or ""))
+    name = engines.display_name(record.engine.get("name"), default="")
     version = record.engine.get("version")
     return f"{name} {version}".strip() if version else name
 
