@@ -13,6 +13,8 @@ from typing import Any
 
 import yaml
 
+from wikitools.errors import InputError
+
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 # Compose interpolation: $$ (a literal $), ${VAR}, ${VAR:-default}, ${VAR-default},
 # ${VAR:?message}, ${VAR?message}, ${VAR:+alt}, $VAR.
@@ -24,7 +26,7 @@ _DOLLAR = "\0"  # stands for an escaped `$$` while variables are substituted
 DEFAULT_FILES = ("compose.yaml", "compose.yml", "docker-compose.yml", "docker-compose.yaml")
 
 
-class ComposeError(ValueError):
+class ComposeError(InputError, ValueError):
     """A compose file that cannot be read (YAML error, no services)."""
 
 
