@@ -46,10 +46,31 @@ def test_sglang_last_line_and_renames():
     assert m["tool"] == "sglang-bench-serving"
 
 
-def test_sglang_without_num_prompts_in_command():
-    m = clients.parse_result("sglang-bench", FIX / "clients" / "sglang-bench.jsonl",
-                                   'python -m sglang.bench_serving --num-prompts "${N:-16}"')
-    assert "num_prompts" not in m and "failed" not in m
+def test_sglang_num_prompts_from_the_points_environment():
+    """SGLang's result has no prompt count: it is read from the command, with the variables the
+    point ran with, and never by running anything."""
+    jsonl = FIX / "clients" / "sglang-bench.jsonl"
+    cmd = 'python -m sglang.bench_serving --num-prompts "${N:-16}"'
+    assert clients.parse_result("sglang-bench", jsonl, cmd)["num_prompts"] == 16
+    assert clients.parse_result("sglang-bench", jsonl, cmd, {"N": "20"})["num_prompts"] == 20
+    arith = 'python -m sglang.bench_serving --num-prompts "$(( ${CONCURRENCY:-8} * 32 ))"'
+    m = clients.parse_result("sglang-bench", jsonl, arith, {"CONCURRENCY": "32"})
+    assert m["num_prompts"] == 1024 and m["failed"] == 1024 - m["completed"]
+    for opaque in ('"$(cat n.txt)"', '"$(( $(nproc) * 2 ))"', '"${N:-x}"', "many"):
+        m = clients.parse_result("sglang-bench", jsonl,
+                                 f"python -m sglang.bench_serving --num-prompts {opaque}")
+        assert "num_prompts" not in m and "failed" not in m, opaque
+
+
+def test_count_value():
+    env = {"C": "8", "EMPTY": ""}
+    assert clients.count_value("64", env) == 64
+    assert clients.count_value("$C", env) == 8
+    assert clients.count_value("${EMPTY:-3}", env) == 3
+    assert clients.count_value("$(( (${C:-1} + 2) * 4 / 2 ))", env) == 20
+    assert clients.count_value("$(( 1 - 5 ))", env) is None
+    assert clients.count_value("2**40", env) is None
+    assert clients.count_value(None, env) is None
 
 
 def test_lm_eval_results_file_and_folder(tmp_path):

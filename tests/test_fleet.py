@@ -142,7 +142,7 @@ def test_opening_and_lost_records_have_the_executor_record_keys(executed) -> Non
                              record.run_id, started)
     local = json.loads(dumps(record))
     assert {**shape(json.loads(dumps(opening))), "steps": []} == {**shape(local), "steps": []}
-    assert opening.server == {**record.server, "model": None}
+    assert opening.server == {**record.server, "model": None, "run_tag": None}
     progress = Progress()
     for step in ("preflight", "start", "ready", "warmup"):
         progress.started(step)

@@ -214,3 +214,41 @@ def test_plan_without_gpus_prints_the_plan_and_exits_1(
     assert main(["runbook", "plan", "fake-rb", "--root", str(tmp_path)]) == 1
     out = capsys.readouterr().out
     assert "vllm serve fake-model" in out  # the whole plan, then the refusal
+
+
+def test_unreadable_earlier_record_is_located_and_the_run_exits_nonzero(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = make_wiki(tmp_path, free_port())
+    folder = root / "runbooks" / "fake-rb"
+    folder.mkdir(parents=True)
+    (folder / "20261130T100000Z-00000000.json").write_text('{"schema_version": 2,\n  oops')
+    assert run(root) == 1
+    out, err = capsys.readouterr()
+    assert "run " in out and ": ok" in out  # the run itself went well and was recorded
+    assert len(list(folder.glob("*.json"))) == 2
+    assert ("RGN006 error: cannot read records: runbooks/fake-rb/20261130T100000Z-00000000.json"
+            ":2:3: not valid JSON") in out
+    assert "pages not fully re-rendered" in err
+
+
+def test_teardown_never_stops_a_process_of_another_run_with_the_same_run_id(
+    tmp_path: Path,
+) -> None:
+    """Run ids repeat (tests, replays of one artifacts folder); tags never do."""
+    from fakes.plans import fake_plan
+
+    from wikitools.runbook.execute import execute
+    from wikitools.runbook.processes import TAG_VAR
+
+    plan = fake_plan(port=free_port(), sweep=("1",))
+    other = subprocess.Popen(["sleep", "60"],
+                             env={**os.environ, TAG_VAR: "20261130T100000Z-abcdef12"})
+    try:
+        record = execute(plan, root=tmp_path, handle_signals=False)
+        assert record.ok, record.message
+        assert record.server["run_tag"].startswith("20261130T100000Z-abcdef12-")
+        assert other.poll() is None, "another run's process was stopped"
+    finally:
+        other.kill()
+        other.wait()

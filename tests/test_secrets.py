@@ -197,3 +197,30 @@ def test_plan_shows_the_command_hidden_after_a_secret() -> None:
     shown = format_plan(plan)
     assert "HF_TOKEN=***;touch${IFS}pwned" in shown
     assert plan.server.command.startswith("HF_TOKEN=x;touch${IFS}pwned")  # what runs
+
+
+def test_rendered_failure_box_never_shows_a_secret(tmp_path) -> None:
+    """A record written before masking covered a shape still renders masked."""
+    import json
+
+    from wikitools.runbook.render import render_pages
+
+    key = "sk-proj-Zx81LmQpW0rTy7Vb2Nc4Kd9Qe"
+    page = ("# P\n\n```{ .bash #r .runbook-server engine=vllm }\nvllm serve m\n```\n\n"
+            "<!-- wiki:results runbook=r -->\n<!-- wiki:end -->\n")
+    (tmp_path / "wiki").mkdir()
+    (tmp_path / "wiki" / "p.md").write_text(page)
+    parsed = parse_page(page, "wiki/p.md")
+    runbooks, _ = extract_runbooks([parsed])
+    folder = tmp_path / "runbooks" / "r"
+    folder.mkdir(parents=True)
+    (folder / "20261130T100000Z-00000000.json").write_text(json.dumps({
+        "schema_version": 1, "runbook": "r", "page": "wiki/p.md",
+        "blocks_hash": runbooks.get("r").blocks_hash, "run_id": "20261130T100000Z-00000000",
+        "started_at": "2026-11-30T10:00:00Z", "status": "failed", "failed_step": "ready",
+        "message": f"server exited: unrecognized arguments: --api_key {key}",
+        "server": {"log_tail": [f"non-default args: {{'api_key': '{key}'}}"]}}))
+    changes, _diags = render_pages([parsed], tmp_path, runbooks=runbooks)
+    (change,) = changes
+    assert "unrecognized arguments: --api_key ***" in change.new
+    assert key not in change.new

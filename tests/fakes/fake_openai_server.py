@@ -46,7 +46,17 @@ def make_handler(args: argparse.Namespace) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(body)
 
         def do_GET(self) -> None:
-            if args.flavour == "llama" and self.path in ("/version", "/metrics"):
+            if args.flavour == "sglang" and self.path in ("/health_generate", "/server_info"):
+                if not State.healthy:
+                    self._send(503, b"")
+                elif self.path == "/server_info":
+                    self._send(200, json.dumps(server_info(args)).encode())
+                else:
+                    self._send(200, b"")
+            elif args.flavour == "sglang" and self.path in ("/health", "/version", "/metrics"):
+                # Readiness must come from /health_generate: these tell nothing here.
+                self._send(404, b'{"detail": "Not Found"}')
+            elif args.flavour == "llama" and self.path in ("/version", "/metrics"):
                 self._send(404, b'{"error": {"code": 404, "message": "File Not Found"}}')
             elif self.path == "/health" and args.flavour == "llama" and not State.healthy:
                 self._send(503, b'{"error": {"code": 503, "message": "Loading model"}}')
@@ -87,6 +97,13 @@ def make_handler(args: argparse.Namespace) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+def server_info(args: argparse.Namespace) -> dict:
+    """The part of SGLang's /server_info the executor reads (server arguments, version, states)."""
+    return {"model_path": args.model, "attention_backend": "triton", "kv_cache_dtype": "auto",
+            "moe_runner_backend": "auto", "max_total_num_tokens": args.kv_tokens,
+            "version": "0.0.0+fake", "internal_states": [{"avg_spec_accept_length": None}]}
+
+
 def metrics(args: argparse.Namespace) -> str:
     lab = f'engine="0",model_name="{args.model}"'
     lines = [
@@ -119,8 +136,8 @@ def main() -> int:
     p.add_argument("--child", action="store_true", help="leave a child process in the group")
     p.add_argument("--spec", action="store_true", help="expose spec-decode counters")
     p.add_argument("--kv-tokens", type=int, default=123456)
-    p.add_argument("--flavour", choices=("vllm", "llama"), default="vllm",
-                   help="log lines and endpoints of vLLM or of llama.cpp's llama-server")
+    p.add_argument("--flavour", choices=("vllm", "llama", "sglang"), default="vllm",
+                   help="log lines and endpoints of vLLM, llama.cpp's llama-server or SGLang")
     args, _unknown = p.parse_known_args()
 
     if args.ignore_term:
@@ -135,6 +152,8 @@ def main() -> int:
     log(f"FAKE_PID {os.getpid()} PGID {os.getpgid(0)}")
     if args.flavour == "llama":
         return serve_like_llama(args)
+    if args.flavour == "sglang":
+        return serve_like_sglang(args)
     log("vLLM API server version 0.0.0+fake")
     log(f"non-default args: {{'model': '{args.model}', 'port': {args.port}}}")
     log("Using max model len 2048")
@@ -189,6 +208,34 @@ def serve_like_llama(args: argparse.Namespace) -> int:
     State.healthy = True
     print(f"main: server is listening on http://127.0.0.1:{args.port} - starting the main loop",
           flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    finally:
+        server.shutdown()
+
+
+def serve_like_sglang(args: argparse.Namespace) -> int:
+    """SGLang 0.5.17's start-up lines (seen on an H200); /health_generate 503 until warmed up."""
+    stamp = time.strftime("[%Y-%m-%d %H:%M:%S]")
+    say = lambda msg: print(f"{stamp} {msg}", flush=True)  # noqa: E731
+    say(f"server_args=ServerArgs(model_path='{args.model}', port={args.port})")
+    say("Ignore import error when loading sglang.srt.models.inkling: No module named 'helion'")
+    time.sleep(args.delay / 2)
+    if args.exit_code is not None:
+        say("Scheduler hit an exception: Traceback (most recent call last):")
+        say("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.")
+        return args.exit_code
+    say(f"KV Cache is allocated. dtype: torch.bfloat16, #tokens: {args.kv_tokens}, "
+        "K size: 1.25 GB, V size: 1.25 GB")
+    say("Capture target decode CUDA graph end. elapsed=1.50 s, mem usage=0.08 GB, avail mem=9 GB.")
+    say(f"max_total_num_tokens={args.kv_tokens}, chunked_prefill_size=8192, context_len=4096")
+    server = ThreadingHTTPServer(("127.0.0.1", args.port), make_handler(args))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    say(f"INFO:     Uvicorn running on http://127.0.0.1:{args.port} (Press CTRL+C to quit)")
+    time.sleep(args.unhealthy)
+    State.healthy = True
+    say("The server is fired up and ready to roll!")
     try:
         while True:
             time.sleep(3600)

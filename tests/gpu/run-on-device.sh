@@ -1,12 +1,21 @@
 #!/usr/bin/env bash
 # The GPU suite and the SM90 reference runbooks, on a GPU host without network (the project's H200
-# device machine), one part per call so that every call ends well inside its 600 s limit:
+# device machine), one part per call so that every call ends inside its 600 s limit:
 #
-#   suite   the GPU test suite except the TP=2 test            (~300 s)
-#   tp1     the TP=1 vLLM reference runbook                     (~230 s; more with repeats)
-#   tp2     the TP=2 vLLM reference runbook (two GPUs)          (~250 s; more with repeats)
-#   sglang  the SGLang twin of the TP=1 runbook                 (~200 s)
-#   bench   the executor overhead benchmark                     (~150 s)
+#   suite   the GPU test suite except the TP=2 test
+#   tp1     the TP=1 vLLM reference runbook
+#   tp2     the TP=2 vLLM reference runbook (two GPUs)
+#   sglang  the SGLang twin of the TP=1 runbook
+#   bench   the executor overhead benchmark
+#
+# Seen on the H200 machines (2026-11-30): the suite took ~295 s. tp1 with RUN_ARGS="--repeats 3
+# --no-warmup" (32 requests per concurrent slot) took 546 s: ready after 95 s, and every
+# `vllm bench serve` spends ~20 s starting before it sends a request, so the default (an extra
+# warm-up run per point) does not fit one call. tp2 with one run per point and 64 requests took
+# 336 s (ready after 157 s); with 32 requests per slot, use --repeats 2 --no-warmup at most.
+# sglang with one run per point and 64 requests took 363 s in a fresh machine's first call (ready
+# after 146 s, of which 77 s capturing CUDA graphs). A call that finds no warm machine adds about
+# a minute to start it.
 #
 # Before the first of them, carry the engine bundle built by scripts/gpu-bundle/build.sh, one part
 # per call, calls back to back (see scripts/gpu-bundle/on-device.sh). Then, in the repository root:

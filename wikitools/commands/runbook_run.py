@@ -146,6 +146,9 @@ def run_run(args: argparse.Namespace) -> int:
         _not_written(result, prepared.root)
         return 2
     _changes(result.previous, result.changed, record)
+    if any(d.severity is Severity.ERROR for d in result.diagnostics):
+        print("pages not fully re-rendered: see the errors above", file=sys.stderr)
+        return 1
     return 0 if record.ok else 1
 
 

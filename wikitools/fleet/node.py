@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -18,7 +17,7 @@ from typing import Any
 from wikitools.errors import InputError
 from wikitools.fleet.records import opening_record
 from wikitools.runbook.execute import Event
-from wikitools.runbook.host import port_free
+from wikitools.runbook.host import free_port, port_free
 from wikitools.runbook.model import Runbook
 from wikitools.runbook.session import RunOptions, prepare, run_prepared
 
@@ -142,7 +141,7 @@ def _port_for(runbook: Runbook, wanted: int | None) -> Iterator[int]:
     folder.mkdir(exist_ok=True)
     held = _hold(folder, runbook.server.port) if port_free(runbook.server.port) else None
     while held is None:
-        held = _hold(folder, _free_port())
+        held = _hold(folder, free_port())
     try:
         yield int(held.name)
     finally:
@@ -182,8 +181,3 @@ def _holder_alive(path: Path) -> bool:
         return True
     return True
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])

@@ -17,7 +17,8 @@ LOST_POINT = "measured, but the result stayed on the lost node"
 def opening_record(plan: Plan, verdict: Verdict, run_id: str, started: datetime) -> Record:
     """The record of `plan` before any step ran (every point skipped), built as the executor
     builds its own; completed by `lost_record` if the node goes away."""
-    return build_record(plan, verdict, RunState(tag=run_id), run_id, started, started)
+    # The run's tag is chosen by the executor on the node when the run starts: not known here.
+    return build_record(plan, verdict, RunState(), run_id, started, started)
 
 
 @dataclass

@@ -4,8 +4,11 @@ mapping. Numbers are copied exactly as the tool wrote them (no rounding)."""
 
 from __future__ import annotations
 
+import ast
 import json
 import math
+import operator
+import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -21,19 +24,21 @@ class ResultError(InputError):
     """The client's result file is missing or cannot be read; the message says which."""
 
 
-def read_serving(path: Path, fmt: engines.ResultFormat, command: str = "") -> dict[str, Any]:
+def read_serving(path: Path, fmt: engines.ResultFormat, command: str = "",
+                 env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """A serving benchmark's JSON result: one object, or the last line of a file appended to
     (JSONL, or --append-result). Keys are renamed to the record's names and picked; a count of
-    prompts the result lacks comes from the command when given."""
+    prompts the result lacks comes from the command when given (literally, or as `${VAR:-d}` or
+    `$(( ${VAR:-d} * N ))` over the point's environment `env`)."""
     data = _last_json_object(path)
     if "completed" not in data:
         raise ResultError(f"{path.name}: no 'completed' key; not {fmt.what} result")
     renamed = {fmt.renames.get(k, k): v for k, v in data.items()}
     metrics = _pick(renamed, SERVING_KEYS + fmt.extra_keys)
     if fmt.prompts_flag:
-        prompts = _flag_value(command, fmt.prompts_flag)
-        if "num_prompts" not in metrics and prompts is not None and prompts.isdigit():
-            metrics["num_prompts"] = int(prompts)
+        prompts = count_value(_flag_value(command, fmt.prompts_flag), env or {})
+        if "num_prompts" not in metrics and prompts is not None:
+            metrics["num_prompts"] = prompts
         if "failed" not in metrics and isinstance(metrics.get("num_prompts"), int):
             metrics["failed"] = metrics["num_prompts"] - int(metrics["completed"])
     metrics["tool"] = fmt.label
@@ -98,13 +103,17 @@ READERS: Mapping[str, Callable[[Path, engines.ResultFormat, str], dict[str, Any]
 }
 
 
-def parse_result(parser: str, path: Path, command: str = "") -> dict[str, Any]:
+def parse_result(parser: str, path: Path, command: str = "",
+                 env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Parse one client result: `parser` is a client tool's name (its result format) or
-    "text"; ResultError when it cannot."""
+    "text"; `env` is the point's own environment (its sweep variable). ResultError when it
+    cannot."""
     tool = engines.client_tool(parser)
     if tool is None and parser != "text":
         raise ResultError(f"no parser named {parser!r}")
     fmt = tool.result if tool is not None else engines.TEXT_RESULT
+    if fmt.kind == "serving":
+        return read_serving(path, fmt, command, env)
     return READERS[fmt.kind](path, fmt, command)
 
 
@@ -163,6 +172,37 @@ def _newest_results_file(folder: Path) -> Path:
     if not found:
         raise ResultError(f"no results_*.json under {folder.name}")
     return found[-1]
+
+
+_PARAM = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}|\$(\w+)")
+_ARITH = re.compile(r"^\$\(\((.*)\)\)$", re.DOTALL)
+_ARITH_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+              ast.FloorDiv: operator.floordiv, ast.Div: operator.floordiv}
+
+
+def count_value(word: str | None, env: Mapping[str, str]) -> int | None:
+    """A count written as a number, `${VAR:-default}`, or shell arithmetic of those
+    (`$(( ${CONCURRENCY:-8} * 32 ))`), with variables from `env`; None for anything else.
+    Nothing is run: the arithmetic is read, never given to a shell."""
+    if word is None:
+        return None
+    text = _PARAM.sub(lambda m: env.get(m[1] or m[3]) or (m[2] or ""), word).strip()
+    arith = _ARITH.match(text)
+    if arith:
+        text = arith[1]
+    try:
+        value = _arith(ast.parse(text.strip(), mode="eval").body)
+    except (SyntaxError, ValueError, ZeroDivisionError):
+        return None
+    return value if value >= 0 else None
+
+
+def _arith(node: ast.AST) -> int:
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    if isinstance(node, ast.BinOp) and type(node.op) in _ARITH_OPS:
+        return _ARITH_OPS[type(node.op)](_arith(node.left), _arith(node.right))
+    raise ValueError("not integer arithmetic")
 
 
 def _flag_value(command: str, flag: str) -> str | None:

@@ -439,6 +439,13 @@ def _sglang_kv_gib(m: re.Match[str]) -> dict[str, float]:
     return {"kv_cache_gib": float(m[4])} if m[4] else {}
 
 
+# What engines put before a log line's text, e.g. "(Worker_TP0 pid=1165) ERROR 11-30 09:50:52
+# [multiproc_executor.py:1007] " (vLLM and SGLang workers).
+LOG_LINE_PREFIX = (
+    r"^(?:\([^)]*\)\s+)?(?:(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+\d\d-\d\d\s+[\d:.]+\s+"
+    r"\[[^\]]*\]\s+)?"
+)
+
 # Prometheus names of the spec-decode counters, summed over engines (reference §3.5).
 SPEC_COUNTERS = {
     "accepted": "vllm:spec_decode_num_accepted_tokens_total",

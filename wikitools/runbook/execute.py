@@ -8,6 +8,7 @@ The steps are preflight, start, ready, warmup, one per client point, teardown; e
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -30,6 +31,7 @@ from wikitools.runbook.processes import (
     container_name,
     docker_stop,
     group_alive,
+    new_tag,
     signals_ignored,
     signals_raise,
     spawn,
@@ -131,7 +133,7 @@ def execute(
     run_id = _run_id(plan, started)
     artifacts = root / plan.artifacts_dir
     artifacts.mkdir(parents=True, exist_ok=True)
-    st = RunState(tag=run_lock.tag if run_lock is not None else run_id, lock=run_lock)
+    st = RunState(tag=run_lock.tag if run_lock is not None else new_tag(run_id), lock=run_lock)
     t0 = time.monotonic()
     baseline_gpu: dict[int, int] | None = None
 
@@ -370,7 +372,8 @@ def _run_point(
                      message=f"client exited with code {code}{why}", seconds=secs)
     source = result if result is not None else root / client.log_path
     try:
-        metrics = result_parsers.parse_result(client.parser, source, client.command)
+        metrics = result_parsers.parse_result(client.parser, source, client.command,
+                                              {**os.environ, **client.env})
     except result_parsers.ResultError as exc:
         return Point(client.point_value, "failed", result_file=client.result_path,
                      message=str(exc), seconds=secs)

@@ -6,11 +6,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-# vLLM/SGLang prefixes: "(Worker_TP0 pid=1165) ERROR 11-30 09:50:52 [multiproc_executor.py:1007] "
-_PREFIX = re.compile(
-    r"^(?:\([^)]*\)\s+)?(?:(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+\d\d-\d\d\s+[\d:.]+\s+"
-    r"\[[^\]]*\]\s+)?"
-)
+from wikitools.runbook import engines
+
+_PREFIX = re.compile(engines.LOG_LINE_PREFIX)
 # "RuntimeError: …", "torch.OutOfMemoryError: …", "ValueError", "KeyboardInterrupt"
 _EXCEPTION = re.compile(
     r"^((?:[A-Za-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Warning))(?::\s+(.*))?$"

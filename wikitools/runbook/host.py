@@ -313,3 +313,10 @@ def port_free(port: int, host: str = "127.0.0.1") -> bool:
             except OSError:
                 return False
     return True
+
+
+def free_port() -> int:
+    """A port nothing listens on now (the kernel's pick on 127.0.0.1)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

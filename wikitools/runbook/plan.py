@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from wikitools.errors import UsageError
 from wikitools.runbook import engines
@@ -24,6 +24,7 @@ from wikitools.runbook.model import (
     Verdict,
 )
 from wikitools.runbook.preflight import MULTICAST_OFF, block_env
+from wikitools.runbook.processes import TAG_VAR
 from wikitools.runbook.secrets import mask_command, mask_env
 from wikitools.runbook.shell import shell_quote
 
@@ -238,7 +239,8 @@ def format_plan(plan: Plan) -> str:
     rb = plan.runbook
     srv = plan.server
     out = [f"runbook {rb.ref}", f"blocks  {rb.blocks_hash}", f"artifacts {plan.artifacts_dir}/",
-           "", "server:"]
+           f"tag     {TAG_VAR}={PurePosixPath(plan.artifacts_dir).name}-<16 random hex digits> "
+           "(added to the environment of every process the run starts)", "", "server:"]
     out += _command_lines(srv.display_env, srv.display_command)
     out.append(f"  ready: {srv.health_url} within {srv.ready_timeout:g} s; "
                f"stop: TERM, KILL after {srv.stop_timeout:g} s")

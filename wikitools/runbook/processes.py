@@ -11,6 +11,7 @@ import contextlib
 import ctypes
 import os
 import re
+import secrets
 import signal
 import subprocess
 import threading
@@ -163,7 +164,13 @@ def signals_ignored(enabled: bool) -> Iterator[None]:
 
 # --------------------------------------------------------------------------- a run's processes
 
-TAG_VAR = "WIKI_RUN_TAG"  # in the environment of every process a run starts: its run id
+TAG_VAR = "WIKI_RUN_TAG"  # in the environment of every process a run starts
+
+
+def new_tag(run_id: str) -> str:
+    """A tag no other run has: the run id and 64 random bits. (A run id alone can repeat: tests
+    and replays reuse an artifacts folder, and then the tag would match someone else's run.)"""
+    return f"{run_id}-{secrets.token_hex(8)}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import hashlib
 import re
-import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from wikitools.diagnostics import Diagnostic
 from wikitools.pages import Page
+from wikitools.runbook.shell import ShellSyntaxError, tokenize
 
 START = "wiki:results"
 END = "wiki:end"
@@ -84,8 +84,8 @@ def _parse_marker(text: str) -> tuple[str, dict[str, str], list[str]] | None:
     attrs: dict[str, str] = {}
     bad: list[str] = []
     try:
-        words = shlex.split(rest)
-    except ValueError:
+        words = [w.value for w in tokenize(rest) if not w.op]
+    except ShellSyntaxError:
         return head, attrs, [rest]
     for word in words:
         key, eq, value = word.partition("=")

@@ -23,6 +23,7 @@ from wikitools.runbook.processes import (
     TAG_VAR,
     Leftover,
     has_tag,
+    new_tag,
     stop_all_tagged,
     stop_tagged,
 )
@@ -90,13 +91,13 @@ class RunLock:
     runbook: str
     port: int | None
     run_id: str
-    tag: str = ""  # the run id unless given: unique, and known to the plan
+    tag: str = ""  # unique to this run: new_tag(run_id) unless given
     processes: list[dict[str, Any]] = field(default_factory=list)
     containers: list[str] = field(default_factory=list)
     _locks: list[_Lock] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.tag = self.tag or self.run_id
+        self.tag = self.tag or new_tag(self.run_id)
 
     @property
     def lock_path(self) -> Path:
