@@ -7,7 +7,7 @@ engine first answers 200, so each side's readiness detection delay is measured a
 reference. Then the bookkeeping: parse a real `vllm bench serve` result, write run records and
 render results regions for 100 synthetic records.
 
-Targets (issue 3): readiness declared within 0.5 s of the engine answering, teardown under 10 s,
+Targets: readiness declared within 0.5 s of the engine answering, teardown under 10 s,
 render of 100 records under 1 s.
 
 On the CPU machines (defaults): the engine environment from scripts/setup-engine-env.sh and the

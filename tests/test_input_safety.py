@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_lint import make_tree
 
 from wikitools.cli import main
 
@@ -18,15 +19,7 @@ GLOSSARY = "# Glossary\n\n| Acronym | Meaning |\n|---|---|\n| GPU | graphics pro
 
 
 def make_wiki(root: Path, files: dict[str, str | bytes]) -> Path:
-    files = {"wiki.yml": "docs_dir: wiki\n", "wiki/glossary.md": GLOSSARY, **files}
-    for rel, content in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
-            path.write_bytes(content)
-        else:
-            path.write_text(content, encoding="utf-8")
-    return root
+    return make_tree(root, {"wiki.yml": "docs_dir: wiki\n", "wiki/glossary.md": GLOSSARY, **files})
 
 
 def wiki(args: list[str], cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:

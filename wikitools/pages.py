@@ -88,7 +88,7 @@ def read_page(path: Path, root: Path) -> Page:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         text = data.decode("utf-8", errors="replace")
-        line, col = _byte_position(data, exc.start)
+        line, col = _position(data[: exc.start].decode("utf-8", errors="replace"))
         bad = text.count("\ufffd") - data.count("\ufffd".encode())
         more = f"; {bad - 1} more such byte sequence{'s' * (bad != 2)} after it" if bad > 1 else ""
         problems.append(Diagnostic(
@@ -96,9 +96,7 @@ def read_page(path: Path, root: Path) -> Page:
             f"byte 0x{data[exc.start]:02x} is not valid UTF-8 ({exc.reason}); read as U+FFFD"
             f"{more}"))
     if "\0" in text:
-        at = text.index("\0")
-        line = text.count("\n", 0, at) + 1
-        col = at - (text.rfind("\n", 0, at) + 1) + 1 - (line == 1 and text[:1] == "\ufeff")
+        line, col = _position(text[: text.index("\0")])
         count = text.count("\0")
         problems.append(Diagnostic(
             rel, line, col, "PG006",
@@ -109,12 +107,12 @@ def read_page(path: Path, root: Path) -> Page:
     return page
 
 
-def _byte_position(data: bytes, offset: int) -> tuple[int, int]:
-    """1-based line and column (code points) of byte `offset`."""
-    start = data.rfind(b"\n", 0, offset) + 1
-    line = data.count(b"\n", 0, offset) + 1
-    prefix = data[start:offset].decode("utf-8", errors="replace")
-    return line, len(prefix.lstrip("\ufeff") if start == 0 else prefix) + 1
+def _position(prefix: str) -> tuple[int, int]:
+    """1-based line and column (code points) just after `prefix`, the text before a character,
+    counting line breaks as the parser does (CRLF, CR and LF) and not counting a leading BOM."""
+    prefix = prefix.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+    start = prefix.rfind("\n") + 1
+    return prefix.count("\n") + 1, len(prefix) - start + 1
 
 
 def parse_page(text: str, path: str = "<string>") -> Page:
@@ -430,8 +428,10 @@ class _Walker:
             after = prev.col - 1 + len(prev.text)
         if tok.content:
             col0 = self._col_in_line(line_idx, tok.content, after)
-        else:  # an empty cell: point just after its opening pipe
-            col0 = self._col_in_line(line_idx, "|", after) + 1
+        else:  # an empty cell: just after its opening pipe; a padded cell: the end of the line
+            line = self.lines[line_idx] if line_idx < len(self.lines) else ""
+            pipe = line.find("|", after)
+            col0 = pipe + 1 if pipe >= 0 else len(line.rstrip("\r\n"))
         row.append(Cell(tok.content, line_idx + 1, col0 + 1))
         self._inline(tok, "table", anchor=(line_idx, col0))
 

@@ -398,14 +398,25 @@ def test_cpu_smoke_runbook_end_to_end(make_run) -> None:
             if point["value"] is not None:
                 assert row[0] == point["value"]
             checked = 0
+            where = f"{client}[{point['value']}]"
             for head, cell in zip(header, row, strict=True):
                 key = column_key(head)
-                if key == "ok/total":
-                    assert cell == f"{m['completed']}/{m['num_prompts']}"
-                elif key is not None and key in m:
-                    assert_cell(cell, m[key], f"{client}[{point['value']}] {head}")
+                if head == "runs":
+                    assert cell == str(len(point["samples"]))
                     checked += 1
-            assert checked == len(header) - 1, header  # every measured column
+                elif "each run" in head:
+                    parts = cell.split(", ")
+                    assert len(parts) == len(point["samples"]), cell
+                    for part, sample in zip(parts, point["samples"], strict=True):
+                        assert_cell(part, sample["metrics"]["output_throughput"], where)
+                    checked += 1
+                elif key == "ok/total":
+                    assert cell == f"{m['completed']}/{m['num_prompts']}"
+                    checked += 1
+                elif key is not None and key in m:
+                    assert_cell(cell, m[key], f"{where} {head}")
+                    checked += 1
+            assert checked == len(header) - 1, header  # every column after the point's name
     # The committed tables now match the records: render --check is clean.
     check = subprocess.run(
         [sys.executable, "-m", "wikitools", "runbook", "render", "--check"],

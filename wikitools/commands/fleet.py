@@ -4,6 +4,7 @@ writes every record under runbooks/ and renders the pages once at the end."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -160,9 +161,21 @@ def run_run(args: argparse.Namespace) -> int:
     print(summary_table(outcomes), end="")
     for path in rendered:
         print(f"rendered: {path}")
-    if interrupted:
-        return 130
-    return 0 if all(o.status == "ok" for o in outcomes) and not unwritten else 1
+    code = 130 if interrupted else (
+        0 if all(o.status == "ok" for o in outcomes) and not unwritten else 1)
+    if _is_program():
+        # After a node was lost, Ray's own threads can abort the interpreter at exit (a glibc
+        # assertion); everything is written and printed by now, so leave with our exit code.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
+def _is_program() -> bool:
+    """True when this process is the `wiki` command itself (not a caller of cli.main)."""
+    argv0 = Path(sys.argv[0]) if sys.argv and sys.argv[0] else Path()
+    return argv0.name == "wiki" or argv0.parts[-2:] == ("wikitools", "__main__.py")
 
 
 def _confirm() -> bool:

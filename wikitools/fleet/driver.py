@@ -122,6 +122,13 @@ def node_names() -> dict[str, str]:
             for n in ray.nodes()}
 
 
+def _head_node() -> str | None:
+    for n in ray.nodes():
+        if n.get("Alive") and "node:__internal_head__" in n.get("Resources", {}):
+            return str(n["NodeID"])
+    return None
+
+
 def node_totals() -> list[dict[str, float]]:
     """Total resources of each live node."""
     return [dict(n["Resources"]) for n in ray.nodes() if n.get("Alive")]
@@ -181,8 +188,9 @@ def run_fleet(
         if on_outcome is not None:
             on_outcome(o)
 
-    here = ray.get_runtime_context().get_node_id()
-    hub = _Hub.options(scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=True)
+    # The message hub lives on the head node: it outlives any worker node (not the head).
+    home = _head_node() or ray.get_runtime_context().get_node_id()
+    hub = _Hub.options(scheduling_strategy=NodeAffinitySchedulingStrategy(home, soft=True)
                        ).remote()
     runs: dict[str, _Run] = {}
     with _Interrupts() as sig:
@@ -218,14 +226,13 @@ def _wait_all(pending: dict[Any, _Run], runs: dict[str, _Run], hub: Any,
     """Relay progress and collect outcomes until every task has ended; on the first Ctrl-C,
     cancel what is left (each node then tears its run down) and keep waiting."""
     cancelled_at = 0
+    relay = _Relay(hub, runs, names, say)
     while pending:
         ready, _ = ray.wait(list(pending), num_returns=len(pending), timeout=POLL_S)
-        for msg in ray.get(hub.drain.remote()):
-            _message(msg, runs, names, say)
+        relay()
         for ref in ready:
             run = pending.pop(ref)
-            for msg in ray.get(hub.drain.remote()):
-                _message(msg, runs, names, say)
+            relay()
             finish(_outcome(run, ref, names))
         if sig.count > cancelled_at and pending:
             if cancelled_at == 0:
@@ -235,6 +242,29 @@ def _wait_all(pending: dict[Any, _Run], runs: dict[str, _Run], hub: Any,
             else:
                 say("driver", "-", f"waiting for {len(pending)} run(s) to finish tearing down")
             cancelled_at = sig.count
+
+
+class _Relay:
+    """Drains the hub and prints what the nodes said. If the hub is lost, progress lines stop
+    (said once) but the runs go on: their records come back as the tasks' results."""
+
+    def __init__(self, hub: Any, runs: dict[str, _Run], names: dict[str, str],
+                 say: LineSink) -> None:
+        self.hub, self.runs, self.names, self.say = hub, runs, names, say
+
+    def __call__(self) -> None:
+        if self.hub is None:
+            return
+        try:
+            msgs = ray.get(self.hub.drain.remote())
+        except rex.RayActorError as exc:
+            self.hub = None
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            self.say("driver", "-", f"progress messages lost ({type(exc).__name__}: {first}); "
+                     "records still come back")
+            return
+        for msg in msgs:
+            _message(msg, self.runs, self.names, self.say)
 
 
 def _submit(rb: Runbook, d: Demand, job: Job, hub: Any, retries: int) -> Any:

@@ -37,19 +37,6 @@ from wikitools.runbook.regions import (
 
 DASH = "–"
 
-# (header, metric key, format) per serving column after the sweep value.
-SERVING_COLUMNS: tuple[tuple[str, str, str], ...] = (
-    ("req/s", "request_throughput", "{:,.2f}"),
-    ("output tok/s", "output_throughput", "{:,.1f}"),
-    ("total tok/s", "total_token_throughput", "{:,.1f}"),
-    ("TTFT median (ms)", "median_ttft_ms", "{:,.1f}"),
-    ("TTFT p99 (ms)", "p99_ttft_ms", "{:,.1f}"),
-    ("TPOT median (ms)", "median_tpot_ms", "{:,.2f}"),
-    ("TPOT p99 (ms)", "p99_tpot_ms", "{:,.2f}"),
-    ("ITL median (ms)", "median_itl_ms", "{:,.2f}"),
-    ("ITL p99 (ms)", "p99_itl_ms", "{:,.2f}"),
-)
-
 
 @dataclass(frozen=True, slots=True)
 class Change:
