@@ -4,16 +4,17 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: site test setup engine docker check serve clean browser-check
+.PHONY: site test setup engine docker browser check serve clean browser-check
 
 site: setup
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
-test: setup engine docker
+test: setup engine docker browser
 	$(BIN)/ruff check wikitools tests scripts benchmarks
 	$(BIN)/wiki check
 	$(BIN)/pytest -q
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+	$(BIN)/python scripts/check-browser.py --site site
 
 setup: $(STAMP)
 
@@ -39,10 +40,12 @@ SERVE_ADDR ?= 127.0.0.1:8000
 serve: setup
 	exec $(BIN)/python scripts/serve.py $(SERVE_ADDR)
 
-# Search and phone layout in a real browser (needs Chromium: apt-get install -y chromium). Not in
-# `make test`: CI machines have no Chromium and cannot install system packages.
-browser-check: setup
-	$(BIN)/pip install -q -e '.[browser]'
+# Search and phone layout in a real browser: Debian's Chromium driven by Playwright. `make test`
+# installs both and checks the site it has just built.
+browser: setup
+	bash scripts/setup-browser.sh
+
+browser-check: browser
 	$(BIN)/python scripts/check-browser.py
 
 clean:

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The browser `make test` checks the built site with: Debian's Chromium (installed when missing,
+# as root) and Playwright, the Python package that drives it (the `browser` extra).
+#
+# Usage: scripts/setup-browser.sh            (`make test` runs it)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mkdir -p .cache
+if ! command -v chromium >/dev/null 2>&1; then
+  export DEBIAN_FRONTEND=noninteractive
+  echo "[setup-browser] installing Debian's chromium"
+  apt-get install -y -q chromium >.cache/apt-chromium.log 2>&1 || {
+    apt-get update -q >>.cache/apt-chromium.log 2>&1
+    apt-get install -y -q chromium >>.cache/apt-chromium.log 2>&1
+  } || { echo "[setup-browser] apt-get failed; see .cache/apt-chromium.log" >&2; exit 1; }
+fi
+.venv/bin/pip install -q -e '.[browser]'
+echo "[setup-browser] $(chromium --version 2>/dev/null | head -n 1)"
