@@ -419,3 +419,34 @@ def test_gpus_without_nvidia_runtime_refused_in_preflight(make_run) -> None:
     assert "could not select device driver" not in rec["message"]  # not docker's raw error
     assert "start" not in [s["name"] for s in rec["steps"]]
     run.assert_nothing_left()
+
+
+def test_next_run_stops_the_container_a_killed_run_recorded(tmp_path: Path) -> None:
+    """A runner killed with SIGKILL cannot stop its detached container; the run state names the
+    container by its full ID, and the next run of the runbook stops that one and no other."""
+    from wikitools.runbook.runstate import RunLock
+
+    def start(name: str) -> str:
+        out = _docker("run", "-d", "--rm", "--network", "none", "--name", name,
+                      IMAGES[0], "sleep", "300")
+        assert out.returncode == 0, out.stderr
+        return out.stdout.strip()
+
+    suffix = uuid.uuid4().hex[:8]
+    ours, foreign = start(f"wiki-dead-run-{suffix}"), start(f"someone-else-{suffix}")
+    try:
+        dead = RunLock(tmp_path, "rb-dead", None, "20261130T000000.000Z-deadbeef-0000")
+        dead.acquire()
+        dead.started("container", container=ours)
+        for lock in dead._locks:  # the runner dies holding the lock: the kernel drops the lock,
+            os.close(lock.fd)     # the state file still says "running"
+        dead._locks.clear()
+
+        nxt = RunLock(tmp_path, "rb-dead", None, "20261130T000100.000Z-cafef00d-0000")
+        leftovers = nxt.acquire(grace=1)
+        nxt.release()
+        assert [x.describe() for x in leftovers] == [f"container {ours[:12]}"]
+        assert _docker("inspect", ours).returncode != 0, "the dead run's container is still there"
+        assert _docker("inspect", foreign).returncode == 0, "a container of no run was stopped"
+    finally:
+        _docker("rm", "-f", ours, foreign)

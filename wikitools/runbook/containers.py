@@ -253,6 +253,17 @@ class Containers:
         return problems, notes
 
 
+def stop_recorded(cid: str, grace: float) -> bool:
+    """Stop and remove container `cid`, a full ID that a run which has since died recorded as its
+    own (read from its `--cidfile` or its Compose project). Returns whether it was there."""
+    if not re.fullmatch(r"[0-9a-f]{64}", cid) or shutil.which("docker") is None or not exists(cid):
+        return False
+    _docker(["docker", "stop", "-t", str(int(grace)), cid], timeout=grace + DOCKER_TIMEOUT_S)
+    if exists(cid):
+        _docker(["docker", "rm", "-f", cid])
+    return True
+
+
 def _gone(cid: str, seconds: float) -> bool:
     deadline = time.monotonic() + seconds
     while exists(cid):

@@ -403,6 +403,10 @@ def _server_down(st: RunState, elapsed: float | None = None) -> str | None:
     box = st.containers
     if box is not None:
         box.poll(code)
+        if st.lock is not None:  # so that the next run can stop them if this runner is killed
+            for cid in box.ids:
+                if cid not in st.lock.containers:
+                    st.lock.started("container", container=cid)
         if box.spec.detached and code == 0:
             if not box.ids:
                 if elapsed is not None and elapsed > CONTAINER_GRACE_S:

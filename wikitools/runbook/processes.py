@@ -162,6 +162,8 @@ class Leftover:
     how: str  # TERM | KILL | gone
 
     def describe(self) -> str:
+        if self.role == "container":
+            return f"container {self.command}"
         role = "" if self.role == "process" else f"{self.role}: "
         return f"pid {self.pid} ({role}{self.command})"
 

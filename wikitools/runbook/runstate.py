@@ -168,7 +168,8 @@ class RunLock:
 
 
 def stop_leftovers(data: dict[str, Any], grace: float) -> list[Leftover]:
-    """Stop the processes a dead run recorded (or that carry its tag), verified by the tag."""
+    """Stop the processes a dead run recorded (or that carry its tag), verified by the tag, and
+    the containers it recorded by their full IDs."""
     tag = data.get("tag")
     if data.get("state") != "running" or not isinstance(tag, str) or not tag:
         return []
@@ -178,6 +179,11 @@ def stop_leftovers(data: dict[str, Any], grace: float) -> list[Leftover]:
         if isinstance(pid, int) and has_tag(pid, tag):
             stopped += stop_tagged([pid], tag, grace, str(proc.get("role", "process")))
     stopped += stop_all_tagged(tag, grace)
+    from wikitools.runbook.containers import short, stop_recorded  # docker only when recorded
+
+    for cid in data.get("containers") or []:
+        if isinstance(cid, str) and stop_recorded(cid, grace):
+            stopped.append(Leftover(0, "container", short(cid), "docker stop"))
     return stopped
 
 
