@@ -42,7 +42,7 @@ from wikitools.runbook.record import RUN_ID, Point, Record, Step, make_run_id
 from wikitools.runbook.runstate import RunLock
 
 POLL_S = 0.1  # readiness poll interval: readiness is seen within ~0.1 s of the engine answering
-FATAL_GRACE_S = 5.0  # after a fatal-looking log line, how long the process may take to exit
+FATAL_GRACE_S = 10.0  # after a fatal-looking log line, how long the process may take to exit
 CLIENT_GRACE_S = 5.0  # TERM → KILL grace for a client's process group
 CONTAINER_GRACE_S = 30.0  # after `… up -d` returned, how long its containers may take to show
 GPU_MEM_TOLERANCE_MIB = 64
