@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fakes.procs import tagged
 
 REPO = Path(__file__).resolve().parents[2]
 ENGINE_VENV = Path(os.environ.get("WIKI_ENGINE_VENV", REPO / ".venv-engine"))
@@ -106,19 +107,9 @@ def _python_home() -> str:
 
 
 def tagged_pids(tag: str) -> list[int]:
-    needle = f"{TAG_VAR}={tag}".encode()
-    found = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            env = (d / "environ").read_bytes()
-            state = (d / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if state != "Z" and needle in env.split(b"\0"):
-            found.append(int(d.name))
-    return found
+    """Live processes whose environment carries TAG_VAR=tag (inherited by every process the run
+    started: bash, the server, its engine core and workers, the clients)."""
+    return tagged(TAG_VAR, tag)
 
 
 def labelled(tag: str) -> list[str]:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fakes.procs import tagged
 
 REPO = Path(__file__).resolve().parents[2]
 ENGINE_VENV = Path(os.environ.get("WIKI_ENGINE_VENV", REPO / ".venv-engine"))
@@ -99,19 +100,7 @@ def port_free(port: int) -> bool:
 def tagged_pids(tag: str) -> list[int]:
     """Live processes whose environment carries TAG_VAR=tag (inherited by every process the run
     started: bash, the server, its engine core and workers, the clients)."""
-    needle = f"{TAG_VAR}={tag}".encode()
-    found = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            env = (d / "environ").read_bytes()
-            state = (d / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if state != "Z" and needle in env.split(b"\0"):
-            found.append(int(d.name))
-    return found
+    return tagged(TAG_VAR, tag)
 
 
 def group_members(pgid: int) -> list[int]:

@@ -22,6 +22,8 @@ import uuid
 from collections.abc import Mapping
 from pathlib import Path
 
+from fakes.procs import tagged
+
 CLUSTER_VAR = "WIKI_FLEET_CLUSTER"
 NODE_VAR = "WIKI_FLEET_NODE"
 OBJECT_STORE_BYTES = 100_000_000
@@ -40,23 +42,6 @@ def why_not() -> str | None:
     except ImportError:
         return "Ray is not installed: pip install -e '.[fleet]'"
     return None
-
-
-def tagged(var: str, value: str) -> list[int]:
-    """Live, non-zombie processes whose environment holds var=value."""
-    needle = f"{var}={value}".encode()
-    found = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            env = (d / "environ").read_bytes()
-            state = (d / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if state != "Z" and needle in env.split(b"\0"):
-            found.append(int(d.name))
-    return found
 
 
 def cmdline(pid: int) -> str:
