@@ -88,7 +88,7 @@ def test_bad_record_is_named(tmp_path):
 def test_run_id():
     started = datetime(2026, 11, 30, 10, 0, 5, tzinfo=UTC)
     run_id = make_run_id(started, "sha256:0123456789abcdef")
-    assert re.fullmatch(r"20261130T100005\.000Z-01234567-[0-9a-f]{4}", run_id)
+    assert re.fullmatch(r"20261130T100005\.000Z-01234567-[0-9a-f]{8}", run_id)
     assert RUN_ID.match(run_id) and RUN_ID.match("20261130T100005Z-01234567")
 
 

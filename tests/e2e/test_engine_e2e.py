@@ -318,7 +318,7 @@ def test_cpu_smoke_runbook_end_to_end(make_run) -> None:
     assert rec["page"] == "wiki/cpu-smoke.md"
     assert rec["status"] == "ok" and rec["failed_step"] is None and rec["message"] is None
     assert run.record_path().stem == rec["run_id"]
-    assert re.fullmatch(r"\d{8}T\d{6}\.\d{3}Z-[0-9a-f]{8}-[0-9a-f]{4}", rec["run_id"])
+    assert re.fullmatch(r"\d{8}T\d{6}\.\d{3}Z-[0-9a-f]{8}-[0-9a-f]{8}", rec["run_id"])
     assert rec["run_id"].split("-")[1] == rec["blocks_hash"].removeprefix("sha256:")[:8]
     assert rec["engine"]["name"] == "vllm"
     assert rec["engine"]["version"].startswith("0.32.0")

@@ -111,33 +111,51 @@ def wait_until(cond: Callable[[], bool], seconds: float) -> bool:
 @contextlib.contextmanager
 def signals_raise(enabled: bool) -> Iterator[None]:
     """SIGINT/SIGTERM raise Interrupted in the main thread for the duration of the run."""
-    if not enabled or threading.current_thread() is not threading.main_thread():
-        yield
-        return
 
     def handler(signum: int, _frame: Any) -> None:
         raise Interrupted(signum)
 
-    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
+    with _handlers(enabled, handler):
         yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
 
 
 @contextlib.contextmanager
 def signals_ignored(enabled: bool) -> Iterator[None]:
     """Teardown must finish: a second Ctrl-C while cleaning up is ignored."""
+    with _handlers(enabled, signal.SIG_IGN):
+        yield
+
+
+_RUN_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def _handlers(enabled: bool, handler: Any) -> Iterator[None]:
+    """Install `handler` for SIGINT and SIGTERM (main thread only) and put the old ones back,
+    also when a signal's handler raises while they are being swapped: the two signals are
+    blocked during each swap, and whatever was installed is restored."""
     if not enabled or threading.current_thread() is not threading.main_thread():
         yield
         return
-    old = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+    old: dict[int, Any] = {}
+    try:
+        with _blocked():
+            for s in _RUN_SIGNALS:
+                old[s] = signal.signal(s, handler)
+        yield
+    finally:
+        with _blocked():
+            for s, h in old.items():
+                signal.signal(s, h)
+
+
+@contextlib.contextmanager
+def _blocked() -> Iterator[None]:
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _RUN_SIGNALS)
     try:
         yield
     finally:
-        for s, h in old.items():
-            signal.signal(s, h)
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 # --------------------------------------------------------------------------- a run's processes

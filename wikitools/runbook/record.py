@@ -264,17 +264,18 @@ def utc_stamp(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-RUN_ID = re.compile(r"^\d{8}T\d{6}(?:\.\d{3})?Z-[0-9a-f]{8}(?:-[0-9a-f]{4})?$")
+RUN_ID = re.compile(r"^\d{8}T\d{6}(?:\.\d{3})?Z-[0-9a-f]{8}(?:-[0-9a-f]{4}|-[0-9a-f]{8})?$")
 
 
 def make_run_id(started: datetime, blocks_hash: str) -> str:
-    """`YYYYMMDDTHHMMSS.mmmZ-<first 8 hex of the blocks hash>-<4 random hex>`: milliseconds and
-    a random part, so two runs started in the same second never share an id (or a record file,
-    or an artifacts folder). Older records have ids without the last two parts."""
+    """`YYYYMMDDTHHMMSS.mmmZ-<first 8 hex of the blocks hash>-<8 random hex>`: milliseconds and
+    32 random bits, so two runs started in the same second do not share an id (and the record
+    writer never replaces a file if they did). Older records have ids with 4 random hex digits
+    or without the last two parts."""
     hex_part = blocks_hash.split(":", 1)[-1][:8]
     moment = started.astimezone(UTC)
     stamp = f"{moment.strftime('%Y%m%dT%H%M%S')}.{moment.microsecond // 1000:03d}Z"
-    return f"{stamp}-{hex_part}-{secrets.token_hex(2)}"
+    return f"{stamp}-{hex_part}-{secrets.token_hex(4)}"
 
 
 # --------------------------------------------------------------------------- files
