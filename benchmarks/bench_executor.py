@@ -47,11 +47,11 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from wikitools.config import load_config, load_pages  # noqa: E402
-from wikitools.runbook import clients as result_parsers  # noqa: E402
-from wikitools.runbook.execute import Event, execute  # noqa: E402
-from wikitools.runbook.extract import extract_runbooks  # noqa: E402
-from wikitools.runbook.record import Record, make_run_id, write_record  # noqa: E402
-from wikitools.runbook.render import render_pages  # noqa: E402
+from wikitools.runbook.blocks.extract import extract_runbooks  # noqa: E402
+from wikitools.runbook.engines import clients as result_parsers  # noqa: E402
+from wikitools.runbook.execution.execute import Event, execute  # noqa: E402
+from wikitools.runbook.records.record import Record, make_run_id, write_record  # noqa: E402
+from wikitools.runbook.rendering.render import render_pages  # noqa: E402
 from wikitools.runbook.session import RunOptions, prepare  # noqa: E402
 
 FIXTURE_RESULT = REPO / "tests/fixtures/engines/vllm-bench-serve.json"

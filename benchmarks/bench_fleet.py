@@ -69,7 +69,7 @@ def make_tree(root: Path, nodes: int, sleep: float) -> None:
 
 def inner(address: str, root: Path, nodes: int) -> dict[str, object]:
     from wikitools.fleet import driver
-    from wikitools.runbook.extract import load_runbooks
+    from wikitools.runbook.blocks.extract import load_runbooks
 
     runbooks, _, _ = load_runbooks(root)
     par = [r for r in runbooks if r.id.startswith("par-")]

@@ -20,8 +20,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from wikitools.pages import read_page
-from wikitools.runbook.extract import extract_runbooks
-from wikitools.runbook.record import (
+from wikitools.runbook.blocks.extract import extract_runbooks
+from wikitools.runbook.records.record import (
     ClientResult,
     Point,
     Record,
@@ -29,8 +29,8 @@ from wikitools.runbook.record import (
     Step,
     write_record,
 )
-from wikitools.runbook.render import render_pages
-from wikitools.runbook.stats import median_metrics
+from wikitools.runbook.records.stats import median_metrics
+from wikitools.runbook.rendering.render import render_pages
 
 PAGE = """---
 title: Render benchmark

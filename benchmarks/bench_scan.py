@@ -25,8 +25,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from wikitools.pages import read_page  # noqa: E402
-from wikitools.runbook.model import EngineCommand  # noqa: E402
-from wikitools.runbook.scan import Suggestion, scan_pages  # noqa: E402
+from wikitools.runbook.blocks.scan import Suggestion, scan_pages  # noqa: E402
+from wikitools.runbook.engines.types import EngineCommand  # noqa: E402
 
 EXPECT = re.compile(r"^<!-- expect (?P<body>.*?) -->$")
 

@@ -10,7 +10,7 @@ import os
 import sys
 from pathlib import Path
 
-from wikitools.runbook.processes import die_with
+from wikitools.runbook.execution.processes import die_with
 
 
 def main() -> None:

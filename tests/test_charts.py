@@ -7,8 +7,16 @@ from dataclasses import replace
 
 from test_render import apply, make_wiki, record
 
-from wikitools.runbook.charts import XY, Chart, Heat, Series, nice_ticks, render_chart, render_heat
-from wikitools.runbook.record import ClientResult, Point, Sample, record_path, write_record
+from wikitools.runbook.records.record import ClientResult, Point, Sample, record_path, write_record
+from wikitools.runbook.rendering.charts import (
+    XY,
+    Chart,
+    Heat,
+    Series,
+    nice_ticks,
+    render_chart,
+    render_heat,
+)
 
 SVG = "{http://www.w3.org/2000/svg}"
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from wikitools.runbook import clients
-from wikitools.runbook.command import parse_client_command
+from wikitools.runbook.engines import clients
+from wikitools.runbook.engines.command import parse_client_command
 
 FIX = Path(__file__).parent / "fixtures"
 H200 = FIX / "gpu" / "h200-x1"

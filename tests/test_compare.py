@@ -8,9 +8,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from wikitools.cli import main
-from wikitools.runbook.compare import beyond_spread, compare_records, last_two, regressions
-from wikitools.runbook.record import Point, Sample, read_record, write_record
-from wikitools.runbook.stats import spread_of
+from wikitools.runbook.records.compare import beyond_spread, compare_records, last_two, regressions
+from wikitools.runbook.records.record import Point, Sample, read_record, write_record
+from wikitools.runbook.records.stats import spread_of
 
 REPO = Path(__file__).resolve().parents[1]
 H200 = REPO / "runbooks" / "sm90-llama1b-shape-tp1" / "20261130T094228Z-28eb0ac9.json"

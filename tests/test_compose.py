@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from wikitools.runbook.command import parse_server_command
-from wikitools.runbook.compose import ComposeError, compose_call, interpolate, parse_compose
-from wikitools.runbook.containers import explain
-from wikitools.runbook.shell import heredoc_files, resolve
+from wikitools.runbook.engines.command import parse_server_command
+from wikitools.runbook.engines.compose import ComposeError, compose_call, interpolate, parse_compose
+from wikitools.runbook.engines.shell import heredoc_files, resolve
+from wikitools.runbook.execution.containers import explain
 
 
 @pytest.mark.parametrize(("text", "env", "expected"), [

@@ -12,9 +12,9 @@ import pytest
 import wikitools
 from wikitools import cli
 from wikitools.errors import CheckFailed, InputError, UsageError, WikiError
-from wikitools.runbook.clients import ResultError
-from wikitools.runbook.record import RecordError
-from wikitools.runbook.shell import ShellSyntaxError
+from wikitools.runbook.engines.clients import ResultError
+from wikitools.runbook.engines.shell import ShellSyntaxError
+from wikitools.runbook.records.record import RecordError
 
 # Control flow that never leaves its module: the executor's step failure and interruption, and
 # the parser's usage exit (each caught where it is raised).

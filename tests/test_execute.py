@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 from fakes.plans import fake_plan, free_port
 
-from wikitools.runbook import execute as ex
-from wikitools.runbook import host, markers, processes
-from wikitools.runbook.record import read_record
+from wikitools.runbook.engines import markers
+from wikitools.runbook.execution import execute as ex
+from wikitools.runbook.execution import host, processes
+from wikitools.runbook.records.record import read_record
 
 FAKES = Path(__file__).resolve().parent / "fakes"
 

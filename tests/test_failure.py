@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from wikitools.runbook.failure import better_message, exception_line, strip_prefix
+from wikitools.runbook.engines.failure import better_message, exception_line, strip_prefix
 
 FAILED_LOG = Path(__file__).parent / "fixtures" / "gpu" / "h200-x2" / "vllm-server-tp2-failed.log"
 

@@ -20,10 +20,10 @@ from wikitools.errors import UsageError
 from wikitools.fleet import node
 from wikitools.fleet.records import LOST_POINT, Progress, lost_record, opening_record
 from wikitools.fleet.select import ARCH_SHARE, demand, fits, is_stale, never_run, place, select
-from wikitools.runbook.execute import execute
-from wikitools.runbook.extract import load_runbooks
-from wikitools.runbook.model import Verdict
-from wikitools.runbook.record import Record, dumps, write_record
+from wikitools.runbook.blocks.extract import load_runbooks
+from wikitools.runbook.execution.execute import execute
+from wikitools.runbook.execution.model import Verdict
+from wikitools.runbook.records.record import Record, dumps, write_record
 
 TREE = Path(__file__).resolve().parent / "fleet" / "tree"
 

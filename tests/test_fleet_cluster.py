@@ -31,7 +31,7 @@ from fakes.plans import free_port
 from fakes.ray_cluster import RayCluster, cmdline, fake_smi, tagged, why_not
 
 from wikitools.cli import main
-from wikitools.runbook.record import Record, dumps
+from wikitools.runbook.records.record import Record, dumps
 
 REPO = Path(__file__).resolve().parents[1]
 TREE = Path(__file__).resolve().parent / "fleet" / "tree"

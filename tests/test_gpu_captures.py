@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from wikitools.runbook.clients import parse_result
-from wikitools.runbook.engines import SGLANG, VLLM
-from wikitools.runbook.host import HostFacts, parse_topology, summarise_topology
-from wikitools.runbook.logwatch import LogWatcher
-from wikitools.runbook.markers import scan_markers
+from wikitools.runbook.engines.catalog import SGLANG, VLLM
+from wikitools.runbook.engines.clients import parse_result
+from wikitools.runbook.engines.markers import scan_markers
+from wikitools.runbook.execution.host import HostFacts, parse_topology, summarise_topology
+from wikitools.runbook.execution.logwatch import LogWatcher
 
 GPU = Path(__file__).parent / "fixtures" / "gpu"
 

@@ -13,14 +13,14 @@ import pytest
 from fakes.plans import free_port
 
 from wikitools.cli import main
-from wikitools.runbook.gpustate import describe_state
-from wikitools.runbook.host import (
+from wikitools.runbook.execution.host import (
     STATE_FIELDS,
     gpu_state,
     parse_compute_apps,
     parse_compute_apps_named,
     parse_gpu_state,
 )
+from wikitools.runbook.records.gpustate import describe_state
 
 HERE = Path(__file__).parent
 H200 = HERE / "fixtures" / "gpu" / "h200-x1"
@@ -154,7 +154,7 @@ def test_run_records_gpu_state_before_and_after(tmp_path, capsys, fake_gpu_host)
 
 
 def test_engine_facts_from_real_h200_logs():
-    from wikitools.runbook.markers import scan_markers
+    from wikitools.runbook.engines.markers import scan_markers
     compiled = scan_markers((H200 / "vllm-server-cudagraphs.log").read_text().splitlines())
     eager = scan_markers((H200 / "vllm-server.log").read_text().splitlines())
     assert (compiled["compiled"], compiled["compile_s"], compiled["cuda_graphs"]) == (

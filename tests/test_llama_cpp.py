@@ -12,11 +12,11 @@ from fakes.plans import free_port
 from test_render import FAKE_BIN
 
 from wikitools.cli import main
-from wikitools.runbook import engines
-from wikitools.runbook.command import parse_server_command
-from wikitools.runbook.host import port_free
-from wikitools.runbook.logwatch import LogWatcher
-from wikitools.runbook.markers import scan_markers
+from wikitools.runbook.engines import catalog as engines
+from wikitools.runbook.engines.command import parse_server_command
+from wikitools.runbook.engines.markers import scan_markers
+from wikitools.runbook.execution.host import port_free
+from wikitools.runbook.execution.logwatch import LogWatcher
 from wikitools.runbook.session import prepare
 
 PAGE = """---

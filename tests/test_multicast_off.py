@@ -13,10 +13,10 @@ from fakes.plans import free_port
 
 from wikitools.cli import main
 from wikitools.pages import parse_page
-from wikitools.runbook.extract import extract_runbooks
-from wikitools.runbook.host import HostFacts
-from wikitools.runbook.plan import make_plan
-from wikitools.runbook.preflight import MULTICAST_OFF, preflight
+from wikitools.runbook.blocks.extract import extract_runbooks
+from wikitools.runbook.execution.host import HostFacts
+from wikitools.runbook.execution.plan import make_plan
+from wikitools.runbook.execution.preflight import MULTICAST_OFF, preflight
 
 FAKES = Path(__file__).resolve().parent / "fakes"
 SMI = Path(__file__).resolve().parent / "fixtures" / "nvidia-smi"

@@ -12,19 +12,19 @@ import pytest
 from wikitools.cli import main
 from wikitools.errors import UsageError
 from wikitools.pages import parse_page, read_page
-from wikitools.runbook.containers import DockerFacts
-from wikitools.runbook.extract import extract_runbooks
-from wikitools.runbook.host import HostFacts
-from wikitools.runbook.model import Runbook
-from wikitools.runbook.plan import (
+from wikitools.runbook.blocks.extract import extract_runbooks
+from wikitools.runbook.blocks.model import Runbook
+from wikitools.runbook.engines.secrets import mask_command, mask_env
+from wikitools.runbook.execution.containers import DockerFacts
+from wikitools.runbook.execution.host import HostFacts
+from wikitools.runbook.execution.plan import (
     PlanOverrides,
     artifacts_dir_for,
     format_plan,
     format_verdict,
     make_plan,
 )
-from wikitools.runbook.preflight import MULTICAST_OFF, preflight
-from wikitools.runbook.secrets import mask_command, mask_env
+from wikitools.runbook.execution.preflight import MULTICAST_OFF, preflight
 
 HERE = Path(__file__).parent
 GOOD = HERE / "fixtures" / "runbook-pages" / "good"

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from wikitools.pages import parse_page
-from wikitools.runbook.containers import DockerFacts
-from wikitools.runbook.extract import extract_runbooks
-from wikitools.runbook.host import (
+from wikitools.runbook.blocks.extract import extract_runbooks
+from wikitools.runbook.blocks.model import Runbook
+from wikitools.runbook.execution.containers import DockerFacts
+from wikitools.runbook.execution.host import (
     HostFacts,
     parse_compute_apps,
     parse_gpu_query,
@@ -18,9 +19,8 @@ from wikitools.runbook.host import (
     parse_topology,
     summarise_topology,
 )
-from wikitools.runbook.host import port_free as port_is_free
-from wikitools.runbook.model import Runbook
-from wikitools.runbook.preflight import NO_DRIVER, preflight, required_gpus
+from wikitools.runbook.execution.host import port_free as port_is_free
+from wikitools.runbook.execution.preflight import NO_DRIVER, preflight, required_gpus
 
 SMI = Path(__file__).parent / "fixtures" / "nvidia-smi"
 

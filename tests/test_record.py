@@ -11,7 +11,8 @@ from datetime import UTC, datetime
 import pytest
 
 from wikitools.errors import WikiError
-from wikitools.runbook.record import (
+from wikitools.runbook.engines.secrets import mask_command, mask_env
+from wikitools.runbook.records.record import (
     RUN_ID,
     ClientResult,
     Point,
@@ -27,7 +28,6 @@ from wikitools.runbook.record import (
     read_record,
     write_record,
 )
-from wikitools.runbook.secrets import mask_command, mask_env
 
 
 def make(run_id="20261130T100000Z-abcdef12", started="2026-11-30T10:00:00Z", status="ok",
@@ -192,7 +192,7 @@ def test_schema_1_records_still_read():
 
 
 def test_point_from_samples_takes_medians_and_keeps_every_run():
-    from wikitools.runbook.record import point_from_samples
+    from wikitools.runbook.records.record import point_from_samples
     runs = [Sample("ok", {"output_throughput": t, "completed": 64}, 10.0, f"r{i}.json")
             for i, t in enumerate((452.0, 541.0, 499.0))]
     point = point_from_samples("1", runs, (("C", "1"),))

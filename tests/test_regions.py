@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from wikitools.pages import parse_page
-from wikitools.runbook.regions import checksum, find_regions, replace_regions
+from wikitools.runbook.blocks.regions import checksum, find_regions, replace_regions
 
 
 def regions_of(text: str):

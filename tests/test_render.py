@@ -13,9 +13,9 @@ from fakes.plans import free_port
 
 from wikitools.cli import main
 from wikitools.pages import read_page
-from wikitools.runbook.extract import extract_runbooks
-from wikitools.runbook.record import ClientResult, Point, Record, Step, write_record
-from wikitools.runbook.render import render_pages
+from wikitools.runbook.blocks.extract import extract_runbooks
+from wikitools.runbook.records.record import ClientResult, Point, Record, Step, write_record
+from wikitools.runbook.rendering.render import render_pages
 
 FAKE_BIN = Path(__file__).parent / "fakes" / "bin"
 

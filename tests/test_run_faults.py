@@ -19,10 +19,10 @@ import pytest
 from fakes.plans import free_port
 
 from wikitools.cli import main
-from wikitools.runbook import runstate
-from wikitools.runbook.processes import process_state, tagged_pids
-from wikitools.runbook.record import make_run_id
-from wikitools.runbook.runstate import RunLock
+from wikitools.runbook.execution import runstate
+from wikitools.runbook.execution.processes import process_state, tagged_pids
+from wikitools.runbook.execution.runstate import RunLock
+from wikitools.runbook.records.record import make_run_id
 
 FAKE_BIN = Path(__file__).parent / "fakes" / "bin"
 
@@ -238,8 +238,8 @@ def test_teardown_never_stops_a_process_of_another_run_with_the_same_run_id(
     """Run ids repeat (tests, replays of one artifacts folder); tags never do."""
     from fakes.plans import fake_plan
 
-    from wikitools.runbook.execute import execute
-    from wikitools.runbook.processes import TAG_VAR
+    from wikitools.runbook.execution.execute import execute
+    from wikitools.runbook.execution.processes import TAG_VAR
 
     plan = fake_plan(port=free_port(), sweep=("1",))
     other = subprocess.Popen(["sleep", "60"],

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from wikitools.runbook.command import parse_client_command, parse_flags, parse_server_command
-from wikitools.runbook.launcher import append_args, insertion_point
-from wikitools.runbook.shell import (
+from wikitools.runbook.engines.command import (
+    parse_client_command,
+    parse_flags,
+    parse_server_command,
+)
+from wikitools.runbook.engines.launcher import append_args, insertion_point
+from wikitools.runbook.engines.shell import (
     ShellSyntaxError,
     env_assignments,
     expand,

@@ -9,8 +9,8 @@ import pytest
 from wikitools.cli import main
 from wikitools.errors import UsageError
 from wikitools.pages import parse_page, read_page
-from wikitools.runbook.extract import extract_runbooks, load_runbooks
-from wikitools.runbook.scan import scan_pages
+from wikitools.runbook.blocks.extract import extract_runbooks, load_runbooks
+from wikitools.runbook.blocks.scan import scan_pages
 
 FIXTURES = Path(__file__).parent / "fixtures" / "runbook-pages"
 GOOD = FIXTURES / "good"
@@ -190,7 +190,7 @@ def test_list_has_a_header_and_reports_an_unreadable_record(
 ) -> None:
     import shutil
 
-    from wikitools.runbook.record import Record, write_record
+    from wikitools.runbook.records.record import Record, write_record
 
     root = tmp_path / "w"
     shutil.copytree(GOOD, root)

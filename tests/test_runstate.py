@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from wikitools.runbook import runstate
-from wikitools.runbook.processes import has_tag, process_state, tagged_pids
-from wikitools.runbook.runstate import RunLock, RunLocked
+from wikitools.runbook.execution import runstate
+from wikitools.runbook.execution.processes import has_tag, process_state, tagged_pids
+from wikitools.runbook.execution.runstate import RunLock, RunLocked
 
 RUNNER = Path(__file__).parent / "fakes" / "dead_runner.py"
 

@@ -9,10 +9,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from wikitools.pages import parse_page
-from wikitools.runbook.extract import extract_runbooks
-from wikitools.runbook.plan import format_plan, make_plan
-from wikitools.runbook.secrets import is_secret, mask_data, mask_env, mask_text
-from wikitools.runbook.shell import ShellSyntaxError, tokenize
+from wikitools.runbook.blocks.extract import extract_runbooks
+from wikitools.runbook.engines.secrets import is_secret, mask_data, mask_env, mask_text
+from wikitools.runbook.engines.shell import ShellSyntaxError, tokenize
+from wikitools.runbook.execution.plan import format_plan, make_plan
 
 _ALNUM = "QmZtXkLpWvRnYsBcDfGhJkLmNpQrStUvWx7a9b2c4d6e8f0g1h3i5j"
 
@@ -203,7 +203,7 @@ def test_rendered_failure_box_never_shows_a_secret(tmp_path) -> None:
     """A record written before masking covered a shape still renders masked."""
     import json
 
-    from wikitools.runbook.render import render_pages
+    from wikitools.runbook.rendering.render import render_pages
 
     key = "sk-proj-Zx81LmQpW0rTy7Vb2Nc4Kd9Qe"
     page = ("# P\n\n```{ .bash #r .runbook-server engine=vllm }\nvllm serve m\n```\n\n"

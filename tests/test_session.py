@@ -12,7 +12,7 @@ from fakes.plans import free_port
 from test_render import FAKE_BIN, make_wiki
 
 from wikitools.errors import UsageError
-from wikitools.runbook.host import port_free
+from wikitools.runbook.execution.host import port_free
 from wikitools.runbook.session import RunOptions, prepare, run_runbook
 
 

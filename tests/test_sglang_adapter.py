@@ -13,7 +13,7 @@ import pytest
 from fakes.plans import free_port
 
 from wikitools.cli import main
-from wikitools.runbook.host import port_free
+from wikitools.runbook.execution.host import port_free
 
 PKGS = Path(__file__).resolve().parent / "fakes" / "pkgs"
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from wikitools.runbook.stats import NOISY_SPREAD, median_metrics, relative_change, spread_of
+from wikitools.runbook.records.stats import NOISY_SPREAD, median_metrics, relative_change, spread_of
 
 
 def test_median_of_samples_keeps_every_key():

@@ -9,8 +9,8 @@ from test_render import record
 
 from wikitools.cli import main
 from wikitools.config import load_config, load_pages
-from wikitools.runbook.extract import extract_runbooks
-from wikitools.runbook.status import badge, measurements, partial_text
+from wikitools.runbook.blocks.extract import extract_runbooks
+from wikitools.runbook.rendering.status import badge, measurements, partial_text
 
 PAGE = """---
 title: Fake

@@ -61,7 +61,7 @@ from wikitools.diagnostics import Diagnostic, sort_key
 from wikitools.errors import ConfigError
 from wikitools.glossary import Entry, Glossary
 from wikitools.pages import Page
-from wikitools.runbook.regions import find_regions
+from wikitools.runbook.blocks.regions import find_regions
 
 BODY_CONTEXTS = frozenset({"paragraph"})
 

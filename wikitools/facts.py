@@ -31,7 +31,7 @@ MAX_WORKERS = 4  # each worker holds the parser (~40 MB): keeps a cold run under
 # Modules whose code decides the facts: a change to any of them empties the cache.
 _SOURCES = (
     "pages", "page_model", "facts", "index", "lint", "acronyms", "expansions", "glossary",
-    "runbook/regions",
+    "runbook/blocks/regions",
 )
 
 

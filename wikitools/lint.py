@@ -49,8 +49,8 @@ def lint_pages(config: WikiConfig, pages: list[Page]) -> list[Diagnostic]:
 def current_status_findings(config: WikiConfig, pages: Iterable[Page]) -> list[Diagnostic]:
     """FM006 for `status: current` pages whose runbooks have no record on their target.
     Only pages with runbook blocks can have any, so callers may pass just those."""
-    from wikitools.runbook.extract import extract_runbooks
-    from wikitools.runbook.status import check_current_pages
+    from wikitools.runbook.blocks.extract import extract_runbooks
+    from wikitools.runbook.rendering.status import check_current_pages
 
     pages = list(pages)
     runbooks, _ = extract_runbooks(pages)
@@ -60,7 +60,7 @@ def current_status_findings(config: WikiConfig, pages: Iterable[Page]) -> list[D
 def page_findings(config: WikiConfig, page: Page) -> list[Diagnostic]:
     """The findings that need only the page itself: parser problems, front matter, headings,
     container blocks that could not become runbooks."""
-    from wikitools.runbook.scan import container_findings
+    from wikitools.runbook.blocks.scan import container_findings
 
     return [*page.problems, *check_front_matter(config, page), *check_headings(page),
             *container_findings(page)]

@@ -8,11 +8,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from wikitools.runbook.engines import engine
-from wikitools.runbook.host import HostFacts, summarise_topology
-from wikitools.runbook.model import Runbook
-from wikitools.runbook.record import RecordError, latest_record, record_rel_path
-from wikitools.runbook.secrets import mask_env, mask_text
+from wikitools.runbook.blocks.model import Runbook
+from wikitools.runbook.engines.catalog import engine
+from wikitools.runbook.engines.secrets import mask_env, mask_text
+from wikitools.runbook.execution.host import HostFacts, summarise_topology
+from wikitools.runbook.records.record import RecordError, latest_record, record_rel_path
 
 LOG_TAIL = 60
 LOG_CONTEXT = 2  # lines shown before and after each telling line

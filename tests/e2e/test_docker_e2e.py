@@ -415,7 +415,7 @@ def test_gpus_without_nvidia_runtime_refused_in_preflight(make_run) -> None:
 def test_next_run_stops_the_container_a_killed_run_recorded(tmp_path: Path) -> None:
     """A runner killed with SIGKILL cannot stop its detached container; the run state names the
     container by its full ID, and the next run of the runbook stops that one and no other."""
-    from wikitools.runbook.runstate import RunLock
+    from wikitools.runbook.execution.runstate import RunLock
 
     def start(name: str) -> str:
         out = _docker("run", "-d", "--rm", "--network", "none", "--name", name,

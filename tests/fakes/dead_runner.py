@@ -12,8 +12,8 @@ import sys
 import time
 from pathlib import Path
 
-from wikitools.runbook import runstate
-from wikitools.runbook.processes import die_with
+from wikitools.runbook.execution import runstate
+from wikitools.runbook.execution.processes import die_with
 
 
 def main() -> None:

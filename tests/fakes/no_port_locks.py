@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from wikitools import cli
-from wikitools.runbook import runstate
+from wikitools.runbook.execution import runstate
 
 
 def main() -> int:

@@ -6,18 +6,10 @@ import socket
 import sys
 from pathlib import Path
 
-from wikitools.runbook.engines import VLLM
-from wikitools.runbook.model import (
-    ClientBlock,
-    ClientCommand,
-    EngineCommand,
-    Plan,
-    PlannedClient,
-    PlannedServer,
-    Requirements,
-    Runbook,
-    ServerBlock,
-)
+from wikitools.runbook.blocks.model import ClientBlock, Requirements, Runbook, ServerBlock
+from wikitools.runbook.engines.catalog import VLLM
+from wikitools.runbook.engines.types import ClientCommand, EngineCommand
+from wikitools.runbook.execution.model import Plan, PlannedClient, PlannedServer
 
 FAKES = Path(__file__).resolve().parent
 SERVER = FAKES / "fake_openai_server.py"

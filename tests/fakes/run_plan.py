@@ -12,8 +12,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fakes.plans import fake_plan
 
-from wikitools.runbook.execute import execute
-from wikitools.runbook.record import write_record
+from wikitools.runbook.execution.execute import execute
+from wikitools.runbook.records.record import write_record
 
 
 def main() -> int:

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from wikitools.cli import main
-from wikitools.runbook.host import gather_host
+from wikitools.runbook.execution.host import gather_host
 
 REPO = Path(__file__).resolve().parents[2]
 

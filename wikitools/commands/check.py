@@ -78,8 +78,8 @@ def check_acronyms(
 def check_runbooks(config: WikiConfig, pages: tuple[Page, ...]) -> list[Diagnostic]:
     """RB findings on runbook blocks, then result regions rendered against the records. Only
     pages with runbook blocks or results markers can have either."""
-    from wikitools.runbook.extract import extract_runbooks
-    from wikitools.runbook.render import check_regions
+    from wikitools.runbook.blocks.extract import extract_runbooks
+    from wikitools.runbook.rendering.render import check_regions
 
     runbooks, diags = extract_runbooks(pages)
     return [*diags, *check_regions(pages, config.root, runbooks)]

@@ -15,10 +15,10 @@ from wikitools.diagnostics import sort_diagnostics
 from wikitools.errors import UsageError
 from wikitools.fleet.select import demand, select
 from wikitools.fsio import write_if_changed
-from wikitools.runbook.extract import extract_runbooks
-from wikitools.runbook.model import Runbook
-from wikitools.runbook.record import RecordError, write_record
-from wikitools.runbook.render import render_pages
+from wikitools.runbook.blocks.extract import extract_runbooks
+from wikitools.runbook.blocks.model import Runbook
+from wikitools.runbook.records.record import RecordError, write_record
+from wikitools.runbook.rendering.render import render_pages
 
 LOG_LINES = 10  # of a failed run's server log tail, echoed with the node's prefix
 INSTALL_HINT = "Ray is not installed here: pip install -e '.[fleet]'"

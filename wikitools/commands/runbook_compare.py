@@ -10,11 +10,11 @@ from typing import Any
 from wikitools.commands import add_root
 from wikitools.config import load_config
 from wikitools.errors import UsageError
-from wikitools.runbook.compare import Comparison, comparable, compare_records, last_two
-from wikitools.runbook.extract import load_runbooks
-from wikitools.runbook.record import Record, RecordError, load_records, read_record
-from wikitools.runbook.render import engine_text, short_hardware
-from wikitools.runbook.stats import Spread
+from wikitools.runbook.blocks.extract import load_runbooks
+from wikitools.runbook.records.compare import Comparison, comparable, compare_records, last_two
+from wikitools.runbook.records.record import Record, RecordError, load_records, read_record
+from wikitools.runbook.records.stats import Spread
+from wikitools.runbook.rendering.render import engine_text, short_hardware
 
 
 def add_parsers(sub: Any) -> None:

@@ -14,14 +14,14 @@ from wikitools.diagnostics import Diagnostic, Severity, sort_diagnostics, summar
 from wikitools.errors import UsageError
 from wikitools.fsio import write_if_changed
 from wikitools.pages import Page, read_page
-from wikitools.runbook.adopt import adopt_page
-from wikitools.runbook.extract import load_runbooks
-from wikitools.runbook.model import Runbook
-from wikitools.runbook.plan import format_plan, format_verdict
-from wikitools.runbook.preflight import required_gpus
-from wikitools.runbook.record import read_records
-from wikitools.runbook.scan import Suggestion, scan_pages
-from wikitools.runbook.secrets import mask_env
+from wikitools.runbook.blocks.adopt import adopt_page
+from wikitools.runbook.blocks.extract import load_runbooks
+from wikitools.runbook.blocks.model import Runbook
+from wikitools.runbook.blocks.scan import Suggestion, scan_pages
+from wikitools.runbook.engines.secrets import mask_env
+from wikitools.runbook.execution.plan import format_plan, format_verdict
+from wikitools.runbook.execution.preflight import required_gpus
+from wikitools.runbook.records.record import read_records
 from wikitools.runbook.session import RunOptions, prepare
 
 

@@ -17,13 +17,13 @@ from wikitools.diagnostics import Severity, sort_diagnostics, summary
 from wikitools.errors import UsageError
 from wikitools.fsio import unified_diff, write_if_changed
 from wikitools.pages import read_page
-from wikitools.runbook.compare import Row
-from wikitools.runbook.execute import Event
-from wikitools.runbook.extract import extract_runbooks
-from wikitools.runbook.plan import format_plan, format_verdict
-from wikitools.runbook.record import Record, dumps
-from wikitools.runbook.render import render_pages
-from wikitools.runbook.secrets import mask_text
+from wikitools.runbook.blocks.extract import extract_runbooks
+from wikitools.runbook.engines.secrets import mask_text
+from wikitools.runbook.execution.execute import Event
+from wikitools.runbook.execution.plan import format_plan, format_verdict
+from wikitools.runbook.records.compare import Row
+from wikitools.runbook.records.record import Record, dumps
+from wikitools.runbook.rendering.render import render_pages
 from wikitools.runbook.session import RunOptions, RunResult, prepare, run_prepared
 
 

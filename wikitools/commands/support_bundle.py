@@ -10,8 +10,8 @@ from typing import Any
 from wikitools.commands import add_root
 from wikitools.errors import UsageError
 from wikitools.fsio import write_if_changed
-from wikitools.runbook.extract import load_runbooks
-from wikitools.runbook.host import gather_host
+from wikitools.runbook.blocks.extract import load_runbooks
+from wikitools.runbook.execution.host import gather_host
 from wikitools.support import build_bundle, read_log
 
 

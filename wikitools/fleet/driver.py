@@ -24,11 +24,12 @@ from wikitools.errors import UsageError
 from wikitools.fleet.node import Job, run_job
 from wikitools.fleet.records import Progress, lost_record, opening_record
 from wikitools.fleet.select import Demand, place
-from wikitools.runbook.host import HostFacts
-from wikitools.runbook.model import Runbook, Verdict
-from wikitools.runbook.plan import artifacts_dir_for, make_plan
-from wikitools.runbook.preflight import host_record, required_gpus
-from wikitools.runbook.record import Record, RecordError, make_run_id
+from wikitools.runbook.blocks.model import Runbook
+from wikitools.runbook.execution.host import HostFacts
+from wikitools.runbook.execution.model import Verdict
+from wikitools.runbook.execution.plan import artifacts_dir_for, make_plan
+from wikitools.runbook.execution.preflight import host_record, required_gpus
+from wikitools.runbook.records.record import Record, RecordError, make_run_id
 
 POLL_S = 0.2
 CONNECT_S = 5.0  # to check that the head answers at all

@@ -16,9 +16,9 @@ from typing import Any
 
 from wikitools.errors import InputError
 from wikitools.fleet.records import opening_record
-from wikitools.runbook.execute import Event
-from wikitools.runbook.host import free_port, port_free
-from wikitools.runbook.model import Runbook
+from wikitools.runbook.blocks.model import Runbook
+from wikitools.runbook.execution.execute import Event
+from wikitools.runbook.execution.host import free_port, port_free
 from wikitools.runbook.session import RunOptions, prepare, run_prepared
 
 Message = dict[str, Any]

@@ -7,9 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from wikitools.runbook.assemble import RunState, build_record
-from wikitools.runbook.model import Plan, Verdict
-from wikitools.runbook.record import Record, Step, utc_stamp
+from wikitools.runbook.execution.assemble import RunState, build_record
+from wikitools.runbook.execution.model import Plan, Verdict
+from wikitools.runbook.records.record import Record, Step, utc_stamp
 
 LOST_POINT = "measured, but the result stayed on the lost node"
 

@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from wikitools.errors import UsageError
-from wikitools.runbook.model import Runbook, RunbookSet
-from wikitools.runbook.preflight import required_gpus
-from wikitools.runbook.record import RecordError, load_records
+from wikitools.runbook.blocks.model import Runbook, RunbookSet
+from wikitools.runbook.execution.preflight import required_gpus
+from wikitools.runbook.records.record import RecordError, load_records
 
 # A node labelled `ray start --resources '{"sm120": 1}'` holds up to 1/ARCH_SHARE runbooks at
 # once: the label says what the node is; how many run together is decided by the GPUs.

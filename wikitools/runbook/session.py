@@ -14,15 +14,17 @@ from wikitools.diagnostics import Diagnostic, Severity, sort_diagnostics
 from wikitools.errors import InputError, UsageError
 from wikitools.fsio import write_if_changed
 from wikitools.pages import Page
-from wikitools.runbook.compare import Row, previous_comparable, regressions
-from wikitools.runbook.execute import EventSink, execute
-from wikitools.runbook.extract import extract_runbooks
-from wikitools.runbook.host import HostFacts, gather_host
-from wikitools.runbook.model import Plan, Runbook, RunbookSet, Verdict
-from wikitools.runbook.plan import PlanOverrides, artifacts_dir_for, make_plan
-from wikitools.runbook.preflight import preflight
-from wikitools.runbook.processes import Leftover
-from wikitools.runbook.record import (
+from wikitools.runbook.blocks.extract import extract_runbooks
+from wikitools.runbook.blocks.model import Runbook, RunbookSet
+from wikitools.runbook.execution.execute import EventSink, execute
+from wikitools.runbook.execution.host import HostFacts, gather_host
+from wikitools.runbook.execution.model import Plan, Verdict
+from wikitools.runbook.execution.plan import PlanOverrides, artifacts_dir_for, make_plan
+from wikitools.runbook.execution.preflight import preflight
+from wikitools.runbook.execution.processes import Leftover
+from wikitools.runbook.execution.runstate import RunLock, remove_temp_files
+from wikitools.runbook.records.compare import Row, previous_comparable, regressions
+from wikitools.runbook.records.record import (
     RECORDS_DIR,
     Record,
     RecordError,
@@ -32,8 +34,7 @@ from wikitools.runbook.record import (
     masked,
     write_record,
 )
-from wikitools.runbook.render import render_pages
-from wikitools.runbook.runstate import RunLock, remove_temp_files
+from wikitools.runbook.rendering.render import render_pages
 
 
 class BlockErrors(InputError):

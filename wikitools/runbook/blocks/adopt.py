@@ -1,0 +1,73 @@
+"""`wiki runbook scan --write`: turn plain launcher blocks into runbook blocks in place. Only the
+opening fence line changes (its info string becomes the brace form `scan` suggests); the command
+inside is left exactly as it was. A conversion that would not give a valid runbook block is not
+made; the reason is reported instead."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from wikitools.diagnostics import Diagnostic, Severity
+from wikitools.pages import Page, parse_page
+from wikitools.runbook.blocks.extract import extract_runbooks
+from wikitools.runbook.blocks.scan import Suggestion
+
+_FENCE = re.compile(r"^(?P<indent>[ \t>]*)(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
+
+
+@dataclass(frozen=True, slots=True)
+class Adopted:
+    path: str
+    text: str  # the page after the conversion
+    converted: tuple[Suggestion, ...]  # blocks now marked
+    skipped: tuple[Diagnostic, ...]  # blocks left alone, with the reason
+
+
+def _rewrite(text: str, suggestions: Iterable[Suggestion]) -> str:
+    lines = text.split("\n")
+    for s in suggestions:
+        m = _FENCE.match(lines[s.line - 1])
+        if m is None:
+            continue
+        lines[s.line - 1] = m["indent"] + m["fence"] + s.brace
+    return "\n".join(lines)
+
+
+def adopt_page(page: Page, suggestions: Sequence[Suggestion],
+               other_pages: Sequence[Page] = ()) -> Adopted:
+    """`page` with the runbook blocks of `suggestions` (for this page) written in. A runbook
+    whose blocks would not be valid (e.g. a launcher that cannot be run from a page) is left
+    out with its diagnostics; its client blocks go with it."""
+    mine = [s for s in suggestions if s.path == page.path]
+    skipped: list[Diagnostic] = []
+    served = {s.runbook for s in mine if s.role == "server"}
+    for s in mine:
+        if s.role != "server" and s.runbook not in served:
+            what = ("no `docker compose … up` block follows it on the page to run it"
+                    if s.role == "file" else "no server block before it on the page")
+            skipped.append(Diagnostic(page.path, s.line, s.col, "RB012",
+                                      f"{s.role} block not converted: {what}", Severity.WARNING))
+    mine = [s for s in mine if s.role == "server" or s.runbook in served]
+    while True:
+        text = _rewrite(page.text, mine)
+        new = parse_page(text, page.path)
+        _runbooks, diags = extract_runbooks([new, *other_pages])
+        bad_lines = {d.line for d in diags if d.path == page.path}
+        bad_ids = {s.runbook for s in mine if _block_lines(s) & bad_lines}
+        if not bad_ids:
+            return Adopted(page.path, text, tuple(mine), tuple(skipped))
+        for s in mine:
+            if s.runbook in bad_ids:
+                why = next((d.message for d in diags if d.path == page.path
+                            and d.line in _block_lines(s)), None)
+                why = why or "another block of the same runbook cannot be converted"
+                skipped.append(Diagnostic(page.path, s.line, s.col, "RB012",
+                                          f"{s.role} block not converted: {why}",
+                                          Severity.WARNING))
+        mine = [s for s in mine if s.runbook not in bad_ids]
+
+
+def _block_lines(s: Suggestion) -> set[int]:
+    return set(range(s.line, s.end_line + 1))

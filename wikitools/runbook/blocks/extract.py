@@ -1,0 +1,425 @@
+"""Runbook blocks from parsed pages: `{ .bash #id .runbook-server … }`,
+`{ .bash .runbook-client for=id … }` and `{ .yaml .runbook-file for=id path=… }` (a file the
+server needs, such as its compose file) fences, validated with located RB diagnostics."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from wikitools.diagnostics import Diagnostic, did_you_mean
+from wikitools.pages import CodeBlock, Page
+from wikitools.runbook.blocks.model import (
+    ClientBlock,
+    FileBlock,
+    Requirements,
+    Runbook,
+    RunbookSet,
+    ServerBlock,
+)
+from wikitools.runbook.engines import catalog as engines
+from wikitools.runbook.engines.command import parse_client_command, parse_server_command
+from wikitools.runbook.engines.shell import ShellSyntaxError, tokenize
+
+SERVER_CLASS = "runbook-server"
+CLIENT_CLASS = "runbook-client"
+FILE_CLASS = "runbook-file"
+ROLES = (SERVER_CLASS, CLIENT_CLASS, FILE_CLASS)
+FILE_ATTRS = ("for", "path")
+SERVER_ATTRS = ("engine", "gpus", "arch", "min_mem_gib", "port", "ready_timeout", "stop_timeout",
+                "env")
+CLIENT_ATTRS = ("for", "name", "kind", "sweep", "timeout")
+KINDS = ("serving", "quality", "smoke")
+DEFAULT_READY_TIMEOUT = 900.0
+DEFAULT_STOP_TIMEOUT = 20.0
+DEFAULT_CLIENT_TIMEOUT = 1800.0
+
+ID_RE = re.compile(r"[a-z0-9][a-z0-9._-]*")
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+ARCH_RE = re.compile(r"sm\d{2,3}[af]?")
+
+
+@dataclass(slots=True)
+class _Ctx:
+    page: Page
+    block: CodeBlock
+    diags: list[Diagnostic]
+    failed: bool = False
+
+    @property
+    def fence_line(self) -> str:
+        lines = self.page.text.split("\n")
+        return lines[self.block.line - 1] if self.block.line - 1 < len(lines) else ""
+
+    def col_of(self, needle: str) -> int:
+        line = self.fence_line
+        at = line.find(needle, self.block.col - 1)
+        return at + 1 if at >= 0 else self.block.col
+
+    def error(self, code: str, message: str, col: int | None = None, line: int | None = None
+              ) -> None:
+        self.failed = True
+        self.diags.append(Diagnostic(self.page.path, line or self.block.line,
+                                     col or self.block.col, code, message))
+
+
+def is_runbook_block(block: CodeBlock) -> bool:
+    """A fence that carries a runbook role (or tries to: a malformed brace list naming one)."""
+    attrs = block.attrs
+    if not attrs.brace:
+        return False
+    if attrs.error:
+        return "runbook" in block.info
+    return any(c.startswith("runbook") for c in attrs.classes)
+
+
+def _number(ctx: _Ctx, key: str, value: str, col: int, *, integer: bool = False,
+            minimum: float = 0, allow_zero: bool = True) -> float | None:
+    pattern = r"\d+" if integer else r"\d+(\.\d+)?"
+    if not re.fullmatch(pattern, value) or (not allow_zero and float(value) == 0) or float(
+        value
+    ) < minimum:
+        kind = "a whole number" if integer else "a number"
+        extra = " above 0" if not allow_zero else ""
+        ctx.error("RB004", f"bad value for {key}: '{value}' (expected {kind}{extra})", col)
+        return None
+    return float(value)
+
+
+def _parse_env(ctx: _Ctx, value: str, col: int) -> tuple[tuple[str, str], ...]:
+    try:
+        parts = [w.value for w in tokenize(value) if not w.op]
+    except ShellSyntaxError as exc:
+        ctx.error("RB004", f"bad value for env: {exc}", col)
+        return ()
+    out: list[tuple[str, str]] = []
+    for part in parts:
+        name, eq, val = part.partition("=")
+        if not eq or not ENV_NAME_RE.fullmatch(name):
+            ctx.error("RB004", f"bad value for env: '{part}' is not NAME=VALUE", col)
+            continue
+        out.append((name, val))
+    return tuple(out)
+
+
+def _options(ctx: _Ctx, allowed: tuple[str, ...], role: str) -> dict[str, tuple[str, int]]:
+    seen: dict[str, tuple[str, int]] = {}
+    for key, value, col in ctx.block.attrs.options:
+        if key not in allowed:
+            ctx.error("RB003", f"unknown attribute '{key}' on a {role} block"
+                      f"{did_you_mean(key, allowed)}", col)
+            continue
+        if key in seen:
+            ctx.error("RB003", f"attribute '{key}' given twice", col)
+            continue
+        seen[key] = (value, col)
+    return seen
+
+
+def _file(ctx: _Ctx) -> FileBlock | None:
+    opts = _options(ctx, FILE_ATTRS, "runbook-file")
+    if "for" not in opts or not opts["for"][0]:
+        ctx.error("RB002", "runbook-file block without for= (name the runbook whose server "
+                  "needs it)", ctx.col_of("." + FILE_CLASS))
+        return None
+    if "path" not in opts or not opts["path"][0]:
+        ctx.error("RB004", "runbook-file block without path= (the file name the server "
+                  "command uses, e.g. path=compose.yaml)", ctx.col_of("." + FILE_CLASS))
+        return None
+    path, col = opts["path"]
+    parts = path.split("/")
+    if path.startswith("/") or "\\" in path or any(p in ("", ".", "..") for p in parts):
+        ctx.error("RB004", f"bad value for path: '{path}' (a relative file name inside the run's "
+                  "folder, without '..')", col)
+        return None
+    block = ctx.block
+    return FileBlock(runbook_id=opts["for"][0], path=path, page=ctx.page.path, line=block.line,
+                     col=block.col, content=block.content, info=block.info)
+
+
+def _server(ctx: _Ctx, files: dict[str, str] | None = None) -> ServerBlock | None:
+    block = ctx.block
+    rid = block.attrs.id
+    opts = _options(ctx, SERVER_ATTRS, "runbook-server")
+    if rid is None:
+        ctx.error("RB005", "runbook-server block without an #id (add `#my-runbook-id` to the "
+                  "attribute list)", ctx.col_of("." + SERVER_CLASS))
+        return None
+    if not ID_RE.fullmatch(rid):
+        ctx.error("RB004", f"bad runbook id '#{rid}' (lower-case letters, digits, '.', '_', '-'; "
+                  "starting with a letter or digit)", ctx.col_of("#" + rid))
+    env: tuple[tuple[str, str], ...] = ()
+    if "env" in opts:
+        env = _parse_env(ctx, *opts["env"])
+    cmd = parse_server_command(block.content, dict(env), files)
+    engine_attr = None
+    if "engine" in opts:
+        value, col = opts["engine"]
+        if value not in engines.ENGINES:
+            ctx.error("RB004", f"bad value for engine: '{value}' (expected "
+                      f"{engines.engine_names()})"
+                      f"{did_you_mean(value, engines.ENGINES)}", col)
+        else:
+            engine_attr = value
+            if cmd.engine and cmd.engine != value:
+                ctx.error("RB010", f"engine={value} but the command starts {cmd.engine} "
+                          f"({cmd.launcher})", col)
+    if cmd.engine is None:
+        why = "; ".join(cmd.problems) or "no engine launcher found"
+        ctx.error("RB007", f"server command not understood: {why}", line=block.content_line,
+                  col=1)
+    elif cmd.container is not None and cmd.container.kind == "exec":
+        ctx.error("RB011", f"the server starts inside a running container "
+                  f"({cmd.container.name}) that the run does not start, so it could not stop it "
+                  "or check that it is gone; start it with docker run or docker compose",
+                  line=block.content_line, col=1)
+    elif cmd.container is not None and cmd.container.kind == "run" and \
+            not cmd.container.top_level:
+        ctx.error("RB011", "docker run inside a shell string: the run could not learn the "
+                  "container's ID to stop it; write docker run as a command of its own",
+                  line=block.content_line, col=1)
+    gpus = None
+    if "gpus" in opts:
+        n = _number(ctx, "gpus", *opts["gpus"], integer=True)
+        gpus = int(n) if n is not None else None
+    arch: tuple[str, ...] = ()
+    if "arch" in opts:
+        value, col = opts["arch"]
+        items = tuple(a.strip().lower() for a in value.split(",") if a.strip())
+        bad = [a for a in items if not ARCH_RE.fullmatch(a)]
+        if bad or not items:
+            ctx.error("RB004", f"bad value for arch: '{value}' (expected smXY[,smXY…], e.g. "
+                      "sm120 for compute capability 12.0)", col)
+        arch = items
+    min_mem = _number(ctx, "min_mem_gib", *opts["min_mem_gib"]) if "min_mem_gib" in opts else None
+    port = None
+    if "port" in opts:
+        value, col = opts["port"]
+        n = _number(ctx, "port", value, col, integer=True)
+        if n is not None and not 1 <= n <= 65535:
+            ctx.error("RB004", f"bad value for port: '{value}' (expected 1-65535)", col)
+        elif n is not None:
+            port = int(n)
+    ready = (_number(ctx, "ready_timeout", *opts["ready_timeout"], allow_zero=False)
+             if "ready_timeout" in opts else None)
+    stop = (_number(ctx, "stop_timeout", *opts["stop_timeout"])
+            if "stop_timeout" in opts else None)
+    engine = engine_attr or cmd.engine
+    return ServerBlock(
+        runbook_id=rid,
+        page=ctx.page.path,
+        line=block.line,
+        col=block.col,
+        content=block.content,
+        info=block.info,
+        attrs=tuple((k, v) for k, v, _ in block.attrs.options),
+        requirements=Requirements(gpus=gpus, arch=arch, min_mem_gib=min_mem),
+        engine=engine,
+        port=port or cmd.port or engines.default_port(engine),
+        ready_timeout=ready if ready is not None else DEFAULT_READY_TIMEOUT,
+        stop_timeout=stop if stop is not None else DEFAULT_STOP_TIMEOUT,
+        extra_env=env,
+        command=cmd,
+    )
+
+
+@dataclass(slots=True)
+class _PendingClient:
+    ctx: _Ctx
+    for_id: str
+    for_col: int
+    name: str | None
+    name_col: int
+    kind: str | None
+    sweep_var: str | None
+    sweep_values: tuple[str, ...]
+    timeout: float
+    sweep: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+
+def _sweep(ctx: _Ctx, value: str, col: int) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """`VAR=v1,v2` or a grid of two variables `A=1,8;B=512,2048`; () after an RB004."""
+    out: list[tuple[str, tuple[str, ...]]] = []
+    for part in value.split(";"):
+        var, eq, rest = part.strip().partition("=")
+        values = tuple(v.strip() for v in rest.split(","))
+        if not eq or not ENV_NAME_RE.fullmatch(var.strip()) or not all(values):
+            ctx.error("RB004", f"bad value for sweep: '{value}' (expected \"VAR=v1,v2,…\", or "
+                      "two variables \"A=1,8;B=512,2048\" for a grid)", col)
+            return ()
+        if len(set(values)) != len(values):
+            ctx.error("RB004", f"bad value for sweep: '{value}' repeats a value", col)
+            return ()
+        out.append((var.strip(), values))
+    if len(out) > 2:
+        ctx.error("RB004", f"bad value for sweep: '{value}' sweeps {len(out)} variables (at "
+                  "most two: a grid)", col)
+        return ()
+    if len(out) == 2 and out[0][0] == out[1][0]:
+        ctx.error("RB004", f"bad value for sweep: '{value}' names {out[0][0]} twice", col)
+        return ()
+    return tuple(out)
+
+
+def _client(ctx: _Ctx) -> _PendingClient | None:
+    opts = _options(ctx, CLIENT_ATTRS, "runbook-client")
+    if "for" not in opts or not opts["for"][0]:
+        ctx.error("RB002", "runbook-client block without for= (name the runbook it runs "
+                  "against)", ctx.col_of("." + CLIENT_CLASS))
+        return None
+    for_id, for_col = opts["for"]
+    name, name_col = opts.get("name", (None, ctx.block.col))
+    if name is not None and not NAME_RE.fullmatch(name):
+        ctx.error("RB004", f"bad value for name: '{name}' (letters, digits, '.', '_', '-')",
+                  name_col)
+    kind = None
+    if "kind" in opts:
+        value, col = opts["kind"]
+        if value not in KINDS:
+            ctx.error("RB004", f"bad value for kind: '{value}' (expected serving, quality or "
+                      f"smoke){did_you_mean(value, KINDS)}", col)
+        else:
+            kind = value
+    sweep_var, sweep_values = None, ()
+    sweep = _sweep(ctx, *opts["sweep"]) if "sweep" in opts else ()
+    if sweep:
+        sweep_var, sweep_values = sweep[0]
+    timeout = DEFAULT_CLIENT_TIMEOUT
+    if "timeout" in opts:
+        t = _number(ctx, "timeout", *opts["timeout"], allow_zero=False)
+        timeout = t if t is not None else timeout
+    return _PendingClient(ctx, for_id, for_col, name, name_col, kind, sweep_var, sweep_values,
+                          timeout, sweep)
+
+
+def extract_runbooks(pages: Iterable[Page]) -> tuple[RunbookSet, list[Diagnostic]]:
+    """Every runbook of the wiki and the RB diagnostics of all runbook blocks."""
+    diags: list[Diagnostic] = []
+    servers: dict[str, ServerBlock] = {}
+    first_at: dict[str, str] = {}
+    broken: dict[str, str] = {}  # ids of servers that exist but have errors → "path:line"
+    pending: list[_PendingClient] = []
+    pages = sorted(pages, key=lambda p: p.path)
+    files: dict[str, list[tuple[FileBlock, _Ctx]]] = {}
+    for page in pages:
+        for block in page.code_blocks:
+            if is_runbook_block(block) and not block.attrs.error and \
+                    block.attrs.classes.count(FILE_CLASS) and not any(
+                        c in block.attrs.classes for c in (SERVER_CLASS, CLIENT_CLASS)):
+                ctx = _Ctx(page, block, diags)
+                fb = _file(ctx)
+                if fb is not None:
+                    files.setdefault(fb.runbook_id, []).append((fb, ctx))
+    for page in pages:
+        for block in page.code_blocks:
+            if not is_runbook_block(block):
+                continue
+            ctx = _Ctx(page, block, diags)
+            attrs = block.attrs
+            if attrs.error:
+                ctx.error("RB006", f"malformed attribute list: {attrs.error}",
+                          ctx.col_of("{"))
+                continue
+            roles = [c for c in attrs.classes if c.startswith("runbook")]
+            unknown = [c for c in roles if c not in ROLES]
+            for cls in unknown:
+                ctx.error("RB003", f"unknown runbook class '.{cls}'"
+                          f"{did_you_mean('.' + cls, ['.' + r for r in ROLES])}",
+                          ctx.col_of("." + cls))
+            known = [c for c in roles if c in ROLES]
+            if len(set(known)) > 1:
+                ctx.error("RB006", "a block is one of .runbook-server, .runbook-client or "
+                          ".runbook-file", ctx.col_of("." + known[-1]))
+                continue
+            if not known:
+                if attrs.id:
+                    broken.setdefault(attrs.id, f"{page.path}:{block.line}")
+                continue
+            if known[0] == FILE_CLASS:
+                continue  # read above
+            if known[0] == SERVER_CLASS:
+                rid = attrs.id
+                own = {fb.path: fb.content for fb, _ in files.get(rid or "", [])}
+                server = _server(ctx, own)
+                if rid is None:
+                    continue
+                if rid in first_at:
+                    ctx.error("RB001", f"duplicate runbook id '{rid}' (first defined at "
+                              f"{first_at[rid]})", ctx.col_of("#" + rid))
+                    continue
+                first_at[rid] = f"{page.path}:{block.line}"
+                if server is None or ctx.failed:
+                    broken[rid] = first_at[rid]
+                else:
+                    servers[rid] = server
+            else:
+                client = _client(ctx)
+                if client is not None:
+                    pending.append(client)
+    clients: dict[str, list[ClientBlock]] = {}
+    names: dict[str, dict[str, str]] = {}
+    counters: dict[str, int] = {}
+    for pc in pending:
+        ctx = pc.ctx
+        rid = pc.for_id
+        if rid not in servers and rid not in broken:
+            ctx.error("RB002", f"for={rid} names no runbook"
+                      f"{did_you_mean(rid, list(servers) + list(broken))}", pc.for_col)
+            continue
+        counters[rid] = counters.get(rid, 0) + 1
+        name = pc.name or f"client{counters[rid]}"
+        taken = names.setdefault(rid, {})
+        if name in taken:
+            ctx.error("RB008", f"duplicate client name '{name}' in runbook '{rid}' (first at "
+                      f"{taken[name]})", pc.name_col)
+            continue
+        taken[name] = f"{ctx.page.path}:{ctx.block.line}"
+        cmd = parse_client_command(ctx.block.content)
+        kind = pc.kind or cmd.default_kind
+        if kind is None:
+            why = "; ".join(cmd.problems) or "no client command found"
+            ctx.error("RB007", f"client command not understood: {why}; name its kind with "
+                      "kind=serving|quality|smoke", line=ctx.block.content_line, col=1)
+            continue
+        if ctx.failed or rid not in servers:
+            continue
+        clients.setdefault(rid, []).append(ClientBlock(
+            runbook_id=rid, name=name, kind=kind, sweep_var=pc.sweep_var,
+            sweep_values=pc.sweep_values, sweep=pc.sweep, timeout=pc.timeout, page=ctx.page.path,
+            line=ctx.block.line, col=ctx.block.col, content=ctx.block.content,
+            info=ctx.block.info, command=cmd,
+        ))
+    own_files: dict[str, list[FileBlock]] = {}
+    for rid, items in files.items():
+        seen: dict[str, str] = {}
+        for fb, ctx in items:
+            if rid not in servers and rid not in broken:
+                ctx.error("RB002", f"for={rid} names no runbook"
+                          f"{did_you_mean(rid, list(servers) + list(broken))}",
+                          ctx.col_of("for="))
+                continue
+            if fb.path in seen:
+                ctx.error("RB008", f"file '{fb.path}' given twice for runbook '{rid}' (first at "
+                          f"{seen[fb.path]})", ctx.col_of("path="))
+                continue
+            seen[fb.path] = f"{fb.page}:{fb.line}"
+            own_files.setdefault(rid, []).append(fb)
+    runbooks = tuple(
+        Runbook(id=rid, page=s.page, server=s, clients=tuple(clients.get(rid, ())),
+                files=tuple(own_files.get(rid, ())))
+        for rid, s in sorted(servers.items(), key=lambda kv: (kv[1].page, kv[1].line))
+    )
+    return RunbookSet(runbooks, tuple(sorted(broken.items()))), diags
+
+
+def load_runbooks(root: Path) -> tuple[RunbookSet, list[Diagnostic], list[Page]]:
+    """Read the wiki at `root` (wiki.yml honoured) and extract its runbooks."""
+    from wikitools.config import load_config, load_pages
+
+    config = load_config(root)
+    pages = load_pages(config)
+    runbooks, diags = extract_runbooks(pages)
+    return runbooks, diags, pages

@@ -1,0 +1,169 @@
+"""The blocks of a runbook as a page declares them: server, clients, files, and the runbook."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from wikitools.diagnostics import did_you_mean
+from wikitools.errors import UsageError
+from wikitools.runbook.engines.types import ClientCommand, EngineCommand, Env
+
+
+@dataclass(frozen=True, slots=True)
+class Requirements:
+    gpus: int | None = None  # None: not stated (inferred from tp*pp*dp when planning)
+    arch: tuple[str, ...] = ()  # ("sm120",) ; empty = any
+    min_mem_gib: float | None = None  # free memory per GPU
+
+
+@dataclass(frozen=True, slots=True)
+class ServerBlock:
+    runbook_id: str
+    page: str
+    line: int  # line of the opening fence
+    col: int
+    content: str
+    info: str  # the fence info string as written
+    attrs: tuple[tuple[str, str], ...]  # options as written (key, value)
+    requirements: Requirements
+    engine: str | None  # attribute or inferred
+    port: int  # attribute, else command, else engine default
+    ready_timeout: float
+    stop_timeout: float
+    extra_env: Env
+    command: EngineCommand
+
+
+@dataclass(frozen=True, slots=True)
+class ClientBlock:
+    runbook_id: str
+    name: str
+    kind: str  # serving | quality | smoke
+    sweep_var: str | None  # the first swept variable
+    sweep_values: tuple[str, ...]
+    timeout: float
+    page: str
+    line: int
+    col: int
+    content: str
+    info: str
+    command: ClientCommand
+    sweep: tuple[tuple[str, tuple[str, ...]], ...] = ()  # every swept variable; two: a grid
+
+    @property
+    def sweep_vars(self) -> tuple[str, ...]:
+        if self.sweep:
+            return tuple(var for var, _ in self.sweep)
+        return (self.sweep_var,) if self.sweep_var else ()
+
+    def sweep_points(self) -> tuple[tuple[tuple[str, str], ...], ...]:
+        """Each point's (variable, value) pairs, the first variable outermost; one empty point
+        when nothing is swept."""
+        axes = self.sweep
+        if not axes and self.sweep_var:
+            axes = ((self.sweep_var, self.sweep_values),)
+        points: list[tuple[tuple[str, str], ...]] = [()]
+        for var, values in axes:
+            points = [(*p, (var, v)) for p in points for v in values]
+        return tuple(points)
+
+
+@dataclass(frozen=True, slots=True)
+class FileBlock:
+    """A file the runbook's server needs (a compose file), written where the server runs."""
+
+    runbook_id: str
+    path: str  # relative, POSIX, inside the run's folder
+    page: str
+    line: int
+    col: int
+    content: str
+    info: str
+
+
+def _blocks_digest(blocks: list[tuple[str, str]]) -> str:
+    h = hashlib.sha256()
+    for info, content in blocks:
+        h.update(info.strip().encode("utf-8"))
+        h.update(b"\n")
+        h.update(content.encode("utf-8"))
+        h.update(b"\0")
+    return "sha256:" + h.hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class Runbook:
+    id: str
+    page: str
+    server: ServerBlock
+    clients: tuple[ClientBlock, ...] = ()
+    files: tuple[FileBlock, ...] = ()
+
+    @property
+    def ref(self) -> str:
+        return f"{self.page}#{self.id}"
+
+    @property
+    def blocks_hash(self) -> str:
+        """"sha256:<hex>" over each block's info string (stripped) + "\\n" + content + NUL,
+        server first, then clients in page order, then file blocks in page order. Any edit to a
+        command, a file or an attribute changes it."""
+        blocks = [(self.server.info, self.server.content)]
+        blocks += [(c.info, c.content) for c in sorted(self.clients, key=lambda c: c.line)]
+        blocks += [(f.info, f.content) for f in sorted(self.files, key=lambda f: f.line)]
+        return _blocks_digest(blocks)
+
+    @property
+    def short_hash(self) -> str:
+        return self.blocks_hash.split(":", 1)[1][:8]
+
+    def client(self, name: str) -> ClientBlock:
+        for c in self.clients:
+            if c.name == name:
+                return c
+        names = [c.name for c in self.clients]
+        hint = did_you_mean(name, names, cutoff=0.5)
+        raise UsageError(f"runbook '{self.id}' has no client '{name}'{hint}")
+
+
+@dataclass(frozen=True, slots=True)
+class RunbookSet:
+    """Every runbook of a wiki, in (page, line) order."""
+
+    runbooks: tuple[Runbook, ...] = ()
+    broken: tuple[tuple[str, str], ...] = ()  # (id, "path:line") of server blocks with errors
+
+    def __iter__(self) -> Iterator[Runbook]:
+        return iter(self.runbooks)
+
+    def __len__(self) -> int:
+        return len(self.runbooks)
+
+    def __contains__(self, runbook_id: object) -> bool:
+        return any(r.id == runbook_id for r in self.runbooks)
+
+    def ids(self) -> list[str]:
+        return [r.id for r in self.runbooks]
+
+    def get(self, ref: str) -> Runbook:
+        """Look up `ID` or `path/to/page.md#ID`; UsageError with a suggestion when unknown."""
+        page, _, rid = ref.rpartition("#")
+        rid = rid.strip()
+        for r in self.runbooks:
+            if r.id == rid:
+                want = page.removeprefix("./")
+                if want and want != r.page and not r.page.endswith("/" + want):
+                    raise UsageError(f"runbook '{rid}' is on {r.page}, not {page}")
+                return r
+        for bid, where in self.broken:
+            if bid == rid:
+                raise UsageError(f"runbook '{rid}' ({where}) has errors; `wiki runbook list` "
+                                 "shows them")
+        raise UsageError(f"unknown runbook '{rid}'{did_you_mean(rid, self.ids(), cutoff=0.5)}")
+
+
+# --------------------------------------------------------------------------- preflight
+
+

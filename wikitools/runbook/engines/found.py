@@ -1,0 +1,45 @@
+"""What finding a launcher yields (`Found`) and what a block knows besides its own command
+(`Scope`): shared by `launcher` and `launch_containers`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from wikitools.runbook.engines.shell import Word
+from wikitools.runbook.engines.types import ContainerUse
+
+
+@dataclass(slots=True)
+class Found:
+    kind: str  # server | client
+    argv: list[str]
+    words: list[Word] | None  # top-level words (None when found inside a bash -c string)
+    start: int  # index in argv/words where the launcher starts
+    engine: str | None = None
+    tool: str | None = None
+    launcher: str = ""
+    rest: list[str] = field(default_factory=list)  # arguments after the launcher
+    image: str | None = None
+    docker: bool = False
+    docker_gpus: str | None = None
+    docker_env: list[tuple[str, str]] = field(default_factory=list)
+    docker_ports: list[str] = field(default_factory=list)
+    wrappers: list[str] = field(default_factory=list)
+    env: list[tuple[str, str]] = field(default_factory=list)
+    container: ContainerUse | None = None
+    compose_problem: str | None = None  # why a `docker compose up` could not be read
+    positional: list[str] = field(default_factory=list)  # $1 $2 … from a wrapper's call
+
+
+ANY_FILE = "*"  # key of `files` for a compose file shown on the page under no stated name
+
+
+@dataclass(slots=True)
+class Scope:
+    """What a block knows besides its own command: files (the page's file blocks and the
+    block's here-documents), wrapper functions and scripts, and bash arrays."""
+
+    files: dict[str, str] = field(default_factory=dict)
+    callables: dict[str, str | None] = field(default_factory=dict)  # name → script (None: fn)
+    arrays: dict[str, list[str]] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)

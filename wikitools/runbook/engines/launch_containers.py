@@ -1,0 +1,212 @@
+"""Launchers inside containers: `docker run … IMAGE CMD` (its `-e`, `--gpus`, `--name`, `-d`,
+`--rm`, `--entrypoint`; images whose entrypoint is the server), `docker exec … CMD` and
+`docker compose up` (the service's command in the compose file). What a container runs is
+searched with the `find` the caller passes (the launcher finder itself)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import replace
+
+from wikitools.runbook.engines import catalog as engines
+from wikitools.runbook.engines.compose import (
+    DEFAULT_FILES,
+    ComposeCall,
+    ComposeError,
+    parse_compose,
+)
+from wikitools.runbook.engines.found import ANY_FILE, Found, Scope
+from wikitools.runbook.engines.shell import Word, basename
+from wikitools.runbook.engines.types import ContainerUse
+
+# find(argv, words, scope, depth, top) -> Found | None
+Find = Callable[[list[str], "list[Word] | None", Scope, int, bool], "Found | None"]
+
+# docker exec / compose exec options that take a value
+_EXEC_VALUE = {"-e", "--env", "-w", "--workdir", "-u", "--user", "--env-file", "--detach-keys",
+               "--index"}
+
+
+def not_top(use: ContainerUse) -> ContainerUse:
+    return replace(use, top_level=False)
+
+
+def docker_run(
+    argv: list[str], words: list[Word] | None, j: int, base: str, env: list[tuple[str, str]],
+    scope: Scope, depth: int, top: bool, find: Find,
+) -> Found | None:
+    denv: list[tuple[str, str]] = []
+    gpus = None
+    entrypoint = None
+    name = None
+    detached = remove = False
+    ports: list[str] = []
+    while j < len(argv):
+        a = argv[j]
+        if a == "--":
+            j += 1
+            break
+        if not a.startswith("-") or a == "-":
+            break
+        flag, eq, val = a.partition("=")
+        if eq:
+            value: str | None = val
+            j += 1
+        elif flag in engines.DOCKER_VALUE_FLAGS:
+            value = argv[j + 1] if j + 1 < len(argv) else None
+            j += 2
+        elif re.fullmatch(r"-[a-zA-Z]+", flag) and flag[-1] in "evpwuml" and set(flag[1:-1]) <= (
+            engines.DOCKER_BOOL_SHORT
+        ):
+            # combined short flags ending with a value flag, e.g. -itv /x:/y is rare; -e handled
+            detached = detached or "d" in flag[1:-1]
+            value = argv[j + 1] if j + 1 < len(argv) else None
+            flag = "-" + flag[-1]
+            j += 2
+        else:
+            if flag in ("-d", "--detach") or (re.fullmatch(r"-[dit]+", flag) and "d" in flag):
+                detached = True
+            elif flag == "--rm":
+                remove = True
+            value = None
+            j += 1
+        if value is None:
+            continue
+        if flag in ("-e", "--env"):
+            k, eq2, v = value.partition("=")
+            denv.append((k, v if eq2 else f"${{{k}}}"))  # bare `-e K` passes the host's K
+        elif flag == "--gpus":
+            gpus = value
+        elif flag == "--entrypoint":
+            entrypoint = value
+        elif flag in ("-p", "--publish"):
+            ports.append(value)
+        elif flag == "--name":
+            name = value
+    if j >= len(argv):
+        return None
+    image = argv[j]
+    cmd = argv[j + 1 :]
+    if entrypoint:
+        cmd = entrypoint.split() + cmd
+    sub_words = words[j + 1 :] if words is not None and not entrypoint else None
+    found = find(cmd, sub_words, scope, depth + 1, False) if cmd else None
+    if found is None:
+        found = image_entrypoint(image, cmd, sub_words)
+        if found is None:
+            return None
+    if found.words is not None and sub_words is None:
+        found.words = None
+    found.wrappers.insert(0, f"{base} run")
+    found.image = image
+    found.docker = True
+    found.docker_gpus = gpus
+    found.docker_env = denv
+    found.docker_ports = ports
+    found.env = env + denv + found.env
+    found.container = ContainerUse(kind="run", detached=detached, remove=remove, name=name,
+                                   top_level=top)
+    return found
+
+
+_MODEL_REF = re.compile(r"[\w.-]+/[\w.@:+-]+|/\S+")
+
+
+def image_entrypoint(image: str, cmd: list[str], words: list[Word] | None) -> Found | None:
+    """An image whose entrypoint is the server (the vllm-openai images: `vllm serve`, before
+    that the API server): `IMAGE serve MODEL …`, `IMAGE --model X …`, `IMAGE MODEL --flag …`
+    (engines with `image_entrypoint` in `engines`)."""
+    eng = engines.engine_for_image(image)
+    if eng is None or not eng.image_entrypoint or not cmd:
+        return None
+    sub = eng.image_subcommand
+    if sub and cmd[0] == sub:
+        return Found(kind="server", argv=cmd, words=words, start=0, engine=eng.name,
+                     launcher=f"{image} {sub}", rest=cmd[1:])
+    if cmd[0].startswith("-") or (
+            _MODEL_REF.fullmatch(cmd[0]) and any(a.startswith("--") for a in cmd[1:])):
+        return Found(kind="server", argv=cmd, words=words, start=0, engine=eng.name,
+                     launcher=f"{image} (entrypoint)", rest=cmd)
+    return None
+
+
+def docker_exec(argv: list[str], j: int, spelling: str, env: list[tuple[str, str]],
+                scope: Scope, depth: int, find: Find) -> Found | None:
+    """`docker exec [options] CONTAINER CMD…` (also `docker compose exec SERVICE CMD…`): the
+    launcher runs inside a container that something else started."""
+    denv: list[tuple[str, str]] = []
+    while j < len(argv) and argv[j].startswith("-"):
+        flag, eq, val = argv[j].partition("=")
+        value = val if eq else (argv[j + 1] if flag in _EXEC_VALUE and j + 1 < len(argv)
+                                else None)
+        j += 1 if eq or flag not in _EXEC_VALUE else 2
+        if flag in ("-e", "--env") and value:
+            k, eq2, v = value.partition("=")
+            denv.append((k, v if eq2 else f"${{{k}}}"))
+    if j + 1 >= len(argv):
+        return None
+    target = argv[j]
+    found = find(argv[j + 1 :], None, scope, depth + 1, False)
+    if found is None:
+        return None
+    found.words = None
+    found.wrappers.insert(0, spelling)
+    found.docker = True
+    found.env = env + denv + found.env
+    found.container = ContainerUse(kind="exec", name=target, top_level=False)
+    return found
+
+
+def compose_up(call: ComposeCall, scope: Scope, depth: int, env: list[tuple[str, str]],
+               find: Find) -> Found | None:
+    """`docker compose … up` / `run`: the launcher is the service's command in the compose
+    file; `docker compose exec SERVICE CMD` runs CMD in a service container."""
+    spelling = " ".join(basename(p) if k == 0 else p for k, p in enumerate(call.program))
+    if call.subcommand == "exec":
+        return docker_exec([*call.program, "exec", *call.args], len(call.program) + 1,
+                           f"{spelling} exec", env, scope, depth, find)
+    if call.subcommand not in ("up", "run", "start", "create"):
+        return None
+    names = call.files or DEFAULT_FILES
+    path = next((n for n in names if n in scope.files), None)
+    if path is None:
+        path = next((k for k in scope.files for n in names
+                     if basename(k) == basename(n)), None)
+    text = scope.files.get(path) if path else scope.files.get(ANY_FILE)
+    if path is None and text is not None:
+        path = names[0]  # the compose file the page showed before this block
+    if path is None or text is None:
+        problem = (f"{spelling} {call.subcommand} needs its compose file "
+                   f"({', '.join(call.files) or 'compose.yaml'}) on the page, in a block "
+                   "marked `{ .yaml .runbook-file for=ID path=… }`")
+        return Found(kind="none", argv=[], words=None, start=0, compose_problem=problem)
+    try:
+        compose = parse_compose(text)
+    except ComposeError as exc:
+        return Found(kind="none", argv=[], words=None, start=0,
+                     compose_problem=f"{path}: {exc}")
+    wanted = call.services if call.subcommand == "up" else call.services[:1]
+    services = [s for s in compose.services if not wanted or s.name in wanted]
+    for svc in services:
+        found = find(list(svc.argv), None, scope, depth + 1, False) if svc.argv else None
+        if found is None and svc.image:
+            found = image_entrypoint(svc.image, list(svc.argv), None)
+        if found is None or found.kind != "server":
+            continue
+        found.words = None
+        found.wrappers.insert(0, f"{spelling} {call.subcommand}")
+        found.image = svc.image
+        found.docker = True
+        found.docker_gpus = "all" if svc.gpus else None
+        found.docker_env = list(svc.env)
+        found.env = env + list(svc.env) + found.env
+        found.container = ContainerUse(
+            kind="compose", detached=call.detached, name=svc.container_name,
+            compose_program=call.program, compose_args=call.globals, compose_file=path,
+            service=svc.name, project=call.project or compose.name)
+        return found
+    names_ = ", ".join(s.name for s in services) or "none"
+    return Found(kind="none", argv=[], words=None, start=0,
+                 compose_problem=f"{path}: no engine launcher in service {names_} (the image's "
+                 "own entrypoint decides the flags)")

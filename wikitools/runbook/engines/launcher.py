@@ -1,0 +1,360 @@
+"""Finding the engine launcher or benchmark client in a block: past `K=V` prefixes and
+`exec`/`env`/`nohup`/`timeout`/`uv run` wrappers, inside `bash -lc "…"`, through
+`docker run … IMAGE CMD` (with its `-e`, `--gpus`, `--name`, `-d`, `--rm`; images whose
+entrypoint is the server), `docker exec … CMD`, `docker compose up` (the service's command in
+the compose file, from a file block of the page or a here-document of the block), and wrapper
+functions or scripts that forward "$@" (their call supplies the arguments). Which spellings are
+launchers is data in `engines`; reading the shell text is `shell`'s job, compose files
+`compose`'s."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from wikitools.runbook.engines import catalog as engines
+from wikitools.runbook.engines import launch_containers as lc
+from wikitools.runbook.engines.compose import compose_call
+from wikitools.runbook.engines.found import ANY_FILE, Found, Scope
+from wikitools.runbook.engines.shell import (
+    ShellSyntaxError,
+    Word,
+    assignment,
+    assignments,
+    basename,
+    heredoc_files,
+    shell_quote,
+    split_commands,
+    tokenize,
+)
+
+__all__ = ["ANY_FILE", "Found", "Scope", "append_args", "docker_run_offset", "find_in_script",
+           "find_launcher", "insertion_point"]
+
+_PY = re.compile(r"^(?:.*/)?python(?:\d+(?:\.\d+)?)?$")
+_PY_OPTS_WITH_VALUE = {"-X", "-W", "-c"}
+_UV_VALUE_OPTIONS = {"--with", "--python", "-p", "--project", "--directory", "--env-file",
+                     "--extra", "--group", "--index", "--with-requirements", "--package"}
+_SHELLS = ("bash", "sh", "zsh", "dash")
+
+
+def _strip_prefixes(argv: list[str], env: list[tuple[str, str]], wrappers: list[str]) -> int:
+    """Index of the real command after `K=V` prefixes and exec/env/nohup/time/sudo/uv run."""
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        pair = assignment(a)
+        if pair:
+            env.append(pair)
+            i += 1
+            continue
+        base = basename(a)
+        if base in ("exec", "nohup", "time", "command", "stdbuf"):
+            i += 1
+            continue
+        if base == "sudo":
+            i += 1
+            while i < len(argv) and argv[i].startswith("-"):
+                i += 1
+            continue
+        if base == "env":
+            i += 1
+            while i < len(argv) and (argv[i].startswith("-") and argv[i] != "-"):
+                i += 1
+            continue
+        if base == "timeout":
+            i += 1
+            while i < len(argv) and argv[i].startswith("-"):
+                i += 1
+            i += 1  # duration
+            continue
+        if base == "numactl" or base == "taskset":
+            i += 1
+            while i < len(argv) and argv[i].startswith("-"):
+                i += 1
+            if base == "taskset" and i < len(argv):
+                i += 1
+            continue
+        if base == "uv" and argv[i + 1 : i + 2] == ["run"]:
+            i += 2
+            while i < len(argv) and argv[i].startswith("-"):
+                takes = argv[i] in _UV_VALUE_OPTIONS
+                i += 2 if takes else 1
+            continue
+        break
+    return i
+
+
+def _classify(argv: list[str], i: int) -> tuple[str, str | None, str, int] | None:
+    """(kind, engine-or-tool, launcher spelling, index after launcher) or None, from the
+    launcher table in `engines`."""
+    if i >= len(argv):
+        return None
+    a = argv[i]
+    base = basename(a)
+    table = engines.launchers()
+    for kind, name, ln in table:
+        if ln.command and base == ln.command[0] and argv[i + 1 : i + len(ln.command)] == list(
+            ln.command[1:]
+        ):
+            return kind, name, " ".join([a, *ln.command[1:]]), i + len(ln.command)
+        if ln.script and base == ln.script:
+            return kind, name, a, i + 1
+    if not _PY.match(a):
+        return None
+    j = i + 1
+    while j < len(argv) and argv[j].startswith("-") and argv[j] != "-m":
+        j += 2 if argv[j] in _PY_OPTS_WITH_VALUE else 1
+    if j < len(argv) and argv[j] == "-m" and j + 1 < len(argv):
+        after = j + 1
+        for kind, name, ln in table:
+            n = len(ln.module)
+            if ln.module and argv[after : after + n] == list(ln.module):
+                return kind, name, " ".join([a, "-m", *ln.module]), after + n
+        return None
+    for kind, name, ln in table:
+        if j < len(argv) and ln.script and basename(argv[j]) == ln.script:
+            return kind, name, f"{a} {argv[j]}", j + 1
+    return None
+
+
+def _find(argv: list[str], words: list[Word] | None, scope: Scope, depth: int = 0,
+          top: bool = True) -> Found | None:
+    env: list[tuple[str, str]] = []
+    wrappers: list[str] = []
+    i = _strip_prefixes(argv, env, wrappers)
+    if i >= len(argv):
+        return None
+    hit = _classify(argv, i)
+    if hit:
+        kind, name, spelling, after = hit
+        f = Found(kind=kind, argv=argv, words=words, start=i, launcher=spelling, rest=argv[after:])
+        if kind == "server":
+            f.engine = name
+        else:
+            f.tool = name
+        f.env = env
+        return f
+    base = basename(argv[i])
+    if depth > 4:
+        return None
+    if base in _SHELLS:
+        j = i + 1
+        script = None
+        while j < len(argv):
+            a = argv[j]
+            if a.startswith("-") and not a.startswith("--") and "c" in a[1:]:
+                script = argv[j + 1] if j + 1 < len(argv) else None
+                break
+            if a.startswith("-"):
+                j += 1
+                continue
+            break
+        if script is None:
+            return None
+        inner = find_in_script(script, depth + 1, scope)
+        if inner is None:
+            return None
+        found, inner_env = inner
+        found.words = None
+        found.wrappers.insert(0, f"{base} {argv[j]}")
+        found.env = env + inner_env + found.env
+        if found.container is not None and found.container.top_level:
+            found.container = lc.not_top(found.container)
+        return found
+    call = compose_call(argv, i)
+    if call is not None:
+        found = lc.compose_up(call, scope, depth, env, _find)
+        if found is not None and not top and found.container is not None:
+            found.container = lc.not_top(found.container)
+        return found
+    if base in ("docker", "podman", "nerdctl"):
+        sub = argv[i + 1 : i + 3]
+        if sub[:1] == ["run"] or sub == ["container", "run"]:
+            j = i + 2 if argv[i + 1] == "run" else i + 3
+            return lc.docker_run(argv, words, j, base, env, scope, depth, top, _find)
+        if sub[:1] == ["exec"] or sub == ["container", "exec"]:
+            j = i + 2 if argv[i + 1] == "exec" else i + 3
+            return lc.docker_exec(argv, j, f"{base} exec", env, scope, depth, _find)
+    return None
+
+
+def _array_items(value: str) -> list[str] | None:
+    """The items of a bash array assignment value `( a "b c" … )`."""
+    text = value.strip()
+    if not (text.startswith("(") and text.endswith(")")):
+        return None
+    try:
+        return [w.value for w in tokenize(text[1:-1]) if not w.op]
+    except ShellSyntaxError:
+        return None
+
+
+def _callables(script: str) -> dict[str, str | None]:
+    """Shell functions defined in a script (name → None)."""
+    return {m[1]: None for m in re.finditer(
+        r"(?m)^[ \t]*(?:function[ \t]+)?([A-Za-z_][\w.-]*)[ \t]*\([ \t]*\)[ \t]*\{?", script)}
+
+
+_FORWARD = re.compile(r"^\$(?:@|\*|\{@\}|\{\*\})$")
+
+
+def find_in_script(script: str, depth: int = 0, scope: Scope | None = None,
+                   ) -> tuple[Found, list[tuple[str, str]]] | None:
+    """First launcher in a script, with the environment set before it (export / local / K=V /
+    unset). A launcher that forwards "$@" takes its arguments from the script's call of the
+    function or here-document script that holds it."""
+    scope = scope if scope is not None else Scope()
+    if depth == 0 or "<<" in script:
+        for path, body in heredoc_files(script).items():
+            scope.files.setdefault(path, body)
+            scope.callables.setdefault(basename(path), body)
+    for name, body in _callables(script).items():
+        scope.callables.setdefault(name, body)
+    env: list[tuple[str, str]] = []
+    cmds = split_commands(script)
+    first_problem: Found | None = None
+    for index, cmd in enumerate(cmds):
+        argv = cmd.argv
+        if not argv:
+            continue
+        if argv[0] in ("export", "local", "declare", "typeset", "readonly"):
+            env.extend(assignments([a for a in argv[1:] if not a.startswith("-")]))
+            continue
+        if argv[0] == "unset":
+            names = {a for a in argv[1:] if not a.startswith("-")}
+            env = [(k, v) for k, v in env if k not in names]
+            continue
+        pairs = assignments(argv)
+        if len(pairs) == len(argv):
+            for k, v in pairs:
+                items = _array_items(v)
+                if items is not None:
+                    scope.arrays[k] = items
+                else:
+                    env.append((k, v))
+            continue
+        script_body = scope.callables.get(basename(argv[0]))
+        if script_body:  # a here-document script called with arguments
+            inner = find_in_script(script_body, depth + 1, scope)
+            if inner is not None:
+                found, inner_env = inner
+                _forward(found, argv[1:])
+                found.words = None
+                return found, env + inner_env
+            continue
+        found = _find(argv, cmd.words if depth == 0 else None, scope, depth)
+        if found is not None and found.kind == "none":
+            first_problem = first_problem or found
+            continue
+        if found is not None:
+            found.rest = _arrays(found.rest, scope)
+            if any(_FORWARD.match(a) for a in found.rest):
+                call = _call_of(cmds[index + 1 :], scope)
+                if call is not None:
+                    _forward(found, call)
+                    found.words = None
+            return found, env
+    if first_problem is not None:
+        return first_problem, env
+    return None
+
+
+def _arrays(rest: list[str], scope: Scope) -> list[str]:
+    out: list[str] = []
+    for a in rest:
+        m = re.fullmatch(r"\$\{([A-Za-z_]\w*)\[[@*]\]\}", a)
+        if m and m[1] in scope.arrays:
+            out.extend(scope.arrays[m[1]])
+        else:
+            out.append(a)
+    return out
+
+
+def _call_of(later: list, scope: Scope) -> list[str] | None:
+    """The arguments of the first later call of a function defined in the script."""
+    for cmd in later:
+        argv = cmd.argv
+        if argv and argv[0] in scope.callables and scope.callables[argv[0]] is None:
+            return argv[1:]
+    return None
+
+
+def _forward(found: Found, args: list[str]) -> None:
+    """Put the call's arguments where the launcher forwards "$@"; positional parameters ($1,
+    ${1:-default}) take the call's values."""
+    rest: list[str] = []
+    for a in found.rest:
+        if _FORWARD.match(a):
+            rest.extend(args)
+        else:
+            rest.append(a)
+    found.rest = rest
+    found.positional = list(args)
+
+
+def find_launcher(text: str, files: Mapping[str, str] | None = None,
+                  ) -> tuple[Found | None, list[tuple[str, str]], list[str]]:
+    """The first launcher or client in `text`, the environment it gets, and problems. `files`:
+    the file blocks of the runbook (path → text), for `docker compose up`."""
+    problems: list[str] = []
+    scope = Scope(files=dict(files or {}))
+    try:
+        res = find_in_script(text, 0, scope)
+    except ShellSyntaxError as exc:
+        return None, [], [str(exc)]
+    if res is None:
+        return None, [], problems
+    found, env = res
+    if found.kind == "none":
+        return None, [], [found.compose_problem or "no engine launcher found"]
+    if any(_FORWARD.match(a) for a in found.rest):
+        _forward(found, [])  # forwards "$@" but nothing on the page calls it
+    return found, env + found.env, problems
+
+
+def insertion_point(text: str) -> int | None:
+    """Offset in `text` just after the last argument of the first launcher or client command,
+    where extra arguments can be inserted so that they reach the engine or client. None when the
+    command sits inside a quoted string (`bash -lc "…"`) or an entrypoint, where an insertion
+    would not reach it."""
+    try:
+        res = find_in_script(text)
+    except ShellSyntaxError:
+        return None
+    if res is None:
+        return None
+    found, _ = res
+    if found.words is None or not found.words:
+        return None
+    return found.words[-1].end
+
+
+def append_args(text: str, args: list[str]) -> str | None:
+    """`text` with `args` (shell-quoted) added to the end of its launcher or client command;
+    None when that is not possible (see insertion_point)."""
+    at = insertion_point(text)
+    if at is None:
+        return None
+    if not args:
+        return text
+    return text[:at] + " " + " ".join(shell_quote(a) for a in args) + text[at:]
+
+
+def docker_run_offset(text: str) -> int | None:
+    """Offset just after `run` in the block's first top-level `docker run` (or `docker container
+    run`), where docker options can be added; None when there is none."""
+    try:
+        cmds = split_commands(text)
+    except ShellSyntaxError:
+        return None
+    for cmd in cmds:
+        argv = cmd.argv
+        i = _strip_prefixes(argv, [], [])
+        if i + 1 >= len(argv) or basename(argv[i]) not in ("docker", "podman", "nerdctl"):
+            continue
+        if argv[i + 1] == "run":
+            return cmd.words[i + 1].end
+        if argv[i + 1 : i + 3] == ["container", "run"]:
+            return cmd.words[i + 2].end
+    return None

@@ -1,0 +1,105 @@
+"""Facts an engine states about itself: startup log lines (attention backend, KV-cache size,
+CUDA graphs, versions) and Prometheus `/metrics` samples (spec-decode counters, cache config)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from wikitools.runbook.engines import catalog as engines
+
+
+def scan_markers(lines: list[str] | tuple[str, ...]) -> dict[str, Any]:
+    """Backend and capacity facts from server log lines; the first match of each marker wins."""
+    found: dict[str, Any] = {}
+    pending = list(engines.LOG_MARKERS)
+    for line in lines:
+        if not pending:
+            break
+        keep = []
+        for name, pattern, convert in pending:
+            m = pattern.search(line)
+            if m:
+                for k, v in convert(m).items():
+                    found.setdefault(k, v)
+            else:
+                keep.append((name, pattern, convert))
+        pending = keep
+    return found
+
+
+# --------------------------------------------------------------------------- prometheus
+
+_PROM_LINE = re.compile(r"^(?P<name>[a-zA-Z_:][\w:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)")
+_PROM_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+def parse_prometheus(text: str) -> list[tuple[str, dict[str, str], float]]:
+    samples = []
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = _PROM_LINE.match(line)
+        if not m:
+            continue
+        try:
+            value = float(m["value"])
+        except ValueError:
+            continue
+        labels = dict(_PROM_LABEL.findall(m["labels"] or ""))
+        samples.append((m["name"], labels, value))
+    return samples
+
+
+def spec_counters(text: str) -> dict[str, float]:
+    """Totals of the spec-decode counters (summed over engines); empty when not exposed."""
+    totals: dict[str, float] = {}
+    names = {v: k for k, v in engines.SPEC_COUNTERS.items()}
+    for name, _labels, value in parse_prometheus(text):
+        if name in names:
+            totals[names[name]] = totals.get(names[name], 0.0) + value
+    return totals
+
+
+def spec_acceptance(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, Any]:
+    """Acceptance = Δaccepted / Δdraft tokens; mean acceptance length = 1 + Δaccepted / Δdrafts."""
+    if "accepted" not in after or "draft_tokens" not in after:
+        return {}
+    d_acc = after["accepted"] - before.get("accepted", 0.0)
+    d_draft = after["draft_tokens"] - before.get("draft_tokens", 0.0)
+    d_drafts = after.get("drafts", 0.0) - before.get("drafts", 0.0)
+    out: dict[str, Any] = {
+        "spec_decode_acceptance": (d_acc / d_draft) if d_draft > 0 else None,
+        "spec_decode_accepted_delta": int(d_acc),
+        "spec_decode_draft_tokens_delta": int(d_draft),
+    }
+    if d_drafts > 0:
+        out["spec_decode_acceptance_length"] = 1 + d_acc / d_drafts
+    return out
+
+
+def metrics_markers(text: str) -> dict[str, Any]:
+    """KV-cache facts from a Prometheus `/metrics` (the cache-config metric's labels)."""
+    out: dict[str, Any] = {}
+    for name, labels, _value in parse_prometheus(text):
+        if name == engines.CACHE_CONFIG_METRIC and "cache_config" not in out:
+            out["cache_config"] = {k: labels[k] for k in sorted(labels)
+                                   if k in engines.CACHE_CONFIG_KEYS}
+        elif name == engines.GPU_BLOCKS_METRIC and "num_gpu_blocks" not in out:
+            out["num_gpu_blocks"] = int(_value)
+    cfg = out.get("cache_config", {})
+    for key in ("kv_cache_size_tokens", "num_gpu_blocks", "block_size"):
+        if key in cfg and cfg[key].isdigit():
+            out.setdefault(key if key != "kv_cache_size_tokens" else "metrics_kv_cache_tokens",
+                           int(cfg[key]))
+    return out
+
+
+def server_info_markers(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A `/server_info` answer: backends, KV capacity and version."""
+    out: dict[str, Any] = {}
+    for key in engines.SERVER_INFO_KEYS:
+        if data.get(key) is not None:
+            out[key if key != "version" else "engine_version"] = data[key]
+    return out

@@ -1,0 +1,2 @@
+"""Run records on disk: the one reader and writer, statistics over samples, GPU state
+descriptions, and comparing two records."""

@@ -1,0 +1,303 @@
+"""The serving view of a record: a narrow table of medians with their spread, the full table one
+click away, charts against the swept variable, the matrix and heat map of a grid sweep, and the
+throughput/interactivity trade-off of several runbooks."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from wikitools.runbook.records.record import ClientResult, Point, Record
+from wikitools.runbook.records.stats import NOISY_SPREAD, Spread, number
+from wikitools.runbook.rendering.charts import (
+    XY,
+    Chart,
+    Heat,
+    Series,
+    figure,
+    render_chart,
+    render_heat,
+)
+
+DASH = "–"
+MIN_SAMPLE_S = 10.0  # a benchmark run shorter than this measures start-up and tail effects
+
+# (header, metric key, format) of the full table, after the swept variable(s).
+FULL_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("req/s", "request_throughput", "{:,.2f}"),
+    ("output tok/s", "output_throughput", "{:,.1f}"),
+    ("total tok/s", "total_token_throughput", "{:,.1f}"),
+    ("TTFT median (ms)", "median_ttft_ms", "{:,.1f}"),
+    ("TTFT p99 (ms)", "p99_ttft_ms", "{:,.1f}"),
+    ("TPOT median (ms)", "median_tpot_ms", "{:,.2f}"),
+    ("TPOT p99 (ms)", "p99_tpot_ms", "{:,.2f}"),
+    ("ITL median (ms)", "median_itl_ms", "{:,.2f}"),
+    ("ITL p99 (ms)", "p99_itl_ms", "{:,.2f}"),
+)
+
+# The visible table: few columns, each a median with its spread.
+SHORT_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("output tok/s", "output_throughput", "{:,.1f}"),
+    ("TTFT (ms)", "median_ttft_ms", "{:,.1f}"),
+    ("TPOT (ms)", "median_tpot_ms", "{:,.2f}"),
+)
+
+
+def fmt(value: Any, pattern: str) -> str:
+    """A number in an explicit format; a dash when missing or not a number."""
+    n = number(value)
+    return DASH if n is None else pattern.format(value)
+
+
+def cell(text: str) -> str:
+    """Text safe inside a Markdown table cell."""
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def with_spread(spread: Spread | None, pattern: str) -> str:
+    """`561.2 ±1.7 %` (half the min–max range over the median); `noisy` past the threshold."""
+    if spread is None:
+        return DASH
+    text = pattern.format(spread.median)
+    if spread.count > 1:
+        half = spread.relative * 50
+        # a narrow no-break space keeps "%" with its number when the cell wraps
+        text += f" ±{half:.1f}\u202f%" if half < 10 else f" ±{half:.0f}\u202f%"
+        if spread.noisy:
+            text += " noisy"
+    return text
+
+
+def _label(client: ClientResult, point: Point) -> list[str]:
+    if client.grid:
+        return [cell(point.coord(v) or DASH) for v in client.sweep_vars]
+    return [cell(point.value if point.value is not None else DASH)]
+
+
+def _status_cell(point: Point) -> str:
+    m = point.metrics
+    if point.status != "ok":
+        return point.status
+    return f"{fmt(m.get('completed'), '{:d}')}/{fmt(m.get('num_prompts'), '{:d}')}"
+
+
+def short_table(client: ClientResult) -> dict[str, Any]:
+    vars_ = list(client.sweep_vars) if client.grid else [client.sweep_var or "run"]
+    header = vars_ + [h for h, _, _ in SHORT_COLUMNS]
+    rows = []
+    for point in client.points:
+        row = _label(client, point)
+        if point.status == "ok":
+            row += [with_spread(point.spread(key), pattern) for _, key, pattern in SHORT_COLUMNS]
+        else:
+            row += [point.status] + [DASH] * (len(SHORT_COLUMNS) - 1)
+        rows.append(row)
+    return {"header": header, "aligns": ["---"] * len(vars_) + ["--:"] * (len(header) - len(vars_)),
+            "rows": rows}
+
+
+def full_table(client: ClientResult, show_accept: bool) -> dict[str, Any]:
+    vars_ = list(client.sweep_vars) if client.grid else [client.sweep_var or "run"]
+    many = any(len(p.samples) > 1 for p in client.points)
+    header = vars_ + [h for h, _, _ in FULL_COLUMNS]
+    if show_accept:
+        header.append("spec acceptance")
+    header += ["ok/total", "runs"]
+    if many:
+        header.append("output tok/s of each run")
+    rows = []
+    for point in client.points:
+        m = point.metrics
+        row = _label(client, point) + [fmt(m.get(key), pat) for _, key, pat in FULL_COLUMNS]
+        if show_accept:
+            acc = number(m.get("spec_decode_acceptance"))
+            row.append(DASH if acc is None else f"{acc * 100:.1f} %")
+        row += [_status_cell(point), str(point.repeats)]
+        if many:
+            row.append(", ".join(
+                fmt(s.metrics.get("output_throughput"), "{:,.1f}") if s.status == "ok"
+                else s.status for s in point.samples) or DASH)
+        rows.append(row)
+    return {"header": header, "aligns": ["---"] * len(vars_) + ["--:"] * (len(header) - len(vars_)),
+            "rows": rows}
+
+
+def short_runs(client: ClientResult) -> str:
+    """A sentence naming the points whose runs were too short to mean much; '' when none."""
+    short = []
+    for p in client.points:
+        sp = p.spread("duration") if p.status == "ok" else None
+        if sp is not None and sp.median < MIN_SAMPLE_S:
+            where = p.value if p.value is not None else "the run"
+            short.append(f"{where} ({sp.median:.1f} s)")
+    if not short:
+        return ""
+    var = f"{client.sweep_var} = " if client.sweep_var and not client.grid else ""
+    return (f" Runs shorter than {MIN_SAMPLE_S:.0f} s are too short for a stable number: "
+            f"{var}{', '.join(short)}.")
+
+
+def repeats_note(client: ClientResult) -> str:
+    counts = sorted({p.repeats for p in client.points if p.status == "ok"})
+    if not counts or counts == [1]:
+        return ("Each point is one run: there is no spread to show, so small differences "
+                "between rows or records may be noise." + short_runs(client))
+    runs = "–".join(str(c) for c in (counts[0], counts[-1])) if len(counts) > 1 else str(counts[0])
+    warm = " after an unrecorded warm-up run" if client.warmup else ""
+    return (f"Each number is the median of {runs} runs{warm}; ± is half the range between the "
+            f"lowest and the highest run, relative to the median, and `noisy` marks a range "
+            f"wider than {NOISY_SPREAD * 100:.0f} % of the median. Latencies are medians over "
+            "the requests of a run." + short_runs(client))
+
+
+# --------------------------------------------------------------------------- charts
+
+
+def _x_axis(values: Sequence[str | None]) -> tuple[list[float], tuple[str, ...], bool]:
+    """x positions for sweep values: numbers on a log axis when they span ≥ 4×, else evenly
+    spaced in order."""
+    nums = [number(_to_float(v)) for v in values]
+    if all(n is not None and n > 0 for n in nums) and len(set(nums)) == len(nums):
+        xs = [float(n) for n in nums if n is not None]
+        if max(xs) / min(xs) >= 4:
+            return xs, (), True
+    return [float(i) for i in range(len(values))], tuple(str(v) for v in values), False
+
+
+def _to_float(text: str | None) -> float | None:
+    try:
+        return float(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+def _series(name: str, client: ClientResult, key: str, xs: list[float]) -> Series:
+    pts = []
+    for x, point in zip(xs, client.points, strict=True):
+        sp = point.spread(key) if point.status == "ok" else None
+        if sp is None:
+            continue
+        pts.append(XY(x, sp.median, sp.low if sp.count > 1 else None,
+                      sp.high if sp.count > 1 else None,
+                      label=f"{client.sweep_var}={point.value}" if client.sweep_var else "",
+                      noisy=sp.noisy))
+    return Series(name, tuple(pts))
+
+
+def sweep_charts(client: ClientResult) -> str:
+    """Throughput, TTFT and TPOT against the swept variable; '' when fewer than two points."""
+    oks = [p for p in client.points if p.status == "ok"]
+    if client.grid or not client.sweep_var or len(oks) < 2:
+        return ""
+    xs, ticks, log = _x_axis([p.value for p in client.points])
+    var = client.sweep_var
+    charts = [
+        Chart("Output throughput", var, "tok/s",
+              (_series(client.name, client, "output_throughput", xs),), ticks, log),
+        Chart("Time to first token (median)", var, "ms",
+              (_series(client.name, client, "median_ttft_ms", xs),), ticks, log),
+        Chart("Time per output token (median)", var, "ms",
+              (_series(client.name, client, "median_tpot_ms", xs),), ticks, log),
+    ]
+    repeated = any(p.repeats > 1 for p in oks)
+    return figure([render_chart(c) for c in charts],
+                  "Bars: lowest to highest run. Hollow markers: noisy points." if repeated else "")
+
+
+def grid_view(client: ClientResult) -> dict[str, Any] | None:
+    """Matrix (first variable down, second across) of median output tok/s, and its heat map."""
+    if not client.grid:
+        return None
+    row_var, col_var = client.sweep_vars[0], client.sweep_vars[1]
+    rows = _ordered(p.coord(row_var) for p in client.points)
+    cols = _ordered(p.coord(col_var) for p in client.points)
+    at = {(p.coord(row_var), p.coord(col_var)): p for p in client.points}
+    matrix, values = [], []
+    for r in rows:
+        line, nums = [cell(r)], []
+        for c in cols:
+            point = at.get((r, c))
+            sp = point.spread("output_throughput") if point and point.status == "ok" else None
+            line.append(with_spread(sp, "{:,.1f}") if point and point.status == "ok"
+                        else (point.status if point else DASH))
+            nums.append(sp.median if sp else None)
+        matrix.append(line)
+        values.append(tuple(nums))
+    heat = Heat("Output throughput (tok/s)", row_var, col_var, tuple(rows), tuple(cols),
+                tuple(values), " tok/s")
+    return {
+        "header": [f"{row_var} \\\\ {col_var}", *[cell(c) for c in cols]],
+        "aligns": ["---"] + ["--:"] * len(cols),
+        "rows": matrix,
+        "chart": figure([render_heat(heat)]),
+    }
+
+
+def _ordered(values: Any) -> list[str]:
+    seen: list[str] = []
+    for v in values:
+        if v is not None and v not in seen:
+            seen.append(v)
+    return seen
+
+
+# --------------------------------------------------------------------------- trade-off
+
+
+def short_names(names: Sequence[str]) -> list[str]:
+    """Legend labels: the names without the part they all share at the start (up to a dash),
+    `sm90-llama1b-shape-tp1`, `…-tp2` → `tp1`, `tp2`; the names as they are when that leaves
+    nothing or there is one."""
+    if len(names) < 2:
+        return list(names)
+    common = names[0]
+    for n in names[1:]:
+        while not n.startswith(common):
+            common = common[:-1]
+    cut = common.rfind("-") + 1
+    out = [n[cut:] for n in names]
+    return out if all(out) and len(set(out)) == len(out) else list(names)
+
+
+def gpu_count(record: Record) -> int:
+    host = record.host
+    n = host.get("gpu_count") or len(host.get("gpus") or ())
+    return int(n) if isinstance(n, int) and n > 0 else 1
+
+
+def tradeoff(entries: Sequence[tuple[str, Record, ClientResult]]) -> dict[str, Any]:
+    """Output tok/s per GPU against tok/s per user (1000 / median TPOT), one line per runbook."""
+    series, rows = [], []
+    short = short_names([name for name, _, _ in entries])
+    for (name, record, client), label in zip(entries, short, strict=True):
+        gpus = gpu_count(record)
+        pts = []
+        for point in client.points:
+            if point.status != "ok":
+                continue
+            tput = number(point.metrics.get("output_throughput"))
+            tpot = number(point.metrics.get("median_tpot_ms"))
+            if tput is None or tpot is None or tpot <= 0:
+                continue
+            per_user, per_gpu = 1000.0 / tpot, tput / gpus
+            pts.append(XY(per_user, per_gpu, label=f"{client.sweep_var}={point.value}"
+                          if client.sweep_var else ""))
+            rows.append([cell(name), str(gpus), cell(point.value or DASH),
+                         f"{per_user:,.1f}", f"{per_gpu:,.1f}"])
+        series.append(Series(label, tuple(pts)))
+    var = next((c.sweep_var for _, _, c in entries if c.sweep_var), None) or "point"
+    chart = Chart("Throughput per GPU vs speed per user", "tok/s per user (1000 / TPOT)",
+                  "output tok/s per GPU", tuple(series))
+    has_points = any(s.points for s in series)
+    return {
+        "chart": figure([render_chart(chart)], f"Each marker is one {var} value; up and to the "
+                        "right is better.") if has_points else "",
+        "header": ["runbook", "GPUs", var, "tok/s per user", "output tok/s per GPU"],
+        "aligns": ["---", "--:", "--:", "--:", "--:"],
+        "rows": rows,
+    }
+
+
+__all__ = ["FULL_COLUMNS", "SHORT_COLUMNS", "cell", "fmt", "full_table", "gpu_count",
+           "grid_view", "repeats_note", "short_table", "sweep_charts", "tradeoff",
+           "with_spread"]
