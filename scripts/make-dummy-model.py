@@ -19,6 +19,13 @@ the model's vocabulary, so that every token id the random weights produce decode
 Clients that time the first token by the first non-empty text chunk (SGLang's bench_serving) need
 it; the model itself is the same.
 
+With --random-weights STD the folder also gets weights (model.safetensors, BF16), drawn from a
+normal distribution of that standard deviation with torch's generator seeded by --seed (default
+0), on the GPU when there is one; norms are ones. Served without `--load-format dummy`, such a
+model gives peaked, different distributions at every position, where vLLM's dummy weights give
+nearly uniform ones: KLD between two server settings then differs from zero. weights.json names
+the draw; a folder whose weights.json matches is left as it is. Needs torch and safetensors.
+
 With --check nothing is written; the exit status is 1 when DIR differs from what would be written.
 """
 
@@ -175,12 +182,65 @@ def files(preset: str, full_vocab: bool = False) -> dict[str, str]:
     }
 
 
+def weight_shapes(config: dict) -> dict[str, tuple[int, ...]]:
+    """Tensor names and shapes of a Llama checkpoint as Hugging Face writes them."""
+    h, inter = config["hidden_size"], config["intermediate_size"]
+    layers = config["num_hidden_layers"]
+    hd = config.get("head_dim") or h // config["num_attention_heads"]
+    q, kv = config["num_attention_heads"] * hd, config["num_key_value_heads"] * hd
+    shapes: dict[str, tuple[int, ...]] = {"model.embed_tokens.weight": (config["vocab_size"], h),
+                                          "model.norm.weight": (h,)}
+    for i in range(layers):
+        p = f"model.layers.{i}."
+        shapes.update({
+            p + "self_attn.q_proj.weight": (q, h), p + "self_attn.k_proj.weight": (kv, h),
+            p + "self_attn.v_proj.weight": (kv, h), p + "self_attn.o_proj.weight": (h, q),
+            p + "mlp.gate_proj.weight": (inter, h), p + "mlp.up_proj.weight": (inter, h),
+            p + "mlp.down_proj.weight": (h, inter),
+            p + "input_layernorm.weight": (h,), p + "post_attention_layernorm.weight": (h,),
+        })
+    if not config.get("tie_word_embeddings"):
+        shapes["lm_head.weight"] = (config["vocab_size"], h)
+    return shapes
+
+
+def write_weights(folder: Path, config: dict, std: float, seed: int) -> bool:
+    """Random BF16 weights; False when weights.json already names this draw."""
+    import torch
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    stamp = dumps({"dtype": "bfloat16", "init_std": std, "seed": seed, "device": device})
+    marker = folder / "weights.json"
+    weights = folder / "model.safetensors"
+    if marker.is_file() and marker.read_text() == stamp and weights.is_file():
+        return False
+    gen = torch.Generator(device=device).manual_seed(seed)
+    tensors = {}
+    for name, shape in weight_shapes(config).items():
+        if len(shape) == 1:
+            tensors[name] = torch.ones(shape, dtype=torch.bfloat16)
+        else:
+            t = torch.empty(shape, dtype=torch.float32, device=device).normal_(0.0, std,
+                                                                              generator=gen)
+            tensors[name] = t.to(torch.bfloat16).cpu()
+    from safetensors.torch import save_file
+
+    tmp = folder / "model.safetensors.tmp"
+    save_file(tensors, str(tmp), metadata={"format": "pt"})
+    tmp.replace(folder / "model.safetensors")
+    marker.write_text(stamp, encoding="utf-8")
+    return True
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("dir", type=Path)
     parser.add_argument("--preset", choices=sorted(PRESETS), default="llama-3.2-1b")
     parser.add_argument("--full-vocab", action="store_true",
                         help="pad the tokenizer to the model's vocabulary with added tokens")
+    parser.add_argument("--random-weights", type=float, metavar="STD",
+                        help="also write random BF16 weights with this standard deviation")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random weights")
     parser.add_argument("--check", action="store_true", help="report differences, write nothing")
     args = parser.parse_args(argv)
     try:
@@ -203,6 +263,10 @@ def main(argv: list[str] | None = None) -> int:
         for name in changed:
             print(f"{args.dir / name}: would change")
         return 1 if changed else 0
+    if args.random_weights is not None:
+        config = json.loads(wanted["config.json"])
+        if write_weights(args.dir, config, args.random_weights, args.seed):
+            changed.append("model.safetensors")
     status = f"wrote {len(changed)} file(s)" if changed else "up to date"
     print(f"{args.dir}: {args.preset} model {status}")
     return 0

@@ -21,6 +21,8 @@ COMMANDS = (
     "lint",
     "runbook",
     "fleet",
+    "kld",
+    "probe",
     "support_bundle",
 )
 

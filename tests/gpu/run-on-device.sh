@@ -6,6 +6,8 @@
 #   tp1     the TP=1 vLLM reference runbook
 #   tp2     the TP=2 vLLM reference runbook (two GPUs)
 #   sglang  the SGLang twin of the TP=1 runbook
+#   variants  the KV-format and memory-fraction variants of the TP=1 runbook (KLD, capacity,
+#           probes, throughput per variant)
 #   bench   the executor overhead benchmark
 #
 # Seen on the H200 machines (2026-11-30): the suite took ~295 s. tp1 with RUN_ARGS="--repeats 3
@@ -37,6 +39,9 @@ for d in .gpu-vllm/deps .gpu-sglang/deps; do
   fi
 done
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+# Client blocks call `wiki kld capture` and `wiki probe`: the checkout's CLI under that name.
+mkdir -p /tmp/wiki-bin && printf '#!/bin/sh\nexec python3 -m wikitools "$@"\n' > /tmp/wiki-bin/wiki
+chmod +x /tmp/wiki-bin/wiki && export PATH=/tmp/wiki-bin:$PATH
 gpu_memory() { nvidia-smi --query-gpu=index,memory.used,memory.total --format=csv,noheader; }
 nvidia-smi > "$out/nvidia-smi.txt"; nvidia-smi topo -m > "$out/topo.txt" 2>&1
 gpu_memory > "$out/gpu-memory-before.csv"
@@ -49,6 +54,7 @@ case $mode in
            | tee "$out/pytest.txt" | tail -n 25; rc=${PIPESTATUS[0]} ;;
   tp1) run wiki/reference/sm90-h200.md#sm90-llama1b-shape-tp1; rc=${PIPESTATUS[0]} ;;
   tp2) run wiki/reference/sm90-h200.md#sm90-llama1b-shape-tp2; rc=${PIPESTATUS[0]} ;;
+  variants) run wiki/reference/sm90-h200.md#sm90-llama1b-kv-variants; rc=${PIPESTATUS[0]} ;;
   sglang) ( . .gpu-sglang/on-device.sh && [ -f /tmp/sglang-site/.ready ] &&
             run wiki/reference/sm90-h200-sglang.md#sm90-llama1b-shape-sglang-tp1 ); rc=$? ;;
   bench)
@@ -57,7 +63,7 @@ case $mode in
       --gpus 1 --env "" --json "$out/bench-executor.json" \
       --serve-args "--load-format dummy --max-model-len 2048 --gpu-memory-utilization 0.3 --enforce-eager" \
       2>&1 | tee "$out/bench-executor.txt" | tail -n 30 ;;
-  *) echo "unknown mode $mode (suite, tp1, tp2, sglang, bench)" >&2; exit 2 ;;
+  *) echo "unknown mode $mode (suite, tp1, tp2, sglang, variants, bench)" >&2; exit 2 ;;
 esac
 sleep 2; gpu_memory | tee "$out/gpu-memory-after.csv"
 cp -r runbooks .artifacts wiki/reference "$out/" 2>/dev/null

@@ -5,7 +5,7 @@ elsewhere when it cannot be written) and re-render the pages that show it. Never
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -22,8 +22,10 @@ from wikitools.runbook.execution.model import Plan, Verdict
 from wikitools.runbook.execution.plan import PlanOverrides, artifacts_dir_for, make_plan
 from wikitools.runbook.execution.preflight import preflight
 from wikitools.runbook.execution.processes import Leftover
+from wikitools.runbook.execution.receipt import build_receipt, cache_state, named_paths, snapshot
 from wikitools.runbook.execution.runstate import RunLock, remove_temp_files
 from wikitools.runbook.records.compare import Row, previous_comparable, regressions
+from wikitools.runbook.records.kld import score_record
 from wikitools.runbook.records.record import (
     RECORDS_DIR,
     Record,
@@ -145,9 +147,12 @@ def run_prepared(
     leftovers = lock.acquire()
     try:
         removed = remove_temp_files(root, _written_targets(prepared))
+        named = named_paths(prepared.plan)
+        before, caches = snapshot(root, named), cache_state(prepared.plan)
         record = execute(prepared.plan, root=root, verdict=prepared.verdict, on_event=on_event,
                          started=prepared.started, handle_signals=handle_signals,
                          run_lock=lock)
+        record = finish_record(record, prepared, before, caches)
     finally:
         lock.release()
     try:
@@ -170,6 +175,22 @@ def run_prepared(
     return RunResult(base.record, path, rendered, tuple(sort_diagnostics(diags)),
                      base.leftovers, base.removed, previous=previous,
                      changed=tuple(regressions(previous, record)))
+
+
+def finish_record(record: Record, prepared: Prepared, before: dict[str, str],
+                  caches: list[dict[str, object]]) -> Record:
+    """The record with its KLD scores (captures against the reference, which is kept under
+    runbooks/) and its receipt (file hashes, model snapshot, cache folders)."""
+    runbook = prepared.runbook
+    refs = {c.name: c.reference for c in runbook.clients}
+    record = score_record(record, prepared.root, lambda name: refs.get(name))
+    receipt = build_receipt(prepared.plan, prepared.root, before, caches)
+    kept = sorted({str(p.metrics["kld_reference"]): str(p.metrics["kld_reference_sha256"])
+                   for c in record.clients for p in c.points
+                   if "kld_reference" in p.metrics}.items())
+    files = receipt["files"] + [{"path": path, "sha256": sha, "role": "kld reference"}
+                                for path, sha in kept]
+    return replace(record, receipt={**receipt, "files": files})
 
 
 def _kept(base: RunResult, folder: Path, error: str) -> RunResult:

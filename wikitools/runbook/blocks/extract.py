@@ -30,8 +30,8 @@ ROLES = (SERVER_CLASS, CLIENT_CLASS, FILE_CLASS)
 FILE_ATTRS = ("for", "path")
 SERVER_ATTRS = ("engine", "gpus", "arch", "min_mem_gib", "port", "ready_timeout", "stop_timeout",
                 "env")
-CLIENT_ATTRS = ("for", "name", "kind", "sweep", "timeout")
-KINDS = ("serving", "quality", "smoke")
+CLIENT_ATTRS = ("for", "name", "kind", "sweep", "timeout", "reference")
+KINDS = ("serving", "quality", "smoke", "kld", "probe")
 DEFAULT_READY_TIMEOUT = 900.0
 DEFAULT_STOP_TIMEOUT = 20.0
 DEFAULT_CLIENT_TIMEOUT = 1800.0
@@ -238,6 +238,7 @@ class _PendingClient:
     sweep_values: tuple[str, ...]
     timeout: float
     sweep: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    reference: str | None = None
 
 
 def _sweep(ctx: _Ctx, value: str, col: int) -> tuple[tuple[str, tuple[str, ...]], ...]:
@@ -279,8 +280,8 @@ def _client(ctx: _Ctx) -> _PendingClient | None:
     if "kind" in opts:
         value, col = opts["kind"]
         if value not in KINDS:
-            ctx.error("RB004", f"bad value for kind: '{value}' (expected serving, quality or "
-                      f"smoke){did_you_mean(value, KINDS)}", col)
+            ctx.error("RB004", f"bad value for kind: '{value}' (expected serving, quality, "
+                      f"smoke, kld or probe){did_you_mean(value, KINDS)}", col)
         else:
             kind = value
     sweep_var, sweep_values = None, ()
@@ -291,8 +292,11 @@ def _client(ctx: _Ctx) -> _PendingClient | None:
     if "timeout" in opts:
         t = _number(ctx, "timeout", *opts["timeout"], allow_zero=False)
         timeout = t if t is not None else timeout
+    reference = opts["reference"][0] if "reference" in opts else None
+    if reference is not None and kind not in (None, "kld"):
+        ctx.error("RB004", "reference= belongs to kind=kld clients", opts["reference"][1])
     return _PendingClient(ctx, for_id, for_col, name, name_col, kind, sweep_var, sweep_values,
-                          timeout, sweep)
+                          timeout, sweep, reference)
 
 
 def extract_runbooks(pages: Iterable[Page]) -> tuple[RunbookSet, list[Diagnostic]]:
@@ -382,7 +386,7 @@ def extract_runbooks(pages: Iterable[Page]) -> tuple[RunbookSet, list[Diagnostic
         if kind is None:
             why = "; ".join(cmd.problems) or "no client command found"
             ctx.error("RB007", f"client command not understood: {why}; name its kind with "
-                      "kind=serving|quality|smoke", line=ctx.block.content_line, col=1)
+                      "kind=serving|quality|smoke|kld|probe", line=ctx.block.content_line, col=1)
             continue
         if ctx.failed or rid not in servers:
             continue
@@ -390,7 +394,7 @@ def extract_runbooks(pages: Iterable[Page]) -> tuple[RunbookSet, list[Diagnostic
             runbook_id=rid, name=name, kind=kind, sweep_var=pc.sweep_var,
             sweep_values=pc.sweep_values, sweep=pc.sweep, timeout=pc.timeout, page=ctx.page.path,
             line=ctx.block.line, col=ctx.block.col, content=ctx.block.content,
-            info=ctx.block.info, command=cmd,
+            info=ctx.block.info, command=cmd, reference=pc.reference,
         ))
     own_files: dict[str, list[FileBlock]] = {}
     for rid, items in files.items():

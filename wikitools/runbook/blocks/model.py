@@ -40,7 +40,7 @@ class ServerBlock:
 class ClientBlock:
     runbook_id: str
     name: str
-    kind: str  # serving | quality | smoke
+    kind: str  # serving | quality | smoke | kld | probe
     sweep_var: str | None  # the first swept variable
     sweep_values: tuple[str, ...]
     timeout: float
@@ -51,6 +51,9 @@ class ClientBlock:
     info: str
     command: ClientCommand
     sweep: tuple[tuple[str, tuple[str, ...]], ...] = ()  # every swept variable; two: a grid
+    # kind=kld: the reference capture (a file under runbooks/, or the variant that makes it);
+    # None: the first run of the first configuration
+    reference: str | None = None
 
     @property
     def sweep_vars(self) -> tuple[str, ...]:

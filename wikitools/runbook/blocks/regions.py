@@ -15,8 +15,8 @@ from wikitools.runbook.engines.shell import ShellSyntaxError, tokenize
 
 START = "wiki:results"
 END = "wiki:end"
-VIEWS = ("serving", "history", "quality", "tradeoff")
-KEYS = ("runbook", "view", "client", "arch", "with")
+VIEWS = ("serving", "history", "quality", "tradeoff", "kld", "capacity", "probes", "receipt")
+KEYS = ("runbook", "view", "client", "arch", "with", "lengths")
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,6 +29,31 @@ class Launcher:
 
 
 @dataclass(frozen=True, slots=True)
+class CacheDir:
+    """A compile or kernel cache an engine fills on its first start and reuses later: the
+    folder is `$env` when set, else `default` (`~` is the home folder, `{tmp}` the temporary
+    folder, `{user}` the user name), then `suffix` below it."""
+
+    name: str
+    env: str
+    default: str
+    suffix: str = ""
+
+
+# vLLM 0.26.0 `envs.py` (VLLM_CACHE_ROOT, default $XDG_CACHE_HOME/vllm or ~/.cache/vllm) and
+# `compilation/backends.py` (torch_compile_cache below it); torch `_inductor/runtime/
+# cache_dir_utils.py` (TORCHINDUCTOR_CACHE_DIR, default {tmp}/torchinductor_{user}); Triton
+# `knobs.py` (TRITON_CACHE_DIR, default ~/.triton/cache); FlashInfer `jit/env.py`
+# (FLASHINFER_WORKSPACE_BASE, default ~, then .cache/flashinfer).
+TORCHINDUCTOR_CACHE = CacheDir("torchinductor", "TORCHINDUCTOR_CACHE_DIR",
+                               "{tmp}/torchinductor_{user}")
+TRITON_CACHE = CacheDir("triton", "TRITON_CACHE_DIR", "~/.triton/cache")
+FLASHINFER_CACHE = CacheDir("flashinfer", "FLASHINFER_WORKSPACE_BASE", "~", ".cache/flashinfer")
+VLLM_COMPILE_CACHE = CacheDir("vllm torch.compile", "VLLM_CACHE_ROOT", "{xdg_cache}/vllm",
+                              "torch_compile_cache")
+
+
+@dataclass(frozen=True, slots=True)
 class Engine:
     name: str
     display_name: str  # as pages write it
@@ -50,6 +75,7 @@ class Engine:
     image_hint: str | None = None  # substring of a docker image name that tells the engine
     image_entrypoint: bool = False  # the image's entrypoint is the launcher (`IMAGE --flag …`)
     image_subcommand: str | None = None  # … also `IMAGE serve …`
+    cache_dirs: tuple[CacheDir, ...] = ()  # compile/kernel caches (warm when not empty)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +84,7 @@ class ResultFormat:
     an appended file) | task-scores (per-task metric scores, newest results_*.json below a
     folder) | text (the output kept as text)."""
 
-    kind: str
+    kind: str  # serving | task-scores | text | kld-capture | probe
     label: str  # the record's metrics["tool"]
     what: str = ""  # named in errors: "not <what> result" ("a vllm bench serve")
     extra_keys: tuple[str, ...] = ()  # copied beside SERVING_KEYS
@@ -123,6 +149,7 @@ VLLM = Engine(
     image_hint="vllm",
     image_entrypoint=True,
     image_subcommand="serve",
+    cache_dirs=(VLLM_COMPILE_CACHE, TORCHINDUCTOR_CACHE, TRITON_CACHE, FLASHINFER_CACHE),
 )
 
 SGLANG = Engine(
@@ -143,6 +170,7 @@ SGLANG = Engine(
     server_info_paths=("/server_info", "/get_server_info"),
     spec_flag_prefix="--speculative-",
     image_hint="sglang",
+    cache_dirs=(TORCHINDUCTOR_CACHE, TRITON_CACHE, FLASHINFER_CACHE),
 )
 
 LLAMA_CPP = Engine(
@@ -249,6 +277,26 @@ CLIENT_TOOLS: dict[str, ClientTool] = {t.name: t for t in (
         model_args_flag="--model-args",
     ),
     ClientTool(
+        name="wiki-kld",
+        default_kind="kld",
+        launchers=(Launcher(command=("wiki", "kld", "capture")),
+                   Launcher(module=("wikitools", "kld", "capture"))),
+        result=ResultFormat("kld-capture", "wiki-kld-capture", "a wiki kld capture"),
+        result_suffix=".json",
+        capture_args=("--out", "{path}"),
+        base_url_flag="--base-url",
+    ),
+    ClientTool(
+        name="wiki-probe",
+        default_kind="probe",
+        launchers=(Launcher(command=("wiki", "probe")),
+                   Launcher(module=("wikitools", "probe"))),
+        result=ResultFormat("probe", "wiki-probe", "a wiki probe result"),
+        result_suffix=".json",
+        capture_args=("--out", "{path}"),
+        base_url_flag="--base-url",
+    ),
+    ClientTool(
         name="curl",
         default_kind="smoke",
         launchers=(Launcher(command=("curl",)),),
@@ -306,7 +354,8 @@ def launchers() -> list[tuple[str, str, Launcher]]:
 # Named in the message about a block that holds no launcher.
 SERVER_EXAMPLES = ("vllm serve", "python -m vllm.entrypoints.openai.api_server",
                    "python -m sglang.launch_server")
-CLIENT_EXAMPLES = ("vllm bench serve", "python -m sglang.bench_serving", "lm_eval", "curl")
+CLIENT_EXAMPLES = ("vllm bench serve", "python -m sglang.bench_serving", "lm_eval", "curl",
+                   "wiki kld capture", "wiki probe")
 
 
 def engine_names() -> str:
@@ -399,6 +448,13 @@ LOG_MARKERS: tuple[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[st
         re.compile(r"KV Cache is allocated\.(?: dtype: \S+,)? #tokens: (\d+)"
                    r"(?:, K size: ([\d.]+) GB, V size: ([\d.]+) GB|, KV size: ([\d.]+) GB)?"),
         lambda m: {"kv_cache_tokens": int(m[1]), **_sglang_kv_gib(m)},
+    ),
+    (
+        # SGLang: "Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, avail mem=…
+        # GB, mem usage=2.38 GB." (reference §3.4; its GB are GiB)
+        "sglang_model_load",
+        re.compile(r"Load weight end\..*?mem usage=([\d.]+) GB"),
+        lambda m: {"model_load_gib": float(m[1])},
     ),
     (
         "sglang_cuda_graph",

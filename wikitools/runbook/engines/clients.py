@@ -5,6 +5,7 @@ mapping. Numbers are copied exactly as the tool wrote them (no rounding)."""
 from __future__ import annotations
 
 import ast
+import hashlib
 import json
 import math
 import operator
@@ -96,10 +97,36 @@ def read_text(path: Path, fmt: engines.ResultFormat = engines.TEXT_RESULT,
     return metrics
 
 
+def read_kld_capture(path: Path, fmt: engines.ResultFormat = engines.TEXT_RESULT,
+                     command: str = "") -> dict[str, Any]:
+    """A `wiki kld capture` file: what was captured (the divergence from the reference is
+    scored once every run of the record is in)."""
+    data = _load_json(path)
+    if not isinstance(data, dict) or not isinstance(data.get("positions"), list):
+        raise ResultError(f"{path.name}: no 'positions' list; not {fmt.what}")
+    digest = "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+    return {"tool": fmt.label, "capture_sha256": digest, "positions": len(data["positions"]),
+            "top_k": data.get("top_k"), "input_sha256": data.get("input_sha256"),
+            "input_source": data.get("input_source"), "model": data.get("model")}
+
+
+def read_probe(path: Path, fmt: engines.ResultFormat = engines.TEXT_RESULT,
+               command: str = "") -> dict[str, Any]:
+    """A `wiki probe` result: n/N correct at concurrency C (the failures stay in the file)."""
+    data = _load_json(path)
+    if not isinstance(data, dict) or "correct" not in data or "total" not in data:
+        raise ResultError(f"{path.name}: no 'correct'/'total'; not {fmt.what}")
+    return {"tool": fmt.label, "correct": data["correct"], "total": data["total"],
+            "concurrency": data.get("concurrency"), "failures": len(data.get("failures") or ()),
+            "probe_file": data.get("probe_file")}
+
+
 READERS: Mapping[str, Callable[[Path, engines.ResultFormat, str], dict[str, Any]]] = {
     "serving": read_serving,
     "task-scores": read_task_scores,
     "text": read_text,
+    "kld-capture": read_kld_capture,
+    "probe": read_probe,
 }
 
 

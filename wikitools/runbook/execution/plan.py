@@ -30,8 +30,9 @@ from wikitools.runbook.execution.processes import TAG_VAR
 
 ARTIFACTS_ROOT = ".artifacts"
 # A number measured once is not a result: serving benchmarks run each point three times after
-# an unrecorded warm-up run; quality and smoke clients once (their numbers do not jitter).
-DEFAULT_REPEATS = {"serving": 3}
+# an unrecorded warm-up run; KLD captures three times (the spread of their means is the run SD);
+# quality, probe and smoke clients once.
+DEFAULT_REPEATS = {"serving": 3, "kld": 3}
 WARMUP_KINDS = frozenset({"serving"})
 
 

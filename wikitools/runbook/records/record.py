@@ -150,6 +150,8 @@ class Record:
     clients: tuple[ClientResult, ...] = ()
     artifacts_dir: str | None = None
     gpu_state: Mapping[str, Any] = field(default_factory=dict)  # {"before": …, "after": …}
+    # what reproduces the run: file hashes, model snapshot, cache folders (receipt.py)
+    receipt: Mapping[str, Any] = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
 
     @property
@@ -209,6 +211,7 @@ class Record:
                 clients=clients,
                 artifacts_dir=data.get("artifacts_dir"),
                 gpu_state=data.get("gpu_state") or {},
+                receipt=data.get("receipt") or {},
                 schema_version=version,
             )
         except (KeyError, TypeError, AttributeError) as exc:

@@ -5,6 +5,7 @@ and out-of-date regions."""
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -33,7 +34,7 @@ from wikitools.runbook.records.record import (
     load_records,
     record_rel_path,
 )
-from wikitools.runbook.rendering import serving
+from wikitools.runbook.rendering import receipts, serving
 from wikitools.runbook.rendering.charts import XY, Chart, Series, figure, render_chart
 
 DASH = "–"
@@ -128,6 +129,17 @@ def server_facts(record: Record) -> str:
     return "; ".join(parts)
 
 
+_SPEC = re.compile(r"--speculative[-_](?:config|algorithm|algo)\b|\b(?:mtp|dspark|dflash)\b",
+                   re.IGNORECASE)
+
+
+def speculative(record: Record) -> str | None:
+    """What makes the server decode speculatively (a flag or a method named in its command),
+    or None; such a run's throughput is trusted only beside its acceptance rate."""
+    m = _SPEC.search(str(record.server.get("command", "")))
+    return m.group(0) if m else None
+
+
 def pipeline_check(record: Record) -> str | None:
     """Why a record is a plumbing check rather than a measurement, or None."""
     command = str(record.server.get("command", ""))
@@ -193,12 +205,18 @@ def serving_table(record: Record, client_name: str | None) -> dict[str, Any]:
     if client is None:
         shown.update(header=[], aligns=[], rows=[], short=None, charts="", grid=None, note="")
         return shown
-    show_accept = shown["pipeline_check"] is None and any(
+    spec = speculative(record)
+    show_accept = spec or (shown["pipeline_check"] is None and any(
         isinstance(p.metrics.get("spec_decode_acceptance"), int | float) for p in client.points
-    )
+    ))
     full = serving.full_table(client, show_accept)
-    shown.update(full, short=serving.short_table(client), charts=serving.sweep_charts(client),
-                 grid=serving.grid_view(client), note=serving.repeats_note(client))
+    note = serving.repeats_note(client)
+    if spec:
+        note = (f"The server decodes speculatively ({spec}): each throughput stands beside the "
+                "acceptance rate measured over the same run, and one without an acceptance "
+                "rate is untrusted. " + note).strip()
+    shown.update(full, short=serving.short_table(client, bool(spec)),
+                 charts=serving.sweep_charts(client), grid=serving.grid_view(client), note=note)
     return shown
 
 
@@ -301,6 +319,11 @@ def render_region(
             ctx, rows=rows, trend=history_trend(records, runbook, region.client)))
     if region.view == "tradeoff":
         return _finish(_tradeoff(region, runbook, records, others or {}, ctx))
+    if region.view in receipts.VIEWS:
+        cfgs = receipts.configs(records, others or {}, region.compared)
+        tmpl = _env().get_template("receipts.md.j2")
+        return _finish(receipts.render(region.view, cfgs, region.get,
+                                       lambda own: tmpl.render({**ctx, **own})))
     # A run refused by preflight measured nothing and says only that a host lacked something.
     records = [r for r in records if r.failed_step != "preflight"]
     ctx["current"] = records[-1] if records else None

@@ -81,16 +81,26 @@ def _status_cell(point: Point) -> str:
     return f"{fmt(m.get('completed'), '{:d}')}/{fmt(m.get('num_prompts'), '{:d}')}"
 
 
-def short_table(client: ClientResult) -> dict[str, Any]:
+def short_table(client: ClientResult, speculative: bool = False) -> dict[str, Any]:
+    """The headline table. For a speculative-decoding server the acceptance rate stands beside
+    the throughput, and a throughput without one is marked untrusted."""
     vars_ = list(client.sweep_vars) if client.grid else [client.sweep_var or "run"]
     header = vars_ + [h for h, _, _ in SHORT_COLUMNS]
+    if speculative:
+        header.insert(len(vars_) + 1, "spec acceptance")
     rows = []
     for point in client.points:
         row = _label(client, point)
         if point.status == "ok":
-            row += [with_spread(point.spread(key), pattern) for _, key, pattern in SHORT_COLUMNS]
+            cells = [with_spread(point.spread(key), pattern) for _, key, pattern in SHORT_COLUMNS]
+            if speculative:
+                acc = number(point.metrics.get("spec_decode_acceptance"))
+                if acc is None:
+                    cells[0] += " untrusted"
+                cells.insert(1, "none captured" if acc is None else f"{acc * 100:.1f} %")
+            row += cells
         else:
-            row += [point.status] + [DASH] * (len(SHORT_COLUMNS) - 1)
+            row += [point.status] + [DASH] * (len(header) - len(vars_) - 1)
         rows.append(row)
     return {"header": header, "aligns": ["---"] * len(vars_) + ["--:"] * (len(header) - len(vars_)),
             "rows": rows}

@@ -1,0 +1,184 @@
+"""A KLD capture: the log-probabilities an engine gives each position of a fixed token input,
+read through the engine's own API, written as one deterministic JSON file.
+
+vLLM (read in the 0.26.0 sources, `sampling_params.py`, `config/model.py`,
+`entrypoints/openai/completion/protocol.py`): `/v1/completions` takes `"prompt_logprobs": K` with
+token-id prompts and answers `choices[0].prompt_logprobs`, one entry per prompt token, the first
+`null`, each a mapping `"<token id>" -> {"logprob", "rank", "decoded_token"}` holding the K most
+likely tokens plus the prompt's own token. K is capped by the server's `--max-logprobs` (default
+20); `-1` on either side means the model's whole vocabulary, so a full-vocabulary capture needs a
+server started with `--max-logprobs -1`. A log-probability of -inf is returned as -9999.0, and
+streaming is refused with prompt log-probabilities.
+
+SGLang: `/generate` with `input_ids`, `return_logprob`, `logprob_start_len: 0` and
+`top_logprobs_num: K` answers `meta_info.input_top_logprobs`, one list of
+`[logprob, token id, text]` per position, the first `null`."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from wikitools.errors import InputError, WikiError
+from wikitools.quality.tokens import TokenInput
+
+FORMAT = "wiki-kld-capture/1"
+APIS = ("vllm", "sglang")
+
+
+class CaptureError(WikiError):
+    """The engine did not give the log-probabilities asked for; the message says what it said."""
+
+    exit_code = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Capture:
+    """Per-position (token id, log-probability) pairs, most likely first; `top_k` -1 when the
+    engine gave the whole vocabulary. Position i predicts token i+1 of the input."""
+
+    model: str
+    api: str
+    top_k: int
+    input_sha256: str
+    input_source: str
+    positions: tuple[tuple[tuple[int, float], ...], ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "model": self.model,
+            "api": self.api,
+            "top_k": self.top_k,
+            "input_sha256": self.input_sha256,
+            "input_source": self.input_source,
+            "positions": [[[i, lp] for i, lp in pos] for pos in self.positions],
+        }
+
+
+def dumps(capture: Capture) -> str:
+    return json.dumps(capture.to_dict(), sort_keys=True, separators=(",", ":")) + "\n"
+
+
+def file_hash(path: Path) -> str:
+    return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def load(path: Path, shown: str | None = None) -> Capture:
+    where = shown or path.as_posix()
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"{where}: cannot read the capture: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise InputError(f"{where}: not JSON ({exc})") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise InputError(f"{where}: not a KLD capture (format {FORMAT} expected)")
+    try:
+        positions = tuple(tuple((int(i), float(lp)) for i, lp in pos)
+                          for pos in data["positions"])
+        return Capture(str(data["model"]), str(data["api"]), int(data["top_k"]),
+                       str(data["input_sha256"]), str(data.get("input_source", "")), positions)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InputError(f"{where}: malformed capture ({exc})") from None
+
+
+def capture(base_url: str, model: str, tokens: TokenInput, top_k: int, api: str = "vllm",
+            timeout: float = 600.0) -> Capture:
+    """Ask the server for the log-probabilities of every position of `tokens`."""
+    if top_k == 0 or top_k < -1:
+        raise InputError(f"--top-k {top_k}: expected a positive number, or -1 for the whole "
+                         "vocabulary")
+    base = base_url.rstrip("/").removesuffix("/v1")
+    with httpx.Client(timeout=timeout) as http:
+        if api == "vllm":
+            positions = _vllm(http, base, model, tokens, top_k)
+        elif api == "sglang":
+            positions = _sglang(http, base, tokens, top_k)
+        else:
+            raise InputError(f"--api {api}: expected one of {', '.join(APIS)}")
+    if len(positions) != len(tokens.ids) - 1:
+        raise CaptureError(f"the server gave {len(positions)} positions for "
+                           f"{len(tokens.ids)} tokens")
+    return Capture(model, api, top_k, tokens.sha256, tokens.source, positions)
+
+
+def _post(http: httpx.Client, url: str, body: Mapping[str, Any]) -> Any:
+    try:
+        r = http.post(url, json=body)
+    except httpx.HTTPError as exc:
+        raise CaptureError(f"{url}: {type(exc).__name__}: {exc}") from None
+    if r.status_code != 200:
+        raise CaptureError(f"{url} answered HTTP {r.status_code}: {r.text[:300]}")
+    try:
+        return r.json()
+    except ValueError:
+        raise CaptureError(f"{url}: the answer is not JSON") from None
+
+
+def _top(pairs: list[tuple[int, float]], top_k: int) -> tuple[tuple[int, float], ...]:
+    """Most likely first (ties by id); the K best only: the prompt's own token, which vLLM adds
+    beyond the top K, is left out so that every position holds the same set size."""
+    ordered = sorted(pairs, key=lambda p: (-p[1], p[0]))
+    return tuple(ordered if top_k == -1 else ordered[:top_k])
+
+
+def _vllm(http: httpx.Client, base: str, model: str, tokens: TokenInput,
+          top_k: int) -> tuple[tuple[tuple[int, float], ...], ...]:
+    body = {"model": model, "prompt": list(tokens.ids), "max_tokens": 1, "temperature": 0,
+            "prompt_logprobs": top_k}
+    data = _post(http, f"{base}/v1/completions", body)
+    try:
+        entries = data["choices"][0]["prompt_logprobs"]
+    except (KeyError, IndexError, TypeError):
+        raise CaptureError("the answer has no choices[0].prompt_logprobs") from None
+    if not isinstance(entries, list) or not entries:
+        raise CaptureError("prompt_logprobs is empty")
+    out = []
+    for entry in entries[1:]:
+        if not isinstance(entry, dict):
+            raise CaptureError("a prompt_logprobs entry after the first is not a mapping")
+        out.append(_top([(int(k), float(v["logprob"])) for k, v in entry.items()], top_k))
+    return tuple(out)
+
+
+def _sglang(http: httpx.Client, base: str, tokens: TokenInput,
+            top_k: int) -> tuple[tuple[tuple[int, float], ...], ...]:
+    if top_k == -1:
+        raise InputError("--top-k -1: SGLang's API gives top-k log-probabilities only")
+    body = {"input_ids": list(tokens.ids),
+            "sampling_params": {"max_new_tokens": 1, "temperature": 0},
+            "return_logprob": True, "logprob_start_len": 0, "top_logprobs_num": top_k}
+    data = _post(http, f"{base}/generate", body)
+    if isinstance(data, list):
+        data = data[0] if data else {}
+    try:
+        entries = data["meta_info"]["input_top_logprobs"]
+    except (KeyError, TypeError):
+        raise CaptureError("the answer has no meta_info.input_top_logprobs") from None
+    out = []
+    for entry in entries[1:]:
+        if not isinstance(entry, list):
+            raise CaptureError("an input_top_logprobs entry after the first is not a list")
+        out.append(_top([(int(e[1]), float(e[0])) for e in entry], top_k))
+    return tuple(out)
+
+
+def served_model(base_url: str, timeout: float = 30.0) -> str:
+    """The first model id of the server's /v1/models."""
+    base = base_url.rstrip("/").removesuffix("/v1")
+    with httpx.Client(timeout=timeout) as http:
+        try:
+            r = http.get(f"{base}/v1/models")
+            data = r.json().get("data") if r.status_code == 200 else None
+        except (httpx.HTTPError, ValueError, AttributeError) as exc:
+            raise CaptureError(f"{base}/v1/models: {type(exc).__name__}") from None
+    if not data or not isinstance(data[0], dict) or not data[0].get("id"):
+        raise CaptureError(f"{base}/v1/models named no model; give --model")
+    return str(data[0]["id"])

@@ -1,0 +1,168 @@
+"""The receipt of a run: what a reader needs to reproduce it. SHA-256 of every file the
+runbook's commands name (scripts, token inputs, probe files, the model folder's files, compose
+files) and of every result file the clients wrote, each marked read or written; the model
+snapshot; and the compile/kernel cache folders the engine used, with whether they were warm
+(already filled) when the server started. The image digest and engine version are the
+record's own `engine` facts."""
+
+from __future__ import annotations
+
+import getpass
+import hashlib
+import os
+import re
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from wikitools.runbook.engines import catalog as engines
+from wikitools.runbook.engines.shell import ShellSyntaxError, tokenize
+from wikitools.runbook.engines.types import EngineCommand
+from wikitools.runbook.execution.model import Plan
+
+MAX_FOLDER_FILES = 64  # a folder named by a command: its files (not below), at most this many
+_EXT = re.compile(r"\.[A-Za-z0-9]{1,12}$")
+_HUB_SNAPSHOT = re.compile(r"/snapshots/([0-9a-f]{7,64})(?:/|$)")
+_HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
+
+
+_PARAM = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}|\$(\w+)")
+
+
+def expand(word: str, env: Mapping[str, str]) -> str:
+    """`${VAR:-default}` and `$VAR` replaced from `env` (nothing else is expanded)."""
+    return _PARAM.sub(lambda m: env.get(m[1] or m[3]) or (m[2] or ""), word)
+
+
+def _words(text: str, env: Mapping[str, str]) -> list[str]:
+    try:
+        words = [expand(w.value, env) for w in tokenize(text) if not w.op]
+    except ShellSyntaxError:
+        return []
+    out = []
+    for w in words:
+        value = w.split("=", 1)[1] if w.startswith("-") and "=" in w else w
+        if value.startswith("-") or "://" in value or "$" in value or not value:
+            continue
+        if "/" in value or _EXT.search(value):
+            out.append(value)
+    return out
+
+
+def named_paths(plan: Plan) -> list[str]:
+    """Paths the server and client commands name (as written), the compose files the run
+    writes, and the clients' result files; in order, once each."""
+    env = {**os.environ, **plan.server.env}
+    found: list[str] = _words(plan.server.command, env)
+    for c in plan.clients:
+        found += _words(c.command, {**os.environ, **c.env})
+    if plan.server.container is not None:
+        found += [f"{plan.server.container.workdir}/{p}" for p, _ in plan.server.container.files]
+    found += [c.result_path for c in plan.clients if c.result_path and not c.warmup]
+    return list(dict.fromkeys(found))
+
+
+def _files(root: Path, named: str) -> list[tuple[str, Path]]:
+    path = Path(named) if Path(named).is_absolute() else root / named
+    shown = named.removeprefix("./")
+    if path.is_file():
+        return [(shown, path)]
+    if path.is_dir() and path.resolve() != root.resolve():
+        kids = sorted(p for p in path.iterdir() if p.is_file())[:MAX_FOLDER_FILES]
+        return [(f"{shown.rstrip('/')}/{p.name}", p) for p in kids]
+    return []
+
+
+def file_hash(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return "sha256:" + h.hexdigest()
+
+
+def snapshot(root: Path, named: list[str]) -> dict[str, str]:
+    """{shown path: sha256} of every file the named paths reach now."""
+    out: dict[str, str] = {}
+    for n in named:
+        for shown, path in _files(root, n):
+            try:
+                out[shown] = file_hash(path)
+            except OSError:
+                continue
+    return out
+
+
+def _expand(template: str, env: Mapping[str, str]) -> str:
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = f"uid_{os.getuid()}"
+    xdg = env.get("XDG_CACHE_HOME") or (Path.home() / ".cache").as_posix()
+    text = template.replace("{tmp}", tempfile.gettempdir()).replace("{user}", user)
+    return Path(text.replace("{xdg_cache}", xdg)).expanduser().as_posix()
+
+
+def cache_state(plan: Plan) -> list[dict[str, Any]]:
+    """The engine's cache folders as the server will see them, and whether each already holds
+    something (warm) before it starts. Nothing for a server in a container (its folders are the
+    container's)."""
+    eng = engines.engine(plan.server.engine)
+    if eng is None or plan.server.docker:
+        return []
+    env = {**os.environ, **plan.server.env}
+    out = []
+    for c in eng.cache_dirs:
+        base = env.get(c.env) or _expand(c.default, env)
+        folder = Path(base) / c.suffix if c.suffix else Path(base)
+        try:
+            entries = sum(1 for _ in folder.iterdir()) if folder.is_dir() else 0
+        except OSError:
+            entries = 0
+        out.append({"name": c.name, "path": folder.as_posix(), "env": c.env,
+                    "set": c.env in env, "warm": entries > 0})
+    return out
+
+
+def model_snapshot(cmd: EngineCommand, root: Path,
+                   env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Which snapshot of the model: `--revision`, a Hugging Face cache path's
+    `snapshots/<hash>`, "main" for a hub id without a revision, or a local folder (whose files
+    the receipt hashes)."""
+    if cmd.model is None:
+        return {}
+    model = cmd.model
+    env = env if env is not None else os.environ
+    try:  # the word as written, when it reads a variable (`"${MODEL:-default}"`)
+        raw = [w.value for w in tokenize(cmd.text) if not w.op]
+    except ShellSyntaxError:
+        raw = []
+    for word in raw:
+        if "$" in word and expand(word, {}) == model:
+            model = expand(word, env)
+            break
+    revision = cmd.flag("--revision")
+    if revision:
+        return {"model": model, "snapshot": revision, "from": "--revision"}
+    m = _HUB_SNAPSHOT.search(model)
+    if m:
+        return {"model": model, "snapshot": m[1], "from": "Hugging Face cache path"}
+    local = model.startswith(("/", "./", "../", "~")) or (root / model).exists()
+    if not local and _HUB_ID.match(model):
+        return {"model": model, "snapshot": "main", "from": "no --revision: the default branch"}
+    return {"model": model, "snapshot": None, "from": "local folder: its files are hashed"}
+
+
+def build_receipt(plan: Plan, root: Path, before: Mapping[str, str],
+                  caches: list[dict[str, Any]]) -> dict[str, Any]:
+    """The receipt, from the files hashed `before` the run and now."""
+    after = snapshot(root, named_paths(plan))
+    files = []
+    for path in sorted(set(before) | set(after)):
+        old, new = before.get(path), after.get(path)
+        role = "read" if old is not None and old == new else "written"
+        files.append({"path": path, "sha256": new or old, "role": role})
+    model = model_snapshot(plan.runbook.server.command, root, {**os.environ, **plan.server.env})
+    return {"files": files, "model": model,
+            "caches": caches}

@@ -1,0 +1,218 @@
+"""The receipt views of results regions: `kld` (KL divergence of each configuration from one
+reference capture), `capacity` (the engine's own KV-cache figures and which request lengths
+fit), `probes` (n/N correct at cC) and `receipt` (the hashes and versions that reproduce a
+run). Each row is one server configuration: the runbook's latest successful run, and those of
+the runbooks named by `with=`."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from wikitools.runbook.records.record import ClientResult, Point, Record, record_rel_path
+
+VIEWS = ("kld", "capacity", "probes", "receipt")
+DASH = "–"
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """One server configuration in a receipt table: a label and its record."""
+
+    label: str
+    record: Record
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def fmt_small(value: Any) -> str:
+    """KLD-sized numbers: 4 significant digits, scientific below 0.001, exactly 0 as 0."""
+    v = _num(value)
+    if v is None:
+        return DASH
+    if v == 0:
+        return "0"
+    return f"{v:.3e}" if abs(v) < 1e-3 else f"{v:.4g}"
+
+
+def cell(text: Any) -> str:
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def flag_value(command: str, *flags: str) -> str | None:
+    for flag in flags:
+        m = re.search(rf"(?:^|\s){re.escape(flag)}(?:=|\s+)(['\"]?)([^\s'\"]+)\1", command)
+        if m:
+            return m[2]
+    return None
+
+
+def configs(records: Sequence[Record], others: Mapping[str, Sequence[Record]],
+            compared: Sequence[str]) -> list[Config]:
+    """The latest successful record of the runbook and of each runbook of `with=`."""
+    out = []
+    for rid, recs in [("", records), *[(r, others.get(r, ())) for r in compared]]:
+        ok = next((r for r in reversed(list(recs)) if r.ok), None)
+        if ok is not None:
+            out.append(Config(rid or ok.runbook, ok))
+    return out
+
+
+def _clients(record: Record, kind: str) -> list[ClientResult]:
+    return [c for c in record.clients if c.kind == kind]
+
+
+def _point_label(client: ClientResult, point: Point) -> str:
+    return f"{client.name} [{point.value}]" if point.value is not None else client.name
+
+
+# --------------------------------------------------------------------------- kld
+
+
+def kld_rows(cfgs: Sequence[Config]) -> tuple[list[list[str]], list[str]]:
+    rows: list[list[str]] = []
+    refs: list[str] = []
+    for cfg in cfgs:
+        for client in _clients(cfg.record, "kld"):
+            for p in client.points:
+                m = p.metrics
+                if m.get("kld_reference_sha256"):
+                    ref = f"`{m['kld_reference']}` (`{m['kld_reference_sha256']}`)"
+                    refs.append(ref) if ref not in refs else None
+                k = m.get("kld_top_k", m.get("top_k"))
+                top_k = "all" if k == -1 else (str(k) if k is not None else DASH)
+                if "kld_mean" not in m:
+                    note = m.get("kld_problem") or m.get("kld_note") or p.message or p.status
+                    rows.append([cell(cfg.label), cell(note), DASH, DASH, DASH,
+                                 str(m.get("positions", DASH)), top_k, DASH])
+                    continue
+                agree = _num(m.get("kld_top1_agreement"))
+                rows.append([
+                    cell(cfg.label), fmt_small(m["kld_mean"]), fmt_small(m.get("kld_run_sd")),
+                    fmt_small(m.get("kld_position_sd")), str(m.get("kld_runs", DASH)),
+                    str(m.get("kld_positions", DASH)), top_k,
+                    f"{agree * 100:.1f} %" if agree is not None else DASH,
+                ])
+    return rows, refs
+
+
+# --------------------------------------------------------------------------- capacity
+
+
+def _gib(value: Any) -> str:
+    v = _num(value)
+    return DASH if v is None else f"{v:,.2f}"
+
+
+def fits(length: int, kv_tokens: int | None, max_len: int | None) -> str:
+    if max_len is not None and length > max_len:
+        return f"no (max model length {max_len:,})"
+    if kv_tokens is None:
+        return DASH
+    return "yes" if length <= kv_tokens else f"no (KV cache holds {kv_tokens:,})"
+
+
+def capacity_rows(cfgs: Sequence[Config], lengths: Sequence[int]) -> list[list[str]]:
+    rows = []
+    for cfg in cfgs:
+        m, cmd = cfg.record.markers, str(cfg.record.server.get("command", ""))
+        kv_fmt = (flag_value(cmd, "--kv-cache-dtype") or
+                  (m.get("cache_config") or {}).get("cache_dtype") or m.get("kv_cache_dtype")
+                  or "auto")
+        mem = flag_value(cmd, "--gpu-memory-utilization", "--mem-fraction-static") or DASH
+        tokens = m.get("kv_cache_tokens", m.get("metrics_kv_cache_tokens"))
+        tokens = tokens if isinstance(tokens, int) else None
+        max_len = m.get("max_model_len")
+        if not isinstance(max_len, int):
+            flagged = flag_value(cmd, "--max-model-len", "--context-length")
+            max_len = int(flagged) if flagged and flagged.isdigit() else None
+        conc = _num(m.get("max_concurrency"))
+        at = m.get("max_concurrency_tokens")
+        rows.append([
+            cell(cfg.label), cell(kv_fmt), cell(mem), _gib(m.get("model_load_gib")),
+            _gib(m.get("kv_cache_gib")), f"{tokens:,}" if tokens is not None else DASH,
+            f"{conc:,.2f}× at {at:,}" if conc is not None and isinstance(at, int) else DASH,
+            *[fits(n, tokens, max_len) for n in lengths],
+        ])
+    return rows
+
+
+# --------------------------------------------------------------------------- probes
+
+
+def probe_rows(cfgs: Sequence[Config]) -> list[list[str]]:
+    rows = []
+    for cfg in cfgs:
+        for client in _clients(cfg.record, "probe"):
+            for p in client.points:
+                m = p.metrics
+                if "correct" not in m:
+                    rows.append([cell(cfg.label), cell(p.message or p.status), DASH, DASH])
+                    continue
+                result = f"{m['correct']}/{m['total']} correct at c{m.get('concurrency', '?')}"
+                failures = (f"{m.get('failures', 0)} kept in `{p.result_file}`"
+                            if m.get("failures") else "none")
+                rows.append([cell(cfg.label), result, cell(m.get("probe_file") or DASH),
+                             cell(failures)])
+    return rows
+
+
+# --------------------------------------------------------------------------- receipt
+
+
+def receipt_lines(cfg: Config) -> list[str]:
+    rec = cfg.record
+    receipt = rec.receipt or {}
+    eng = rec.engine
+    lines = [f"**{cell(cfg.label)}** — record `{record_rel_path(rec)}`, blocks "
+             f"`{rec.blocks_hash}`", ""]
+    lines.append(f"- engine: {cell(eng.get('name') or DASH)} "
+                 f"{cell(eng.get('version') or '(version not reported)')}")
+    if eng.get("image"):
+        lines.append(f"- image: `{eng['image']}` digest `{eng.get('image_digest') or DASH}`")
+    else:
+        lines.append("- image: none (the engine ran from the host's Python)")
+    model = receipt.get("model") or {}
+    if model:
+        snap = model.get("snapshot")
+        lines.append(f"- model: `{model.get('model')}`, snapshot "
+                     f"{'`' + str(snap) + '`' if snap else DASH} ({cell(model.get('from'))})")
+    for f in receipt.get("files") or ():
+        lines.append(f"- {cell(f.get('role'))}: `{f.get('path')}` `{f.get('sha256')}`")
+    for c in receipt.get("caches") or ():
+        state = "warm" if c.get("warm") else "cold (empty or absent)"
+        lines.append(f"- cache {cell(c.get('name'))}: `{c.get('path')}` — {state} at start")
+    if not receipt:
+        lines.append("- this record predates receipts: no file hashes were kept")
+    return [*lines, ""]
+
+
+def render(view: str, cfgs: Sequence[Config], attrs: Callable[[str], str | None],
+           template: Callable[[dict[str, Any]], str]) -> str:
+    ctx: dict[str, Any] = {"view": view, "configs": cfgs, "rows": [], "refs": [], "lines": [],
+                           "lengths": [], "records": [f"`{record_rel_path(c.record)}`"
+                                                       for c in cfgs]}
+    if view == "kld":
+        ctx["rows"], ctx["refs"] = kld_rows(cfgs)
+    elif view == "capacity":
+        raw = attrs("lengths") or ""
+        ctx["lengths"] = [int(x) for x in raw.split(",") if x.strip().isdigit()]
+        ctx["rows"] = capacity_rows(cfgs, ctx["lengths"])
+    elif view == "probes":
+        ctx["rows"] = probe_rows(cfgs)
+    else:
+        ctx["lines"] = [line for cfg in cfgs for line in receipt_lines(cfg)]
+    ctx["random_weights"] = any(_random_weights(c.record) for c in cfgs)
+    return template(ctx)
+
+
+def _random_weights(record: Record) -> bool:
+    cmd = str(record.server.get("command", ""))
+    return "--load-format dummy" in cmd or "--random-weights" in cmd or \
+        "--load-format=dummy" in cmd
