@@ -76,8 +76,8 @@ EXPECTED_BAD = [
     "wiki/errors.md:31)",
     "wiki/errors.md:40:1: RB007 error: client command not understood: no client command "
     "found (vllm "
-    "bench serve, python -m sglang.bench_serving, lm_eval, curl); name its kind with "
-    "kind=serving|quality|smoke",
+    "bench serve, python -m sglang.bench_serving, lm_eval, curl, wiki kld capture, wiki probe); "
+    "name its kind with kind=serving|quality|smoke|kld|probe",
     "wiki/errors.md:43:4: RB006 error: malformed attribute list: cannot read attribute at "
     "column 36: "
     "'engine=\"vllm '",
@@ -85,8 +85,8 @@ EXPECTED_BAD = [
     "above 0)",
     "wiki/errors.md:47:59: RB004 error: bad value for port: '70000' (expected 1-65535)",
     "wiki/errors.md:47:70: RB004 error: bad value for env: 'B' is not NAME=VALUE",
-    "wiki/errors.md:51:36: RB004 error: bad value for kind: 'servng' (expected serving, quality or "
-    "smoke); did you mean 'serving'?",
+    "wiki/errors.md:51:36: RB004 error: bad value for kind: 'servng' (expected serving, quality, "
+    "smoke, kld or probe); did you mean 'serving'?",
     "wiki/errors.md:51:48: RB004 error: bad value for sweep: 'C=1,1' repeats a value",
     "wiki/errors.md:51:62: RB004 error: bad value for timeout: '-1' (expected a number above 0)",
 ]

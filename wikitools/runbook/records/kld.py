@@ -2,8 +2,9 @@
 configuration) are scored against one reference capture, which is kept under
 `runbooks/<runbook-id>/kld/<hash>.json` and named by its SHA-256 in the record.
 
-The reference is the capture a block's `reference=` names (a file under runbooks/, e.g. from an
-earlier run of another configuration), else the first run of the first configuration measured.
+The reference is the capture a block's `reference=` names (a file under runbooks/, or another
+runbook whose latest successful run's reference is taken, e.g. the BF16 runbook beside an FP8
+one), else the first run of the first configuration measured.
 That configuration's own row then compares its later runs with its first: its KLD is the
 engine's run-to-run noise, zero when the engine is deterministic."""
 
@@ -18,7 +19,15 @@ from typing import Any
 from wikitools.errors import InputError
 from wikitools.quality import capture as cap
 from wikitools.quality import kld
-from wikitools.runbook.records.record import RECORDS_DIR, ClientResult, Point, Record, Sample
+from wikitools.runbook.records.record import (
+    RECORDS_DIR,
+    ClientResult,
+    Point,
+    Record,
+    RecordError,
+    Sample,
+    load_records,
+)
 
 KLD_DIR = "kld"
 
@@ -66,10 +75,28 @@ def score_points(root: Path, runbook_id: str, points: Sequence[Point],
     return tuple(_scored(root, p, ref) for p in points), ref, None
 
 
+def _of_runbook(root: Path, other: str) -> Reference:
+    """The reference the latest successful run of runbook `other` scored against."""
+    try:
+        records = load_records(root, other)
+    except RecordError as exc:
+        raise InputError(f"reference={other}: {exc}") from None
+    for rec in reversed(records):
+        for c in rec.clients if rec.ok else ():
+            for p in c.points if c.kind == "kld" else ():
+                path = p.metrics.get("kld_reference")
+                if isinstance(path, str):
+                    return _given(root, path)
+    raise InputError(f"reference={other}: that runbook has no successful KLD run yet; run it "
+                     "first")
+
+
 def _reference(root: Path, runbook_id: str, points: Sequence[Point],
                reference: str | None) -> Reference | None:
     if reference and reference.endswith(".json"):
         return _given(root, reference)
+    if reference and (root / RECORDS_DIR / reference).is_dir():
+        return _of_runbook(root, reference)
     for p in points:
         for s in p.samples:
             if s.status == "ok" and s.result_file and (root / s.result_file).is_file():

@@ -5,7 +5,6 @@ and out-of-date regions."""
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -24,7 +23,6 @@ from wikitools.runbook.blocks.regions import (
     indent_body,
     replace_regions,
 )
-from wikitools.runbook.engines import catalog as engines
 from wikitools.runbook.engines.failure import better_message
 from wikitools.runbook.records.gpustate import describe_state
 from wikitools.runbook.records.record import (
@@ -36,6 +34,13 @@ from wikitools.runbook.records.record import (
 )
 from wikitools.runbook.rendering import receipts, serving
 from wikitools.runbook.rendering.charts import XY, Chart, Series, figure, render_chart
+from wikitools.runbook.rendering.describe import (
+    engine_text,
+    hardware,
+    pipeline_check,
+    server_facts,
+    speculative,
+)
 
 DASH = "–"
 
@@ -64,94 +69,6 @@ def cell(text: str) -> str:
 
 def _date(stamp: str) -> str:
     return stamp[:10]
-
-
-def hardware(record: Record) -> str:
-    host = record.host
-    gpus = host.get("gpus") or []
-    if host.get("cpu_only") or not gpus:
-        return "a CPU-only host (no GPU)"
-    names = sorted({str(g.get("name", "?")) for g in gpus})
-    ccs = sorted({str(g.get("compute_capability", "?")) for g in gpus})
-    archs = ", ".join(f"sm{c.replace('.', '')} (compute capability {c})" for c in ccs)
-    count = host.get("gpu_count") or len(gpus)
-    parts = [f"{count} × {' + '.join(names)}, {archs}"]
-    if host.get("driver"):
-        parts.append(f"driver {host['driver']}")
-    if host.get("cuda"):
-        parts.append(f"CUDA {host['cuda']}")
-    topo = host.get("topology")
-    if topo and topo != "none" and count > 1:
-        parts.append(f"GPU link {topo}")
-    return ", ".join(parts)
-
-
-def engine_text(record: Record) -> str:
-    eng = record.engine
-    name = engines.display_name(eng.get("name"))
-    text = f"{name} {eng['version']}" if eng.get("version") else f"{name} (version not reported)"
-    if eng.get("image"):
-        text += f", image `{eng['image']}`"
-        if eng.get("image_digest"):
-            text += f" (`{eng['image_digest']}`)"
-    return text
-
-
-def server_facts(record: Record) -> str:
-    m = record.markers
-    parts = []
-    if m.get("attention_backend"):
-        backend = f"attention backend {m['attention_backend']}"
-        if m.get("flash_attn_version"):
-            backend += f" (FlashAttention {m['flash_attn_version']})"
-        parts.append(backend)
-    tokens = m.get("kv_cache_tokens", m.get("metrics_kv_cache_tokens"))
-    if isinstance(tokens, int):
-        kv = f"KV cache {tokens:,} tokens"
-        if isinstance(m.get("kv_cache_gib"), int | float):
-            kv += f" ({m['kv_cache_gib']:,.2f} GiB)"
-        parts.append(kv)
-    if isinstance(m.get("max_concurrency"), int | float) and m.get("max_concurrency_tokens"):
-        parts.append(
-            f"maximum concurrency {m['max_concurrency']:,.2f}× at "
-            f"{m['max_concurrency_tokens']:,} tokens per request"
-        )
-    if m.get("moe_backend"):
-        parts.append(f"MoE backend {m['moe_backend']}")
-    if m.get("compiled") is True:
-        parts.append("torch.compile on")
-    elif m.get("compiled") is False:
-        parts.append("eager (no torch.compile)")
-    if m.get("cuda_graphs") is False:
-        parts.append("CUDA graphs off")
-    elif m.get("cuda_graphs") is True:
-        parts.append("CUDA graphs on")
-    return "; ".join(parts)
-
-
-_SPEC = re.compile(r"--speculative[-_](?:config|algorithm|algo)\b|\b(?:mtp|dspark|dflash)\b",
-                   re.IGNORECASE)
-
-
-def speculative(record: Record) -> str | None:
-    """What makes the server decode speculatively (a flag or a method named in its command),
-    or None; such a run's throughput is trusted only beside its acceptance rate."""
-    m = _SPEC.search(str(record.server.get("command", "")))
-    return m.group(0) if m else None
-
-
-def pipeline_check(record: Record) -> str | None:
-    """Why a record is a plumbing check rather than a measurement, or None."""
-    command = str(record.server.get("command", ""))
-    dummy = "--load-format dummy" in command or "--load-format=dummy" in command
-    cpu = bool(record.host.get("cpu_only"))
-    if dummy and cpu:
-        return "This run served dummy weights (`--load-format dummy`) on a CPU-only host."
-    if dummy:
-        return "This run served dummy weights (`--load-format dummy`)."
-    if cpu:
-        return "This run used a CPU-only host."
-    return None
 
 
 # --------------------------------------------------------------------------- views

@@ -1,0 +1,114 @@
+"""Receipts end to end on the real vLLM CPU engine: `wiki runbook run` of tests/e2e/tree's
+receipts page (a tiny model with saved random weights) captures KLD, runs the correctness probes,
+records the engine's KV capacity and the receipt, and renders the kld, capacity, probes and
+receipt views. One server start keeps it short."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_engine_e2e import ENGINE_BIN, MAKE_MODEL, REPO, TREE, Run
+
+pytestmark = [
+    pytest.mark.engine,
+    pytest.mark.skipif(not (ENGINE_BIN / "vllm").is_file(), reason="engine environment missing"),
+]
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    root = tmp_path / "wiki-root"
+    shutil.copytree(TREE, root)
+    return root
+
+
+@pytest.fixture(scope="module")
+def random_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("rw-model")
+    subprocess.run([str(ENGINE_BIN / "python"), str(MAKE_MODEL), str(out), "--preset", "tiny",
+                    "--random-weights", "0.5"], check=True, capture_output=True, timeout=300)
+    return out
+
+
+def _sha(path: Path) -> str:
+    return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _region(text: str, view: str) -> str:
+    m = re.search(rf"<!-- wiki:results runbook=cpu-receipts view={view}[^>]*-->\n(.*?)"
+                  r"<!-- wiki:end[^>]*-->", text, re.S)
+    assert m, f"no {view} region"
+    return m[1]
+
+
+def test_kld_capacity_probes_and_receipt_end_to_end(tree: Path, random_model: Path) -> None:
+    probes = tree / "benchmarks/probes/basic.jsonl"
+    probes.parent.mkdir(parents=True)
+    probes.write_bytes((REPO / "benchmarks/probes/basic.jsonl").read_bytes())
+    run = Run(tree, "cpu-receipts", random_model)
+    # The clients call `wiki`: this checkout's, beside the engine's bin directory.
+    run.env["PATH"] += os.pathsep + str(Path(sys.executable).parent)
+    run.env["RW_MODEL"] = str(random_model)
+    try:
+        rc = run(timeout=1200)
+        assert rc == 0, run.output
+        rec = run.record()
+    finally:
+        run.cleanup()
+    run.assert_nothing_left()
+    clients = {c["name"]: c for c in rec["clients"]}
+
+    # KLD: two captures of one server; the second scored against the first (kept under
+    # runbooks/ and named by its hash) is exactly 0 on a deterministic engine.
+    (kpoint,) = clients["kld"]["points"]
+    m = kpoint["metrics"]
+    ref = tree / m["kld_reference"]
+    assert ref.is_file() and _sha(ref) == m["kld_reference_sha256"]
+    assert m["kld_reference"] == f"runbooks/cpu-receipts/kld/{_sha(ref)[7:23]}.json"
+    assert m["kld_runs"] == 1 and m["kld_positions"] == 47 and m["kld_top_k"] == -1
+    assert m["kld_mean"] == 0.0 and m["kld_top1_agreement"] == 1.0
+    first, second = kpoint["samples"]
+    assert first["metrics"]["kld_reference_run"] is True and second["metrics"]["kld_mean"] == 0
+    capture = json.loads(ref.read_text())
+    assert len(capture["positions"]) == 47 and capture["input_source"] == "seed:0:48:3-512"
+    assert len(capture["positions"][0]) == 512  # the whole vocabulary
+
+    # Probes: random weights answer nothing right, and every failure is kept.
+    pm = clients["probes"]["points"][0]["metrics"]
+    assert pm["total"] == 8 and pm["concurrency"] == 4
+    result = json.loads((tree / clients["probes"]["points"][0]["samples"][0]["result_file"])
+                        .read_text())
+    assert len(result["failures"]) == pm["failures"] == 8 - pm["correct"]
+    assert all({"prompt", "answer", "expected"} <= set(f) for f in result["failures"])
+
+    # Capacity from the engine's own log line.
+    assert rec["markers"]["kv_cache_tokens"] > 0 and rec["markers"]["max_concurrency_tokens"] == 512
+
+    # Receipt: the probe file and the model's files with their real hashes, the reference,
+    # the cache folders.
+    files = {f["path"]: f for f in rec["receipt"]["files"]}
+    probe_file = files["benchmarks/probes/basic.jsonl"]
+    assert probe_file == {"path": "benchmarks/probes/basic.jsonl", "role": "read",
+                          "sha256": _sha(tree / "benchmarks/probes/basic.jsonl")}
+    weights = files[f"{random_model}/model.safetensors"]
+    assert weights["sha256"] == _sha(random_model / "model.safetensors")
+    assert files[m["kld_reference"]]["role"] == "kld reference"
+    assert rec["receipt"]["model"] == {"model": str(random_model), "snapshot": None,
+                                       "from": "local folder: its files are hashed"}
+    assert {c["name"] for c in rec["receipt"]["caches"]} >= {"vllm torch.compile", "triton"}
+
+    page = (tree / "wiki/receipts.md").read_text()
+    kld_rows = [ln for ln in _region(page, "kld").splitlines() if ln.startswith("| cpu-receipts")]
+    assert kld_rows == ["| cpu-receipts | 0 | – | 0 | 1 | 47 | all | 100.0 % |"]
+    assert f"{pm['correct']}/8 correct at c4" in _region(page, "probes")
+    cap = _region(page, "capacity")
+    assert f"{rec['markers']['kv_cache_tokens']:,}" in cap and "no (max model length 512)" in cap
+    assert _sha(tree / "benchmarks/probes/basic.jsonl") in _region(page, "receipt")

@@ -1,0 +1,126 @@
+"""KLD scoring of records, receipts (file hashes, model snapshot, cache folders) and the kld,
+capacity and trust views, on records built here: no server needed."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from wikitools.quality import capture as cap
+from wikitools.runbook.engines.command import parse_server_command
+from wikitools.runbook.execution.receipt import model_snapshot, snapshot
+from wikitools.runbook.records.kld import score_record
+from wikitools.runbook.records.record import ClientResult, Point, Record, Sample, write_record
+from wikitools.runbook.rendering import receipts, serving
+
+
+def _write_capture(path: Path, probs: list[float], top_k: int = 3) -> str:
+    c = cap.Capture("m", "vllm", top_k, "sha256:in", "seed:0",
+                    (tuple((i, math.log(p)) for i, p in enumerate(probs)),))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(cap.dumps(c))
+    return path.as_posix()
+
+
+def _record(root: Path, runbook: str, runs: list[list[float]], reference: str | None = None,
+            status: str = "ok") -> Record:
+    samples = []
+    for i, probs in enumerate(runs, start=1):
+        rel = f".artifacts/{runbook}/run/kld-r{i}.json"
+        _write_capture(root / rel, probs)
+        samples.append(Sample("ok", {"positions": 1, "top_k": 3}, 0.1, rel))
+    point = Point(None, "ok", {"positions": 1, "top_k": 3}, samples[0].result_file,
+                  samples=tuple(samples))
+    rec = Record(runbook, "wiki/x.md", "sha256:b", f"20261201T000000Z-{runbook[:8]:0<8}",
+                 "2026-12-01T00:00:00Z", "2026-12-01T00:01:00Z", status,
+                 clients=(ClientResult("kld", "kld", "wiki kld capture", None, (point,)),))
+    return score_record(rec, root, lambda _name: reference)
+
+
+def test_the_first_capture_becomes_the_stored_reference_and_later_runs_score_against_it(
+        tmp_path: Path) -> None:
+    rec = _record(tmp_path, "ref-runbook", [[0.7, 0.2, 0.1], [0.7, 0.2, 0.1], [0.6, 0.3, 0.1]])
+    m = rec.clients[0].points[0].metrics
+    stored = tmp_path / m["kld_reference"]
+    digest = "sha256:" + hashlib.sha256(stored.read_bytes()).hexdigest()
+    assert m["kld_reference"] == f"runbooks/ref-runbook/kld/{digest[7:23]}.json"
+    assert m["kld_reference_sha256"] == digest
+    third = 0.7 * math.log(0.7 / 0.6) + 0.2 * math.log(0.2 / 0.3)
+    assert m["kld_runs"] == 2 and m["kld_mean"] == pytest.approx(third / 2)
+    assert m["kld_run_sd"] == pytest.approx(math.sqrt((third ** 2) / 2))
+    samples = rec.clients[0].points[0].samples
+    assert samples[0].metrics["kld_reference_run"] is True
+    assert [s.metrics.get("kld_mean") for s in samples[1:]] == [0.0, pytest.approx(third)]
+
+
+def test_a_reference_from_another_runbook_scores_every_run(tmp_path: Path) -> None:
+    ref = _record(tmp_path, "bf16-runbook", [[0.7, 0.2, 0.1]])
+    write_record(tmp_path, ref)
+    other = _record(tmp_path, "fp8-runbook", [[0.6, 0.3, 0.1]], reference="bf16-runbook")
+    m = other.clients[0].points[0].metrics
+    assert m["kld_reference"] == ref.clients[0].points[0].metrics["kld_reference"]
+    assert m["kld_runs"] == 1 and m["kld_mean"] > 0
+    assert not (tmp_path / "runbooks/fp8-runbook/kld").exists()
+    missing = _record(tmp_path, "x-runbook", [[0.6, 0.3, 0.1]], reference="runbooks/none.json")
+    assert "no such capture" in missing.clients[0].points[0].metrics["kld_problem"]
+
+
+def test_a_single_run_is_the_reference_with_nothing_to_compare(tmp_path: Path) -> None:
+    m = _record(tmp_path, "one-run", [[0.5, 0.3, 0.2]]).clients[0].points[0].metrics
+    assert "kld_mean" not in m and "no other run" in m["kld_note"]
+    cfg = receipts.Config("one-run", _record(tmp_path, "one-run", [[0.5, 0.3, 0.2]]))
+    (row,), _refs = receipts.kld_rows([cfg])
+    assert row[1] == "the reference run; no other run to compare with it"
+
+
+def test_kld_rows_and_capacity_fits(tmp_path: Path) -> None:
+    rec = _record(tmp_path, "ref-runbook", [[0.7, 0.2, 0.1], [0.6, 0.3, 0.1]])
+    (row,), refs = receipts.kld_rows([receipts.Config("auto", rec)])
+    assert row[0] == "auto" and row[4:7] == ["1", "1", "3"] and row[7] == "100.0 %"
+    assert refs and "runbooks/ref-runbook/kld/" in refs[0]
+    capacity = replace(rec, markers={"kv_cache_tokens": 100_000, "kv_cache_gib": 3.0,
+                                     "model_load_gib": 2.3, "max_concurrency": 0.76,
+                                     "max_concurrency_tokens": 131072, "max_model_len": 131072},
+                       server={"command": "vllm serve m --kv-cache-dtype fp8 "
+                                          "--gpu-memory-utilization 0.3"})
+    (crow,) = receipts.capacity_rows([receipts.Config("fp8", capacity)], [8192, 131072, 262144])
+    assert crow[1:7] == ["fp8", "0.3", "2.30", "3.00", "100,000", "0.76× at 131,072"]
+    assert crow[7:] == ["yes", "no (KV cache holds 100,000)", "no (max model length 131,072)"]
+
+
+def test_receipt_hashes_files_and_names_the_model_snapshot(tmp_path: Path) -> None:
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model/config.json").write_text("{}")
+    (tmp_path / "probe.jsonl").write_text("x")
+    got = snapshot(tmp_path, ["model", "probe.jsonl", "absent.json"])
+    assert got == {"model/config.json": "sha256:" + hashlib.sha256(b"{}").hexdigest(),
+                   "probe.jsonl": "sha256:" + hashlib.sha256(b"x").hexdigest()}
+
+    def snap(text: str) -> dict[str, object]:
+        return model_snapshot(parse_server_command(text), tmp_path, {"M": "org/from-env"})
+
+    assert snap("vllm serve org/name --revision abc123")["snapshot"] == "abc123"
+    assert snap("vllm serve /hf/models--o--n/snapshots/0123abcd/")["snapshot"] == "0123abcd"
+    assert snap("vllm serve org/name") == {"model": "org/name", "snapshot": "main",
+                                           "from": "no --revision: the default branch"}
+    assert snap('vllm serve "${M:-org/default}"')["model"] == "org/from-env"
+    assert snap("vllm serve model")["snapshot"] is None  # a folder of the wiki root
+
+
+def test_speculative_throughput_stands_beside_its_acceptance_or_is_untrusted() -> None:
+    points = (Point("1", "ok", {"output_throughput": 100.0, "spec_decode_acceptance": 0.5},
+                    samples=(Sample("ok", {"output_throughput": 100.0}),)),
+              Point("8", "ok", {"output_throughput": 300.0},
+                    samples=(Sample("ok", {"output_throughput": 300.0}),)))
+    client = ClientResult("throughput", "serving", "vllm bench serve", "C", points)
+    table = serving.short_table(client, speculative=True)
+    assert table["header"][1:3] == ["output tok/s", "spec acceptance"]
+    assert table["rows"][0][1:3] == ["100.0", "50.0 %"]
+    assert table["rows"][1][1:3] == ["300.0 untrusted", "none captured"]
+    assert "spec acceptance" not in serving.short_table(client)["header"]
+    assert json.dumps(table)  # plain data for the template
