@@ -278,7 +278,7 @@ def _span(tok: Token) -> tuple[int, int]:
     them; only inline children go unmapped)."""
     if tok.map is None:
         raise ValueError(f"markdown-it token {tok.type!r} has no source map")
-    start, end = _span(tok)
+    start, end = tok.map
     return start, end
 
 
