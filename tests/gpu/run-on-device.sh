@@ -27,8 +27,8 @@
 # with `.gpu-vllm/p*`, `.gpu-vllm/on-device.sh`, `.gpu-vllm/sha256` and `.gpu-vllm/deps` (wheels of
 # the wiki's own dependencies the image lacks) carried. `sglang` sources .gpu-sglang/on-device.sh
 # itself, in a subshell, so the two engines' packages never mix. RUN_ARGS are added to
-# `wiki runbook run` (e.g. RUN_ARGS="--repeats 3"). Records, logs and the rendered pages are packed
-# into $OUT/<mode>.tgz (one file: the device returns at most eight).
+# `wiki runbook run` (e.g. RUN_ARGS="--repeats 3"), RUN_TIMEOUT bounds it. Records, logs and the
+# rendered pages are packed into $OUT/<mode>.tgz (one file: the device returns at most eight).
 set -uo pipefail
 mode=${1:-tp1}
 out=${2:-/tmp/wiki-gpu-out/$mode}
@@ -45,8 +45,11 @@ chmod +x /tmp/wiki-bin/wiki && export PATH=/tmp/wiki-bin:$PATH
 gpu_memory() { nvidia-smi --query-gpu=index,memory.used,memory.total --format=csv,noheader; }
 nvidia-smi > "$out/nvidia-smi.txt"; nvidia-smi topo -m > "$out/topo.txt" 2>&1
 gpu_memory > "$out/gpu-memory-before.csv"
-run() {  # PAGE#ID: run the runbook, keep the tail of its output
-  python3 -m wikitools runbook run "$1" --yes ${RUN_ARGS:-} 2>&1 | tee "$out/run.txt" | tail -n 40
+run() {  # PAGE#ID: run the runbook, keep the tail of its output. RUN_TIMEOUT=S interrupts it
+  # after S seconds as Ctrl-C would: it tears down and writes its record, and the outputs are
+  # still packed before the call's own limit.
+  ${RUN_TIMEOUT:+timeout -s INT -k 60 $RUN_TIMEOUT} \
+    python3 -m wikitools runbook run "$1" --yes ${RUN_ARGS:-} 2>&1 | tee "$out/run.txt" | tail -n 40
 }
 rc=0
 case $mode in

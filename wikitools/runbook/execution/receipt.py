@@ -163,6 +163,9 @@ def build_receipt(plan: Plan, root: Path, before: Mapping[str, str],
         old, new = before.get(path), after.get(path)
         role = "read" if old is not None and old == new else "written"
         files.append({"path": path, "sha256": new or old, "role": role})
-    model = model_snapshot(plan.runbook.server.command, root, {**os.environ, **plan.server.env})
-    return {"files": files, "model": model,
-            "caches": caches}
+    cmd = plan.runbook.server.command
+    model = model_snapshot(cmd, root, {**os.environ, **plan.server.env})
+    receipt: dict[str, Any] = {"files": files, "model": model, "caches": caches}
+    if cmd.speculative:  # the drafting method as configured; acceptance is measured per point
+        receipt["speculative"] = dict(sorted(cmd.speculative.items()))
+    return receipt

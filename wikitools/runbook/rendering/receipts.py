@@ -185,6 +185,10 @@ def receipt_lines(cfg: Config) -> list[str]:
                      f"{'`' + str(snap) + '`' if snap else DASH} ({cell(model.get('from'))})")
     for f in receipt.get("files") or ():
         lines.append(f"- {cell(f.get('role'))}: `{f.get('path')}` `{f.get('sha256')}`")
+    spec = receipt.get("speculative")
+    if spec:
+        conf = ", ".join(f"{k}={v}" for k, v in spec.items())
+        lines.append(f"- speculative decoding as configured: {cell(conf)}")
     for c in receipt.get("caches") or ():
         state = "warm" if c.get("warm") else "cold (empty or absent)"
         lines.append(f"- cache {cell(c.get('name'))}: `{c.get('path')}` — {state} at start")
