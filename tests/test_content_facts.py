@@ -76,7 +76,6 @@ SOURCED: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "TPOT": ("Time Per Output Token", COMMUNITY_GLOSSARY, ()),
     "TP": ("Tensor Parallelism", COMMUNITY_GLOSSARY, ()),
     "HF": ("Hugging Face", COMMUNITY_GLOSSARY, ()),
-    "JIT": ("Just-in-Time compile", COMMUNITY_GLOSSARY, ()),
 }
 
 

@@ -1,6 +1,7 @@
-"""Runbook blocks from parsed pages: `{ .bash #id .runbook-server … }`,
-`{ .bash .runbook-client for=id … }` and `{ .yaml .runbook-file for=id path=… }` (a file the
-server needs, such as its compose file) fences, validated with located RB diagnostics."""
+"""Runbook blocks from parsed pages: `bash { #id .runbook-server … }`,
+`bash { .runbook-client for=id … }` and `yaml { .runbook-file for=id path=… }` (a file the
+server needs, such as its compose file) fences (the older `{ .bash … }` form is read too),
+validated with located RB diagnostics."""
 
 from __future__ import annotations
 
@@ -283,7 +284,8 @@ def _client(ctx: _Ctx) -> _PendingClient | None:
                       f"smoke){did_you_mean(value, KINDS)}", col)
         else:
             kind = value
-    sweep_var, sweep_values = None, ()
+    sweep_var: str | None = None
+    sweep_values: tuple[str, ...] = ()
     sweep = _sweep(ctx, *opts["sweep"]) if "sweep" in opts else ()
     if sweep:
         sweep_var, sweep_values = sweep[0]
