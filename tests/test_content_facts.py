@@ -55,10 +55,10 @@ def test_the_address_check_sees_an_invented_one() -> None:
     assert repositories(text) == {"local-inference-lab/rtx6kpro"}
 
 
-# Rows whose definition comes from the community wiki's GLOSSARY.md (the copy of 2026-08-04):
+# Rows whose definition comes from the community wiki's GLOSSARY.md (last changed 2026-07-19):
 # the wiki's expansion must say what the community's says; `notes` lists facts from the named
 # source that the row's notes must keep.
-COMMUNITY_GLOSSARY = "community wiki GLOSSARY.md, read 2026-08-04"
+COMMUNITY_GLOSSARY = "community wiki GLOSSARY.md, last changed 2026-07-19"
 SOURCED: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "DSpark": ("DeepSeek DSpark speculative decoding", COMMUNITY_GLOSSARY,
                ("DeepSeek-V4-Flash", "#46995")),
@@ -123,3 +123,31 @@ def test_version_maps_give_each_page_its_own_status() -> None:
                     f"{path}: version map says {said!r} for {target}, whose status is {actual!r}")
                 checked += 1
     assert checked >= 5, "no version map rows were checked"
+
+
+def _sections(page: Page, prefix: str) -> list[tuple[int, str]]:
+    """(heading line, section text) of each heading starting with `prefix`, up to the next
+    heading of the same or a higher level."""
+    lines = page.text.split("\n")
+    out = []
+    heads = sorted(page.headings, key=lambda h: h.line)
+    for i, head in enumerate(heads):
+        if not head.text.startswith(prefix):
+            continue
+        end = next((h.line for h in heads[i + 1:] if h.level <= head.level), len(lines) + 1)
+        out.append((head.line, "\n".join(lines[head.line:end - 1])))
+    return out
+
+
+def test_reported_numbers_name_their_source_and_date_and_stay_apart() -> None:
+    """The contributing guide's format for numbers this wiki did not measure: each "Reported
+    by" section names a source and a date, and holds no generated results region."""
+    found = 0
+    for path, page in pages().items():
+        for line, text in _sections(page, "Reported by"):
+            found += 1
+            where = f"{path}:{line}"
+            assert re.search(r"\b20\d\d-\d\d-\d\d\b", text), f"{where}: no date (YYYY-MM-DD)"
+            assert re.search(r"community|\]\(|`[\w./-]+\.md`", text), f"{where}: no source"
+            assert "<!-- wiki:results" not in text, f"{where}: a results region in reported numbers"
+    assert found >= 1, "no reported-numbers section to check"
