@@ -14,6 +14,7 @@ from wikitools.errors import UsageError
 from wikitools.pages import parse_page, read_page
 from wikitools.runbook.blocks.extract import extract_runbooks
 from wikitools.runbook.blocks.model import Runbook
+from wikitools.runbook.engines.catalog import MULTICAST_OFF
 from wikitools.runbook.engines.secrets import mask_command, mask_env
 from wikitools.runbook.execution.containers import DockerFacts
 from wikitools.runbook.execution.host import HostFacts
@@ -24,7 +25,7 @@ from wikitools.runbook.execution.plan import (
     format_verdict,
     make_plan,
 )
-from wikitools.runbook.execution.preflight import MULTICAST_OFF, preflight
+from wikitools.runbook.execution.preflight import preflight
 
 HERE = Path(__file__).parent
 GOOD = HERE / "fixtures" / "runbook-pages" / "good"

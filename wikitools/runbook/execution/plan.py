@@ -15,6 +15,7 @@ from pathlib import Path, PurePosixPath
 from wikitools.errors import UsageError
 from wikitools.runbook.blocks.model import ClientBlock, Runbook
 from wikitools.runbook.engines import catalog as engines
+from wikitools.runbook.engines import docker_cli
 from wikitools.runbook.engines.launcher import append_args, docker_run_offset
 from wikitools.runbook.engines.secrets import mask_command, mask_env
 from wikitools.runbook.engines.shell import shell_quote
@@ -25,7 +26,7 @@ from wikitools.runbook.execution.model import (
     PlannedServer,
     Verdict,
 )
-from wikitools.runbook.execution.preflight import MULTICAST_OFF, block_env
+from wikitools.runbook.execution.preflight import block_env
 from wikitools.runbook.execution.processes import TAG_VAR
 
 ARTIFACTS_ROOT = ".artifacts"
@@ -96,17 +97,18 @@ def make_plan(
     env: dict[str, str] = dict(server.extra_env)
     own = block_env(server)
     if cmd.docker:
-        missing = [k for k in MULTICAST_OFF if k not in own]
+        missing = [k for k in engines.MULTICAST_OFF if k not in own]
         if missing and cmd.container is not None and cmd.container.kind == "compose":
             notes.append("the container does not inherit the run's environment; add "
-                         + " ".join(f"{k}={MULTICAST_OFF[k]}" for k in missing)
+                         + " ".join(f"{k}={engines.MULTICAST_OFF[k]}" for k in missing)
                          + " to the service's environment: to keep NVLink multicast off")
         elif missing:
             notes.append("the container does not inherit the run's environment; add "
-                         + " ".join(f"-e {k}={MULTICAST_OFF[k]}" for k in missing)
+                         + " ".join(f"-e {k}={engines.MULTICAST_OFF[k]}" for k in missing)
                          + " to keep NVLink multicast off")
     else:
-        env.update(MULTICAST_OFF)  # whatever env= says; preflight refuses a block that differs
+        # whatever env= says; preflight refuses a block that differs
+        env.update(engines.MULTICAST_OFF)
     if verdict is not None and verdict.selected_gpus and not cmd.docker:
         if "CUDA_VISIBLE_DEVICES" in own:
             notes.append(f"GPUs chosen by the block: CUDA_VISIBLE_DEVICES="
@@ -160,7 +162,7 @@ def make_plan(
         image=cmd.image,
         docker=cmd.docker,
         fatal_patterns=(eng.fatal_log if eng else ())
-        + (engines.DOCKER_FATAL_LOG if container else ()),
+        + (docker_cli.FATAL_LOG if container else ()),
         ready_log=eng.ready_log if eng else (),
         version_command=eng.version_command if eng and not cmd.docker else (),
         container=container,
