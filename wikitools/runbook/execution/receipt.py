@@ -51,15 +51,20 @@ def _words(text: str, env: Mapping[str, str]) -> list[str]:
 
 
 def named_paths(plan: Plan) -> list[str]:
-    """Paths the server and client commands name (as written), the compose files the run
-    writes, and the clients' result files; in order, once each."""
-    env = {**os.environ, **plan.server.env}
-    found: list[str] = _words(plan.server.command, env)
-    for c in plan.clients:
-        found += _words(c.command, {**os.environ, **c.env})
-    if plan.server.container is not None:
-        found += [f"{plan.server.container.workdir}/{p}" for p, _ in plan.server.container.files]
-    found += [c.result_path for c in plan.clients if c.result_path and not c.warmup]
+    """Paths the server and client commands of every variant name (as written, variables
+    filled in), the compose files the run writes, and the clients' result files; in order, once
+    each."""
+    found: list[str] = []
+    for v in plan.variants:
+        found += _words(v.server.command, {**os.environ, **v.server.env})
+        if v.server.container is not None:
+            found += [f"{v.server.container.workdir}/{p}" for p, _ in v.server.container.files]
+        for c in v.clients:
+            for point in c.points:
+                for run in point.runs:
+                    found += _words(run.command, {**os.environ, **point.env})
+                    if run.result_path and not run.warmup:
+                        found.append(run.result_path)
     return list(dict.fromkeys(found))
 
 

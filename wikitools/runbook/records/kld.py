@@ -21,11 +21,11 @@ from wikitools.quality import capture as cap
 from wikitools.quality import kld
 from wikitools.runbook.records.record import (
     RECORDS_DIR,
-    ClientResult,
     Point,
     Record,
     RecordError,
     Sample,
+    VariantResult,
     load_records,
 )
 
@@ -65,7 +65,8 @@ def _given(root: Path, path: str) -> Reference:
 def score_points(root: Path, runbook_id: str, points: Sequence[Point],
                  reference: str | None) -> tuple[tuple[Point, ...], Reference | None, str | None]:
     """Every point (one configuration each, its samples the runs) scored against the
-    reference: (points with KLD metrics, the reference, a problem that stopped the scoring)."""
+    reference: (points with KLD metrics, the reference, a problem that stopped the scoring).
+    The reference comes from `reference` (a file, another runbook) or from the first point."""
     try:
         ref = _reference(root, runbook_id, points, reference)
     except InputError as exc:
@@ -82,11 +83,12 @@ def _of_runbook(root: Path, other: str) -> Reference:
     except RecordError as exc:
         raise InputError(f"reference={other}: {exc}") from None
     for rec in reversed(records):
-        for c in rec.clients if rec.ok else ():
-            for p in c.points if c.kind == "kld" else ():
-                path = p.metrics.get("kld_reference")
-                if isinstance(path, str):
-                    return _given(root, path)
+        for v in rec.each_variant() if rec.ok else ():
+            for c in v.clients:
+                for p in c.points if c.kind == "kld" else ():
+                    path = p.metrics.get("kld_reference")
+                    if isinstance(path, str):
+                        return _given(root, path)
     raise InputError(f"reference={other}: that runbook has no successful KLD run yet; run it "
                      "first")
 
@@ -134,18 +136,44 @@ def _scored(root: Path, point: Point, ref: Reference) -> Point:
     return replace(point, metrics=metrics, samples=tuple(samples))
 
 
+def _ordered(variants: Sequence[VariantResult], reference: str | None) -> list[int]:
+    """Variant indices, the reference variant first (`reference` naming one, e.g. `KV=auto`,
+    in any order of its pairs), else in run order."""
+    order = list(range(len(variants)))
+    if reference and "=" in reference and not reference.endswith(".json"):
+        want = sorted(tuple(kv.split("=", 1)) for kv in reference.split(","))
+        for i, v in enumerate(variants):
+            if sorted(v.coords) == want:
+                order.remove(i)
+                return [i, *order]
+    return order
+
+
 def score_record(record: Record, root: Path, reference_of: Callable[[str], str | None]) -> Record:
-    """The record with every kld client's points scored (`reference_of(client name)` gives
-    the block's `reference=`); unchanged when it has none."""
-    clients: list[ClientResult] = []
-    for c in record.clients:
-        if c.kind != "kld":
-            clients.append(c)
-            continue
-        points, _ref, problem = score_points(root, record.runbook, c.points,
-                                             reference_of(c.name))
-        if problem is not None:
-            points = tuple(replace(p, metrics={**p.metrics, "kld_problem": problem})
-                           for p in points)
-        clients.append(replace(c, points=points))
-    return replace(record, clients=tuple(clients))
+    """The record with every kld client's points scored, in every variant, against one
+    reference (`reference_of(client name)` gives the block's `reference=`); unchanged when it
+    has none."""
+    variants = list(record.each_variant())
+    names = list(dict.fromkeys(c.name for v in variants for c in v.clients if c.kind == "kld"))
+    for name in names:
+        reference = reference_of(name)
+        where = [(vi, ci, pi) for vi in _ordered(variants, reference)
+                 for ci, c in enumerate(variants[vi].clients) if c.name == name
+                 for pi in range(len(c.points))]
+        points = [variants[vi].clients[ci].points[pi] for vi, ci, pi in where]
+        scored, _ref, problem = score_points(root, record.runbook, points,
+                                             None if reference and "=" in reference
+                                             else reference)
+        for (vi, ci, pi), point in zip(where, scored, strict=True):
+            if problem is not None:
+                point = replace(point, metrics={**point.metrics, "kld_problem": problem})
+            v = variants[vi]
+            c = v.clients[ci]
+            pts = list(c.points)
+            pts[pi] = point
+            clients = list(v.clients)
+            clients[ci] = replace(c, points=tuple(pts))
+            variants[vi] = replace(v, clients=tuple(clients))
+    if record.variants:
+        return replace(record, variants=tuple(variants))
+    return replace(record, clients=variants[0].clients)

@@ -1,13 +1,31 @@
-"""What a record says about where and how it ran, in words for provenance lines: the hardware,
-the engine, the server's facts, and whether the run is a pipeline check or decoded
-speculatively."""
-
+"""A record told in words: numbers in their formats, table-safe text, the hardware, engine and
+server facts a provenance line names, the headline of a run."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from wikitools.runbook.engines import catalog as engines
-from wikitools.runbook.records.record import Record
+from wikitools.runbook.records.record import (
+    Record,
+)
+from wikitools.runbook.records.stats import number
+
+DASH = "–"
+
+
+def fmt(value: Any, pattern: str) -> str:
+    """A number in an explicit format; a dash when missing or not a number."""
+    return DASH if number(value) is None else pattern.format(value)
+
+
+def cell(text: str) -> str:
+    """Text safe inside a Markdown table cell."""
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def day(stamp: str) -> str:
+    return stamp[:10]
 
 
 def hardware(record: Record) -> str:
@@ -80,8 +98,12 @@ _SPEC = re.compile(r"--speculative[-_](?:config|algorithm|algo)\b|\b(?:mtp|dspar
 def speculative(record: Record) -> str | None:
     """What makes the server decode speculatively (a flag or a method named in its command),
     or None; such a run's throughput is trusted only beside its acceptance rate."""
-    m = _SPEC.search(str(record.server.get("command", "")))
-    return m.group(0) if m else None
+    commands = [str(v.server.get("command", "")) for v in record.each_variant()]
+    for command in commands:
+        m = _SPEC.search(command)
+        if m:
+            return m.group(0)
+    return None
 
 
 def pipeline_check(record: Record) -> str | None:
@@ -96,3 +118,39 @@ def pipeline_check(record: Record) -> str | None:
     if cpu:
         return "This run used a CPU-only host."
     return None
+
+
+def headline(record: Record) -> str:
+    if not record.ok:
+        msg = record.message or ""
+        msg = msg if len(msg) <= 80 else msg[:77] + "..."
+        return cell(f"failed at `{record.failed_step}`: {msg}")
+    best: tuple[float, str, str] | None = None
+    for client in record.clients:
+        if client.kind != "serving":
+            continue
+        for p in client.points:
+            v = p.metrics.get("output_throughput")
+            if isinstance(v, int | float) and (best is None or v > best[0]):
+                where = f" at {client.sweep_var}={p.value}" if client.sweep_var else ""
+                best = (v, client.name, where)
+    if best is None:
+        return "ok"
+    return cell(f"best output {best[0]:,.1f} tok/s ({best[1]}{best[2]})")
+
+
+def record_archs(record: Record) -> set[str]:
+    """`sm120`-style architectures of the GPUs a record ran on; {"cpu"} for a CPU-only host."""
+    gpus = record.host.get("gpus") or []
+    if record.host.get("cpu_only") or not gpus:
+        return {"cpu"}
+    return {"sm" + str(g.get("compute_capability", "")).replace(".", "") for g in gpus}
+
+
+def short_hardware(record: Record) -> str:
+    """`1 × NVIDIA H200` style label of a record's GPUs; `CPU` for a CPU-only host."""
+    gpus = record.host.get("gpus") or []
+    if record.host.get("cpu_only") or not gpus:
+        return "CPU"
+    names = sorted({str(g.get("name", "?")).removeprefix("NVIDIA ") for g in gpus})
+    return f"{len(gpus)} × {' + '.join(names)}"

@@ -11,7 +11,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from wikitools.runbook.records.record import ClientResult, Point, Record, record_rel_path
+from wikitools.runbook.records.record import (
+    ClientResult,
+    Point,
+    Record,
+    VariantResult,
+    record_rel_path,
+)
 
 VIEWS = ("kld", "capacity", "probes", "receipt")
 DASH = "–"
@@ -19,10 +25,16 @@ DASH = "–"
 
 @dataclass(frozen=True, slots=True)
 class Config:
-    """One server configuration in a receipt table: a label and its record."""
+    """One server configuration in a receipt table: a label, its record and, for a record of
+    several server variants, which one (None: the record's only configuration)."""
 
     label: str
     record: Record
+    variant: VariantResult | None = None
+
+    @property
+    def part(self) -> VariantResult:
+        return self.variant if self.variant is not None else self.record.each_variant()[0]
 
 
 def _num(value: Any) -> float | None:
@@ -59,13 +71,17 @@ def configs(records: Sequence[Record], others: Mapping[str, Sequence[Record]],
     out = []
     for rid, recs in [("", records), *[(r, others.get(r, ())) for r in compared]]:
         ok = next((r for r in reversed(list(recs)) if r.ok), None)
-        if ok is not None:
+        if ok is None:
+            continue
+        if ok.variants:
+            out += [Config(v.name or ok.runbook, ok, v) for v in ok.variants]
+        else:
             out.append(Config(rid or ok.runbook, ok))
     return out
 
 
-def _clients(record: Record, kind: str) -> list[ClientResult]:
-    return [c for c in record.clients if c.kind == kind]
+def _clients(cfg: Config, kind: str) -> list[ClientResult]:
+    return [c for c in cfg.part.clients if c.kind == kind]
 
 
 def _point_label(client: ClientResult, point: Point) -> str:
@@ -79,7 +95,7 @@ def kld_rows(cfgs: Sequence[Config]) -> tuple[list[list[str]], list[str]]:
     rows: list[list[str]] = []
     refs: list[str] = []
     for cfg in cfgs:
-        for client in _clients(cfg.record, "kld"):
+        for client in _clients(cfg, "kld"):
             for p in client.points:
                 m = p.metrics
                 if m.get("kld_reference_sha256"):
@@ -121,7 +137,7 @@ def fits(length: int, kv_tokens: int | None, max_len: int | None) -> str:
 def capacity_rows(cfgs: Sequence[Config], lengths: Sequence[int]) -> list[list[str]]:
     rows = []
     for cfg in cfgs:
-        m, cmd = cfg.record.markers, str(cfg.record.server.get("command", ""))
+        m, cmd = cfg.part.markers, str(cfg.part.server.get("command", ""))
         kv_fmt = (flag_value(cmd, "--kv-cache-dtype") or
                   (m.get("cache_config") or {}).get("cache_dtype") or m.get("kv_cache_dtype")
                   or "auto")
@@ -149,7 +165,7 @@ def capacity_rows(cfgs: Sequence[Config], lengths: Sequence[int]) -> list[list[s
 def probe_rows(cfgs: Sequence[Config]) -> list[list[str]]:
     rows = []
     for cfg in cfgs:
-        for client in _clients(cfg.record, "probe"):
+        for client in _clients(cfg, "probe"):
             for p in client.points:
                 m = p.metrics
                 if "correct" not in m:
@@ -166,12 +182,11 @@ def probe_rows(cfgs: Sequence[Config]) -> list[list[str]]:
 # --------------------------------------------------------------------------- receipt
 
 
-def receipt_lines(cfg: Config) -> list[str]:
-    rec = cfg.record
+def receipt_lines(rec: Record) -> list[str]:
+    """One record's receipt: engine, image, model snapshot, file hashes, cache folders."""
     receipt = rec.receipt or {}
-    eng = rec.engine
-    lines = [f"**{cell(cfg.label)}** — record `{record_rel_path(rec)}`, blocks "
-             f"`{rec.blocks_hash}`", ""]
+    eng = rec.each_variant()[0].engine
+    lines = [f"Record `{record_rel_path(rec)}`, blocks `{rec.blocks_hash}`:", ""]
     lines.append(f"- engine: {cell(eng.get('name') or DASH)} "
                  f"{cell(eng.get('version') or '(version not reported)')}")
     if eng.get("image"):
@@ -199,9 +214,9 @@ def receipt_lines(cfg: Config) -> list[str]:
 
 def render(view: str, cfgs: Sequence[Config], attrs: Callable[[str], str | None],
            template: Callable[[dict[str, Any]], str]) -> str:
+    paths = list(dict.fromkeys(f"`{record_rel_path(c.record)}`" for c in cfgs))
     ctx: dict[str, Any] = {"view": view, "configs": cfgs, "rows": [], "refs": [], "lines": [],
-                           "lengths": [], "records": [f"`{record_rel_path(c.record)}`"
-                                                       for c in cfgs]}
+                           "lengths": [], "records": paths}
     if view == "kld":
         ctx["rows"], ctx["refs"] = kld_rows(cfgs)
     elif view == "capacity":
@@ -211,12 +226,13 @@ def render(view: str, cfgs: Sequence[Config], attrs: Callable[[str], str | None]
     elif view == "probes":
         ctx["rows"] = probe_rows(cfgs)
     else:
-        ctx["lines"] = [line for cfg in cfgs for line in receipt_lines(cfg)]
-    ctx["random_weights"] = any(_random_weights(c.record) for c in cfgs)
+        recs = list({id(c.record): c.record for c in cfgs}.values())
+        ctx["lines"] = [line for rec in recs for line in receipt_lines(rec)]
+    ctx["random_weights"] = any(_random_weights(c.part) for c in cfgs)
     return template(ctx)
 
 
-def _random_weights(record: Record) -> bool:
-    cmd = str(record.server.get("command", ""))
+def _random_weights(part: VariantResult) -> bool:
+    cmd = str(part.server.get("command", ""))
     return "--load-format dummy" in cmd or "--random-weights" in cmd or \
         "--load-format=dummy" in cmd
