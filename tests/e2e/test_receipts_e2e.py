@@ -1,7 +1,7 @@
 """Receipts end to end on the real vLLM CPU engine: `wiki runbook run` of tests/e2e/tree's
 receipts page (a tiny model with saved random weights) captures KLD, runs the correctness probes,
 records the engine's KV capacity and the receipt, and renders the kld, capacity, probes and
-receipt views. One server start keeps it short."""
+receipt views. Two server variants (BF16 and FP32), one start each."""
 
 from __future__ import annotations
 
@@ -64,11 +64,15 @@ def test_kld_capacity_probes_and_receipt_end_to_end(tree: Path, random_model: Pa
     finally:
         run.cleanup()
     run.assert_nothing_left()
-    clients = {c["name"]: c for c in rec["clients"]}
+    assert rec["schema_version"] == 3 and rec["status"] == "ok"
+    bf16, fp32 = rec["variants"]
+    assert [bf16["coords"], fp32["coords"]] == [[["DTYPE", "bfloat16"]], [["DTYPE", "float32"]]]
+    kb = {c["name"]: c for c in bf16["clients"]}
+    kf = {c["name"]: c for c in fp32["clients"]}
 
-    # KLD: two captures of one server; the second scored against the first (kept under
-    # runbooks/ and named by its hash) is exactly 0 on a deterministic engine.
-    (kpoint,) = clients["kld"]["points"]
+    # KLD: the first BF16 capture is the reference (kept under runbooks/, named by its hash);
+    # BF16's second capture against it is exactly 0 on a deterministic engine, FP32's are not.
+    (kpoint,) = kb["kld"]["points"]
     m = kpoint["metrics"]
     ref = tree / m["kld_reference"]
     assert ref.is_file() and _sha(ref) == m["kld_reference_sha256"]
@@ -80,17 +84,26 @@ def test_kld_capacity_probes_and_receipt_end_to_end(tree: Path, random_model: Pa
     capture = json.loads(ref.read_text())
     assert len(capture["positions"]) == 47 and capture["input_source"] == "seed:0:48:3-512"
     assert len(capture["positions"][0]) == 512  # the whole vocabulary
+    (fpoint,) = kf["kld"]["points"]
+    fm = fpoint["metrics"]
+    assert fm["kld_reference_sha256"] == m["kld_reference_sha256"]
+    assert fm["kld_runs"] == 2 and fm["kld_mean"] > 1e-4 and fm["kld_run_sd"] is not None
+    assert all(s["metrics"]["kld_mean"] > 0 for s in fpoint["samples"])
 
     # Probes: random weights answer nothing right, and every failure is kept.
-    pm = clients["probes"]["points"][0]["metrics"]
-    assert pm["total"] == 8 and pm["concurrency"] == 4
-    result = json.loads((tree / clients["probes"]["points"][0]["samples"][0]["result_file"])
-                        .read_text())
-    assert len(result["failures"]) == pm["failures"] == 8 - pm["correct"]
-    assert all({"prompt", "answer", "expected"} <= set(f) for f in result["failures"])
+    for variant in (kb, kf):
+        pm = variant["probes"]["points"][0]["metrics"]
+        assert pm["total"] == 8 and pm["concurrency"] == 4
+        result = json.loads((tree / variant["probes"]["points"][0]["samples"][0]["result_file"])
+                            .read_text())
+        assert len(result["failures"]) == pm["failures"] == 8 - pm["correct"]
+        assert all({"prompt", "answer", "expected"} <= set(f) for f in result["failures"])
 
-    # Capacity from the engine's own log line.
-    assert rec["markers"]["kv_cache_tokens"] > 0 and rec["markers"]["max_concurrency_tokens"] == 512
+    # Capacity from the engine's own log line: the same KV memory holds half as many FP32
+    # tokens (the KV cache takes the model's dtype).
+    kv_bf16, kv_fp32 = bf16["markers"]["kv_cache_tokens"], fp32["markers"]["kv_cache_tokens"]
+    assert kv_bf16 == 2 * kv_fp32 > 0
+    assert bf16["markers"]["max_concurrency_tokens"] == 512
 
     # Receipt: the probe file and the model's files with their real hashes, the reference,
     # the cache folders.
@@ -106,9 +119,10 @@ def test_kld_capacity_probes_and_receipt_end_to_end(tree: Path, random_model: Pa
     assert {c["name"] for c in rec["receipt"]["caches"]} >= {"vllm torch.compile", "triton"}
 
     page = (tree / "wiki/receipts.md").read_text()
-    kld_rows = [ln for ln in _region(page, "kld").splitlines() if ln.startswith("| cpu-receipts")]
-    assert kld_rows == ["| cpu-receipts | 0 | – | 0 | 1 | 47 | all | 100.0 % |"]
-    assert f"{pm['correct']}/8 correct at c4" in _region(page, "probes")
+    kld_rows = [ln for ln in _region(page, "kld").splitlines() if ln.startswith("| DTYPE=")]
+    assert kld_rows[0] == "| DTYPE=bfloat16 | 0 | – | 0 | 1 | 47 | all | 100.0 % |"
+    assert kld_rows[1].startswith("| DTYPE=float32 | ") and len(kld_rows) == 2
+    assert "correct at c4" in _region(page, "probes")
     cap = _region(page, "capacity")
-    assert f"{rec['markers']['kv_cache_tokens']:,}" in cap and "no (max model length 512)" in cap
+    assert f"{kv_bf16:,}" in cap and f"{kv_fp32:,}" in cap and "no (max model length 512)" in cap
     assert _sha(tree / "benchmarks/probes/basic.jsonl") in _region(page, "receipt")
