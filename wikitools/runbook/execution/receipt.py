@@ -69,10 +69,14 @@ def named_paths(plan: Plan) -> list[str]:
 
 
 def _files(root: Path, named: str) -> list[tuple[str, Path]]:
+    """The file `named`, or the files directly in the folder `named` (a model folder); a
+    folder of the run's own artifacts counts only through the result files named in it."""
     path = Path(named) if Path(named).is_absolute() else root / named
     shown = named.removeprefix("./")
     if path.is_file():
         return [(shown, path)]
+    if shown.startswith(".artifacts/"):
+        return []
     if path.is_dir() and path.resolve() != root.resolve():
         kids = sorted(p for p in path.iterdir() if p.is_file())[:MAX_FOLDER_FILES]
         return [(f"{shown.rstrip('/')}/{p.name}", p) for p in kids]

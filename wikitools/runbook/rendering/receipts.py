@@ -57,6 +57,14 @@ def cell(text: Any) -> str:
     return " ".join(str(text).split()).replace("|", "\\|")
 
 
+_PARAM = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}|\$(\w+)")
+
+
+def expand(text: str, env: Mapping[str, str]) -> str:
+    """`${VAR:-default}` and `$VAR` in a command as written, from a variant's values."""
+    return _PARAM.sub(lambda m: env.get(m[1] or m[3]) or (m[2] or ""), text)
+
+
 def flag_value(command: str, *flags: str) -> str | None:
     for flag in flags:
         m = re.search(rf"(?:^|\s){re.escape(flag)}(?:=|\s+)(['\"]?)([^\s'\"]+)\1", command)
@@ -137,11 +145,13 @@ def fits(length: int, kv_tokens: int | None, max_len: int | None) -> str:
 def capacity_rows(cfgs: Sequence[Config], lengths: Sequence[int]) -> list[list[str]]:
     rows = []
     for cfg in cfgs:
-        m, cmd = cfg.part.markers, str(cfg.part.server.get("command", ""))
-        kv_fmt = (flag_value(cmd, "--kv-cache-dtype") or
-                  (m.get("cache_config") or {}).get("cache_dtype") or m.get("kv_cache_dtype")
-                  or "auto")
-        mem = flag_value(cmd, "--gpu-memory-utilization", "--mem-fraction-static") or DASH
+        m = cfg.part.markers
+        cmd = expand(str(cfg.part.server.get("command", "")), dict(cfg.part.coords))
+        engine_cfg = m.get("cache_config") or {}
+        kv_fmt = (engine_cfg.get("cache_dtype") or m.get("kv_cache_dtype")
+                  or flag_value(cmd, "--kv-cache-dtype") or "auto")
+        mem = (engine_cfg.get("gpu_memory_utilization")
+               or flag_value(cmd, "--gpu-memory-utilization", "--mem-fraction-static") or DASH)
         tokens = m.get("kv_cache_tokens", m.get("metrics_kv_cache_tokens"))
         tokens = tokens if isinstance(tokens, int) else None
         max_len = m.get("max_model_len")
@@ -198,8 +208,14 @@ def receipt_lines(rec: Record) -> list[str]:
         snap = model.get("snapshot")
         lines.append(f"- model: `{model.get('model')}`, snapshot "
                      f"{'`' + str(snap) + '`' if snap else DASH} ({cell(model.get('from'))})")
-    for f in receipt.get("files") or ():
+    files = list(receipt.get("files") or ())
+    kept = [f for f in files if not str(f.get("path", "")).startswith(".artifacts/")]
+    for f in kept:
         lines.append(f"- {cell(f.get('role'))}: `{f.get('path')}` `{f.get('sha256')}`")
+    if len(kept) < len(files):
+        lines.append(f"- {len(files) - len(kept)} result and log files of the run under "
+                     f"`{rec.artifacts_dir}/` (kept on the host that ran it; their hashes are "
+                     "in the record)")
     spec = receipt.get("speculative")
     if spec:
         conf = ", ".join(f"{k}={v}" for k, v in spec.items())
