@@ -239,7 +239,9 @@ def _start(plan: Plan, root: Path, st: RunState, emit: EventSink) -> None:
             raise StepFailed("start", f"could not start bash: {exc.strerror}") from None
         st.server_started = True
         if st.lock is not None:
-            st.lock.started("server", st.server.pid)
+            c = srv.container
+            st.lock.started("server", st.server.pid, docker=c is not None,
+                            project=c.project if c is not None else None)
         st.timings["start_s"] = out.seconds = round(time.monotonic() - st.t_start, 3)
 
 
@@ -475,7 +477,7 @@ def _stop_everything(plan: Plan, st: RunState) -> tuple[list[str], list[str]]:
         if note and "survived" in note:
             problems.append(f"client {note}")
     if st.containers is not None:
-        # Only the containers this run observed itself (cidfile / its own Compose project).
+        # Only the containers that carry this run's label or are of its own Compose project.
         if st.image_id is None:
             _image_facts(st)
         bad, done = st.containers.stop(plan.server.stop_timeout)

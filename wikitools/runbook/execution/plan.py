@@ -15,9 +15,15 @@ from pathlib import Path, PurePosixPath
 from wikitools.errors import UsageError
 from wikitools.runbook.blocks.model import ClientBlock, Runbook
 from wikitools.runbook.engines import catalog as engines
-from wikitools.runbook.engines.launcher import append_args, docker_run_offset
+from wikitools.runbook.engines.launcher import (
+    append_args,
+    docker_run_offset,
+    own_compose_project,
+    without_project,
+)
 from wikitools.runbook.engines.secrets import mask_command, mask_env
-from wikitools.runbook.engines.shell import shell_quote
+from wikitools.runbook.engines.shell import shell_join, shell_quote
+from wikitools.runbook.execution.containers import RUN_LABEL
 from wikitools.runbook.execution.model import (
     Plan,
     PlannedClient,
@@ -119,28 +125,34 @@ def make_plan(
     container = None
     use = cmd.container
     if use is not None and use.kind == "run":
-        cidfile = f"{artifacts_dir}/server.cid"
         at = docker_run_offset(text)
         if at is None:
             raise UsageError("the server's docker run is not a command of its own: the run "
-                             "could not learn its container ID")
-        text = f"{text[:at]} --cidfile {shell_quote(cidfile)}{text[at:]}"
-        notes.append("--cidfile added to docker run: the run stops only the container it "
-                     "started, by its ID")
+                             "could not label its container")
+        # Double quotes: the shell puts in the run's tag from the environment of every run.
+        text = f'{text[:at]} --label "{RUN_LABEL}${{{TAG_VAR}}}"{text[at:]}'
+        notes.append("--label added to docker run: the run finds, follows and stops only the "
+                     "container that carries its own tag")
         container = PlannedContainer(kind="run", detached=use.detached, remove=use.remove,
-                                     name=use.name, cidfile=cidfile, gpus=cmd.docker_gpus)
+                                     name=use.name, gpus=cmd.docker_gpus)
     elif use is not None and use.kind == "compose":
-        project = use.project
-        if project is None:
-            project = "wiki-" + re.sub(r"[^a-z0-9_-]", "-", Path(artifacts_dir).name.lower())
-            env["COMPOSE_PROJECT_NAME"] = project
+        # The run's own project, whatever the page says (-p, COMPOSE_PROJECT_NAME, name:).
+        project = "wiki-" + re.sub(r"[^a-z0-9_-]", "-", Path(artifacts_dir).name.lower())
+        owned = own_compose_project(text, project)
+        if owned is None:
+            raise UsageError("the server's docker compose is not a command of its own: the run "
+                             "could not give it its own Compose project")
+        text = owned
+        env["COMPOSE_PROJECT_NAME"] = project
         container = PlannedContainer(
             kind="compose", detached=use.detached, name=use.name,
-            compose_program=use.compose_program, compose_args=use.compose_args,
+            compose_program=use.compose_program,
+            compose_args=(*without_project(use.compose_args), "-p", project),
             project=project, workdir=artifacts_dir,
             files=tuple((f.path, f.content) for f in runbook.files), gpus=cmd.docker_gpus)
+        page = f" (instead of the page's {use.project})" if use.project else ""
         notes.append(f"the server command runs in {artifacts_dir}/, where the page's files are "
-                     f"written; Compose project {project}")
+                     f"written; Compose project {project}{page}")
 
     base = f"http://{ov.host}:{port}"
     planned_server = PlannedServer(
@@ -279,11 +291,11 @@ def _container_lines(plan: Plan) -> list[str]:
         out.append(f"  container env: {pairs}")
     if c.kind == "run":
         how = "detached: its log followed with docker logs -f" if c.detached else "attached"
-        out.append(f"  container: docker run, {how}; ID read from {c.cidfile}")
+        out.append(f"  container: docker run, {how}; found by its label {RUN_LABEL}<tag>")
         out.append("  stop: docker stop <that ID>" + ("" if c.remove else ", docker rm")
                    + "; then the ID checked gone")
     else:
-        prog = " ".join(c.compose_program + c.compose_args)
+        prog = shell_join(c.compose_program + c.compose_args)
         how = "detached: logs followed" if c.detached else "attached"
         out.append(f"  containers: Compose project {c.project} ({how})")
         out.append(f"  stop: {prog} down; then each container ID checked gone")
