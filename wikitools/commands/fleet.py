@@ -149,7 +149,7 @@ def run_run(args: argparse.Namespace) -> int:
         else:
             on_line(o.node or "driver", o.runbook.id, f"{o.status}: {o.message}")
 
-    with driver.connect(args.address):
+    with driver.connect(args.address, on_line):
         outcomes, interrupted = driver.run_fleet(chosen, workdir=workdir, force=args.force,
                                                  retries=args.retries, on_line=on_line,
                                                  on_outcome=on_outcome)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import socket
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -90,8 +91,9 @@ class _Hub:
 
 
 @contextlib.contextmanager
-def connect(address: str | None) -> Iterator[None]:
-    """Join the cluster at `address` (host:port, ray://host:port, or auto) as a driver."""
+def connect(address: str | None, on_line: LineSink | None = None) -> Iterator[None]:
+    """Join the cluster at `address` (host:port, ray://host:port, or auto) as a driver. What
+    Ray itself prints meanwhile goes to `on_line`, with a node's name in front."""
     _reachable(address)
     try:
         ray.init(address=address or "auto", log_to_driver=False,
@@ -99,10 +101,11 @@ def connect(address: str | None) -> Iterator[None]:
     except (ConnectionError, RuntimeError, ValueError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UsageError(f"cannot reach the Ray cluster at {address or 'auto'}: {first}") from None
-    try:
-        yield
-    finally:
-        ray.shutdown()
+    with _ray_says(on_line or (lambda _n, _r, _t: None)):
+        try:
+            yield
+        finally:
+            ray.shutdown()
 
 
 def _reachable(address: str | None) -> None:
@@ -191,6 +194,50 @@ class _Interrupts:
 
     def __exit__(self, *exc: object) -> None:
         self._swap.close()
+
+
+_NODE_NAMED = re.compile(r"node name: (?P<name>[^\s,]+)|node id: (?P<id>[0-9a-f]{16,})")
+_COLOUR = re.compile(r"\x1b\[[0-9;]*m")
+
+
+@contextlib.contextmanager
+def _ray_says(say: LineSink) -> Iterator[None]:
+    """What Ray itself prints on the driver while the fleet runs (a lost node's raylet crash
+    dump, "node … marked dead") goes to `say` with the node's name in front, never bare onto
+    stdout. Ray publishes these messages without saying which node they are about: the node
+    the text names, else the node most recently seen dead, else "ray"."""
+    from ray._private import worker as ray_worker
+
+    alive = {n["NodeID"] for n in ray.nodes() if n.get("Alive")}
+
+    def about(text: str) -> str:
+        with contextlib.suppress(Exception):  # also after ray.shutdown(): then "ray"
+            names = node_names()
+            m = _NODE_NAMED.search(text)
+            if m and m["name"]:
+                return m["name"]
+            if m and m["id"]:
+                return names.get(m["id"], m["id"][:8])
+            dead = [n["NodeID"] for n in ray.nodes() if not n.get("Alive")
+                    and n["NodeID"] in alive]
+            if dead:
+                return names.get(dead[-1], dead[-1][:8])
+        return "ray"
+
+    def print_to_stdstream(data: dict[str, Any], ignore_prefix: bool = False) -> None:
+        del ignore_prefix
+        text = "\n".join(str(x) for x in data.get("lines") or [])
+        node = about(text)
+        for line in _COLOUR.sub("", text).splitlines():
+            if line.strip():
+                say(node, "-", f"ray: {line.strip()}")
+
+    original = ray_worker.print_to_stdstream
+    ray_worker.print_to_stdstream = print_to_stdstream
+    try:
+        yield
+    finally:
+        ray_worker.print_to_stdstream = original
 
 
 @dataclass
