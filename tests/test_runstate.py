@@ -216,3 +216,15 @@ def test_port_locks_live_in_a_private_folder_of_the_user(monkeypatch: pytest.Mon
     folder = locks.user_state_dir()
     assert folder.is_relative_to(tmp_path) and not folder.is_relative_to("/tmp/wiki")
     assert (folder.stat().st_mode & 0o777) == 0o700
+
+
+def test_group_writable_checkout_folders_of_a_umask_002_user_are_accepted(tmp_path: Path) -> None:
+    (tmp_path / runstate.LOCKS_DIR).mkdir(parents=True)
+    (tmp_path / ".artifacts").chmod(0o775)
+    (tmp_path / runstate.LOCKS_DIR).chmod(0o775)
+    run = RunLock(tmp_path, "rb", None, "20261201T000000Z-a")
+    assert run.acquire() == []
+    run.release()
+    (tmp_path / runstate.LOCKS_DIR).chmod(0o777)
+    with pytest.raises(locks.LockPathError, match="writable by others"):
+        RunLock(tmp_path, "rb", None, "20261201T000000Z-b").acquire()

@@ -65,8 +65,9 @@ def private_dir(path: Path) -> Path:
 
 def checkout_dir(path: Path) -> Path:
     """A lock folder inside a checkout (created when missing): a real folder of this user that
-    no one else can write to."""
-    return _checked_dir(path, 0o755, 0o022)
+    not everyone can write to. (Group-writable is the usual umask 002 of a user's own group; a
+    lock file in it is still opened without following links and must be this user's.)"""
+    return _checked_dir(path, 0o755, 0o002)
 
 
 def _checked_dir(path: Path, mode: int, forbidden: int) -> Path:
