@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypedDict
 
 import ray
 from ray import exceptions as rex
@@ -72,7 +72,6 @@ def _run_remote(job: Job, hub: Any) -> dict[str, Any]:
             ray.wait(sent, num_returns=len(sent), timeout=FLUSH_S)
 
 
-@ray.remote(num_cpus=0)
 class _Hub:
     """Collects the nodes' messages for the driver to drain."""
 
@@ -88,6 +87,10 @@ class _Hub:
     def drain(self) -> list[dict[str, Any]]:
         out, self.items = self.items, []
         return out
+
+
+# Made an actor by a call, not a class decorator: type checkers keep a decorated class's own type.
+_HubActor = ray.remote(_Hub)
 
 
 @contextlib.contextmanager
@@ -143,9 +146,10 @@ def _hub_on_head(names: dict[str, str], say: LineSink) -> Any:
     home = _head_node()
     if home is None:
         raise UsageError("the Ray cluster has no live head node to collect progress on")
-    hub = _Hub.options(scheduling_strategy=NodeAffinitySchedulingStrategy(home, soft=False)
-                       ).remote()
-    where = ray.get(hub.node.remote(), timeout=HUB_START_S)
+    hub: Any = _HubActor.options(
+        num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(home, soft=False)
+    ).remote()
+    where = str(ray.get(hub.node.remote(), timeout=HUB_START_S))
     say("driver", "-", f"progress collected on the head node {names.get(where, where[:8])}")
     return hub
 
@@ -409,9 +413,18 @@ def _event_text(msg: dict[str, Any], progress: Progress) -> str | None:
     return None
 
 
+class _Times(TypedDict):
+    """Where and when a run went, common to every Outcome."""
+
+    node: str | None
+    submitted: float
+    began: float | None
+    ended: float
+
+
 def _outcome(run: _Run, ref: Any, names: dict[str, str]) -> Outcome:
     now = time.time()
-    base = {"node": run.node, "submitted": run.submitted, "began": run.began, "ended": now}
+    base = _Times(node=run.node, submitted=run.submitted, began=run.began, ended=now)
     try:
         data = ray.get(ref)
     except rex.TaskCancelledError:
@@ -430,13 +443,13 @@ def _outcome(run: _Run, ref: Any, names: dict[str, str]) -> Outcome:
     return _from_record(run, data, base)
 
 
-def _from_record(run: _Run, data: dict[str, Any], base: dict[str, Any]) -> Outcome:
+def _from_record(run: _Run, data: dict[str, Any], base: _Times) -> Outcome:
     record = Record.from_dict(data)
     return Outcome(run.runbook, "ok" if record.ok else "failed", record=record,
                    message=record.message, **base)
 
 
-def _lost(run: _Run, exc: Exception, base: dict[str, Any]) -> Outcome:
+def _lost(run: _Run, exc: Exception, base: _Times) -> Outcome:
     where = run.node or "its node"
     message = f"node {where} was lost during the run ({type(exc).__name__})"
     opening = run.opening or _opening_here(run)

@@ -128,7 +128,7 @@ def swapped_handlers(handler: Any, enabled: bool = True) -> Iterator[None]:
     if not enabled or threading.current_thread() is not threading.main_thread():
         yield
         return
-    old: dict[int, Any] = {}
+    old: dict[signal.Signals, Any] = {}
     try:
         with _blocked():
             for s in _RUN_SIGNALS:
