@@ -154,7 +154,7 @@ class WikiPlugin(BasePlugin[WikiPluginConfig]):
         if not self.config.status:
             return html
         texts = config.extra.get("status") or {}
-        chip = status_chip(page.meta.get("status"), texts)
+        chip = status_chip(page.meta, texts)
         badge = ""
         if "runbook-server" in html:
             badge = measured_line(self._measurements().get(self._rel(page)))
