@@ -211,8 +211,7 @@ class Record:
     clients: tuple[ClientResult, ...] = ()
     artifacts_dir: str | None = None
     gpu_state: Mapping[str, Any] = field(default_factory=dict)  # {"before": …, "after": …}
-    # what reproduces the run: file hashes, model snapshot, cache folders (receipt.py)
-    receipt: Mapping[str, Any] = field(default_factory=dict)
+    receipt: Mapping[str, Any] = field(default_factory=dict)  # file hashes, model, caches
     schema_version: int = SCHEMA_VERSION
     variants: tuple[VariantResult, ...] = ()  # schema 3: every server variant, in run order
 
@@ -479,25 +478,7 @@ def record_rel_path(record: Record) -> str:
     return f"{RECORDS_DIR}/{record.runbook}/{record.run_id}.json"
 
 
-__all__ = [
-    "RUN_ID",
-    "ClientResult",
-    "Point",
-    "Record",
-    "RecordError",
-    "Sample",
-    "Step",
-    "VariantResult",
-    "dumps",
-    "latest_record",
-    "load_records",
-    "make_run_id",
-    "masked",
-    "point_from_samples",
-    "read_record",
-    "read_records",
-    "record_path",
-    "record_rel_path",
-    "utc_stamp",
-    "write_record",
-]
+__all__ = ["RUN_ID", "ClientResult", "Point", "Record", "RecordError", "Sample", "Step",
+           "VariantResult", "dumps", "latest_record", "load_records", "make_run_id", "masked",
+           "point_from_samples", "read_record", "read_records", "record_path", "record_rel_path",
+           "utc_stamp", "write_record"]
