@@ -99,9 +99,13 @@ def _point_label(client: ClientResult, point: Point) -> str:
 # --------------------------------------------------------------------------- kld
 
 
-def kld_rows(cfgs: Sequence[Config]) -> tuple[list[list[str]], list[str]]:
+def kld_rows(cfgs: Sequence[Config],
+             notes: list[str] | None = None) -> tuple[list[list[str]], list[str]]:
+    """The table's rows and the reference captures named; `notes` collects, per configuration,
+    how many reference tokens fell outside the candidate's top-k."""
     rows: list[list[str]] = []
     refs: list[str] = []
+    notes = notes if notes is not None else []
     for cfg in cfgs:
         for client in _clients(cfg, "kld"):
             for p in client.points:
@@ -116,6 +120,11 @@ def kld_rows(cfgs: Sequence[Config]) -> tuple[list[list[str]], list[str]]:
                     rows.append([cell(cfg.label), cell(note), DASH, DASH, DASH,
                                  str(m.get("positions", DASH)), top_k, DASH])
                     continue
+                est = m.get("kld_estimated")
+                if isinstance(est, int) and est > 0:
+                    slots = m.get("kld_positions", 0) * m.get("kld_runs", 0) * (k or 0)
+                    notes.append(f"{cell(cfg.label)}: {est:,} of {slots:,} reference tokens were "
+                                 "outside the candidate's top-k, their probabilities estimated")
                 agree = _num(m.get("kld_top1_agreement"))
                 rows.append([
                     cell(cfg.label), fmt_small(m["kld_mean"]), fmt_small(m.get("kld_run_sd")),
@@ -232,9 +241,10 @@ def render(view: str, cfgs: Sequence[Config], attrs: Callable[[str], str | None]
            template: Callable[[dict[str, Any]], str]) -> str:
     paths = list(dict.fromkeys(f"`{record_rel_path(c.record)}`" for c in cfgs))
     ctx: dict[str, Any] = {"view": view, "configs": cfgs, "rows": [], "refs": [], "lines": [],
-                           "lengths": [], "records": paths}
+                           "lengths": [], "records": paths, "notes": []}
     if view == "kld":
-        ctx["rows"], ctx["refs"] = kld_rows(cfgs)
+        ctx["notes"] = []
+        ctx["rows"], ctx["refs"] = kld_rows(cfgs, ctx["notes"])
     elif view == "capacity":
         raw = attrs("lengths") or ""
         ctx["lengths"] = [int(x) for x in raw.split(",") if x.strip().isdigit()]
