@@ -124,3 +124,21 @@ def test_speculative_throughput_stands_beside_its_acceptance_or_is_untrusted() -
     assert table["rows"][1][1:3] == ["300.0 untrusted", "none captured"]
     assert "spec acceptance" not in serving.short_table(client)["header"]
     assert json.dumps(table)  # plain data for the template
+
+
+def test_each_server_variant_is_a_row_read_from_its_own_engine_facts(tmp_path: Path) -> None:
+    from wikitools.runbook.records.record import VariantResult
+
+    command = 'vllm serve m --kv-cache-dtype "${KV:-auto}" --gpu-memory-utilization 0.5'
+    variants = tuple(
+        VariantResult(coords=(("KV", kv),), server={"command": command},
+                      markers={"kv_cache_tokens": tokens, "max_model_len": 4096,
+                               **({"cache_config": {"cache_dtype": kv}} if kv == "fp8" else {})})
+        for kv, tokens in (("auto", 1000), ("fp8", 2000)))
+    rec = Record("r", "wiki/x.md", "sha256:b", "20261201T000000Z-00000000",
+                 "2026-12-01T00:00:00Z", "2026-12-01T00:01:00Z", "ok", variants=variants)
+    cfgs = receipts.configs([rec], {}, ())
+    assert [c.label for c in cfgs] == ["KV=auto", "KV=fp8"]
+    rows = receipts.capacity_rows(cfgs, [1500])
+    assert [r[1:3] for r in rows] == [["auto", "0.5"], ["fp8", "0.5"]]
+    assert [r[-1] for r in rows] == ["no (KV cache holds 1,000)", "yes"]
