@@ -55,7 +55,7 @@ def load_probes(path: Path, shown: str | None = None) -> tuple[Probe, ...]:
             continue
         try:
             item = json.loads(line)
-        except ValueError as exc:
+        except json.JSONDecodeError as exc:
             raise InputError(f"{where}:{n}:1: not JSON ({exc.msg})") from None
         if not isinstance(item, dict) or not isinstance(item.get("prompt"), str):
             raise InputError(f"{where}:{n}:1: expected an object with a \"prompt\" string")
