@@ -255,10 +255,11 @@ def test_records_come_back_to_the_driver_in_local_form(
 
 
 def shape(value: Any) -> Any:
-    """The keys of a record, recursively (values ignored; list items merged)."""
+    """The keys of a record, recursively (values ignored; list items merged). The receipt's
+    `files` list, like metrics and markers, holds what the run happened to touch."""
     if isinstance(value, dict):
         return {k: shape(v) for k, v in sorted(value.items())
-                if k not in ("metrics", "markers", "timings", "samples")}
+                if k not in ("metrics", "markers", "timings", "samples", "files")}
     if isinstance(value, list):
         items = [shape(v) for v in value if isinstance(v, dict | list)]
         return items[:1]
