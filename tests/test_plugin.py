@@ -103,3 +103,12 @@ def test_minimal_mkdocs_yml_with_the_plugin_builds_a_foreign_wiki(tmp_path: Path
     assert (site / "assets" / "stylesheets" / "wikitools.css").is_file()
     home = (site / "index.html").read_text()
     assert "Community wiki" in home and (site / "images" / "pic.png").is_file()
+
+
+def test_the_chip_goes_after_the_title_so_search_keeps_the_opening_text() -> None:
+    from wikitools.site.plugin import after_title
+
+    html = '<h1 id="t">Title</h1>\n<p>opening text</p>'
+    assert after_title(html, "<p>chip</p>") == (
+        '<h1 id="t">Title</h1><p>chip</p>\n<p>opening text</p>')
+    assert after_title("<p>no title</p>", "<p>chip</p>") == "<p>chip</p><p>no title</p>"
