@@ -1,0 +1,224 @@
+"""Why a server block cannot stand for one run, said once for `scan` (which then proposes
+nothing) and for the block reader (an RB014 error, so `plan` and `run` exit 2): placeholders
+(`<model-path>`, `...` as an argument, `/path/to/…`, `xxx`), several launches in one block
+(alternatives to choose from), an interactive shell, a launch that needs several nodes, and
+variables the command needs that nothing sets (RB015; where the page sets them, that line)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Container, Iterable, Mapping
+from dataclasses import dataclass
+
+from wikitools.pages import CodeBlock, Page
+from wikitools.runbook.engines.launcher import top_level_launches
+from wikitools.runbook.engines.shell import ShellSyntaxError, basename, split_commands
+
+STATIC_CODE = "RB014"
+UNSET_CODE = "RB015"
+
+_HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_]\w*)\1")
+_ANGLE = re.compile(r"(?<![<\w$|-])<(?![<(=|])([A-Za-z_][^<>\n]{0,80}?[^<>\s|])>(?!>)")
+_ELLIPSIS = re.compile(r"(?:(?<=\s)|^)(\.\.\.|…|\[\.\.\.\]|<\.\.\.>)(?=\s|$|\\$)")
+_PATH_TO = re.compile(r"/path/to\b|\bpath/to/", re.I)
+_XXX = re.compile(r"""=(["']?)(x{3,}|X{3,}|x\.x\.x\.x|your[-_][\w-]+)\1(?=\s|$|;)""", re.I)
+_MULTI_NODE = re.compile(
+    r"--(?:node[-_]rank|dist[-_]init[-_]addr|headless|data[-_]parallel[-_]address|"
+    r"data[-_]parallel[-_]start[-_]rank|master[-_]addr|dp[-_]address|nnodes[ =]+(?:[2-9]|\d\d))"
+    r"\b|\bray\s+start\b|\bmpirun\b")
+_SHELLS = {"bash", "sh", "zsh", "dash", "fish"}
+_INTERACTIVE = re.compile(r"^-(?:[a-zA-Z]*i[a-zA-Z]*t[a-zA-Z]*|[a-zA-Z]*t[a-zA-Z]*i[a-zA-Z]*|i|t)$"
+                          r"|^--(?:interactive|tty)$")
+_REF = re.compile(r"(?<![\$\\])\$(?:\{(?P<b>[A-Za-z_]\w*)(?P<op>:?[-=+?])?|(?P<n>[A-Za-z_]\w*))")
+_ASSIGNED = re.compile(
+    r"(?:^|[\s;(&|`])(?:(?:export|local|readonly|declare|typeset)\s+(?:-\w+\s+)*)?"
+    r"([A-Za-z_]\w*)\+?=|\bfor\s+([A-Za-z_]\w*)\s+in\b|\bread\s+(?:-\w+\s+)*([A-Za-z_]\w*)")
+# Set by the shell or the login session, or secrets the user keeps in the environment (a run
+# passes them through; a missing token fails with the engine's own message).
+AMBIENT = frozenset({
+    "HOME", "USER", "LOGNAME", "PWD", "OLDPWD", "PATH", "SHELL", "HOSTNAME", "UID", "EUID",
+    "GID", "PPID", "TMPDIR", "LANG", "TERM", "RANDOM", "SECONDS", "LINENO", "IFS", "BASH_SOURCE",
+    "BASHPID", "REPLY", "OPTARG", "OPTIND",
+})
+_SECRET = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|ACCESS_KEY", re.I)
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """One reason, located in the page (1-based line and column)."""
+
+    line: int
+    col: int
+    code: str  # RB014 (what the block says) | RB015 (a variable nothing sets)
+    reason: str  # placeholder | alternatives | interactive | multi-node | unset
+    message: str
+    variables: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PageValue:
+    """Where the page itself sets a variable (`export NAME=value` in another block)."""
+
+    name: str
+    value: str
+    line: int
+    placeholder: bool
+
+
+def _code_lines(text: str) -> list[tuple[int, str, bool]]:
+    """(index, line, in a here-document body) for every line that is not a comment."""
+    out: list[tuple[int, str, bool]] = []
+    ends: list[str] = []
+    for i, line in enumerate(text.split("\n")):
+        if ends:
+            if line.strip() == ends[0]:
+                ends.pop(0)
+                continue
+            out.append((i, line, True))
+            continue
+        if line.lstrip().startswith("#"):
+            continue
+        ends += [m[2] for m in _HEREDOC.finditer(line)]
+        out.append((i, line, False))
+    return out
+
+
+def placeholders(text: str) -> list[tuple[int, int, str]]:
+    """(line index, column index, the placeholder) for each placeholder in shell text."""
+    found: list[tuple[int, int, str]] = []
+    for i, line, in_body in _code_lines(text):
+        for rx in (_ANGLE, _PATH_TO, _XXX):
+            found += [(i, m.start(), m[0].lstrip("=")) for m in rx.finditer(line)]
+        if not in_body:  # `...` in a script body may be code (Python's Ellipsis)
+            found += [(i, m.start(1), m[1]) for m in _ELLIPSIS.finditer(line)]
+    return sorted(set(found))
+
+
+def _interactive_shell(text: str) -> int | None:
+    """Offset of a `docker run -it … bash` (or `docker exec -it … sh`) that opens a shell."""
+    try:
+        cmds = split_commands(text)
+    except ShellSyntaxError:
+        return None
+    for cmd in cmds:
+        argv = cmd.argv
+        i = next((k for k, a in enumerate(argv) if basename(a) in ("docker", "podman")), None)
+        if i is None or argv[i + 1 : i + 2] not in (["run"], ["exec"]):
+            continue
+        flags = [a for a in argv[i + 2 :] if a.startswith("-")]
+        if not any(_INTERACTIVE.match(f) for f in flags) or any(
+                f in ("-d", "--detach") or re.fullmatch(r"-[a-z]*d[a-z]*", f) for f in flags):
+            continue
+        entry = next((argv[k + 1] for k, a in enumerate(argv[:-1]) if a == "--entrypoint"),
+                     None)
+        entry = entry or next((a.split("=", 1)[1] for a in argv if a.startswith(
+            "--entrypoint=")), None)
+        runs_script = any(a in ("-c", "-lc", "-ic", "-ec") for a in argv[i + 2 :])
+        shell_entry = entry is not None and basename(entry) in _SHELLS
+        # the last word is the shell itself (`… IMAGE bash`), or a shell entrypoint with no
+        # script to run (`--entrypoint /bin/bash IMAGE`)
+        if not runs_script and (basename(argv[-1]) in _SHELLS or (
+                shell_entry and not argv[-1].startswith("-") and ":" in argv[-1])):
+            return cmd.words[0].start
+    return None
+
+
+def _position(block: CodeBlock, text: str, offset: int) -> tuple[int, int]:
+    line = block.content_line + text.count("\n", 0, offset)
+    col = offset - (text.rfind("\n", 0, offset) + 1)
+    return line, block.col + col
+
+
+def static_refusals(block: CodeBlock, files: Mapping[str, str] | None = None) -> list[Refusal]:
+    """What the block's own text says against running it as one runbook."""
+    text = block.content
+    out: list[Refusal] = []
+    marks = placeholders(text)
+    if marks:
+        i, col, what = marks[0]
+        more = sorted({m[2] for m in marks} - {what})
+        extra = f" (and {', '.join(more[:3])})" if more else ""
+        out.append(Refusal(block.content_line + i, block.col + col, STATIC_CODE, "placeholder",
+                           f"the command holds a placeholder, {what}{extra}: write the value "
+                           "it stands for"))
+    launches = top_level_launches(text, files)
+    if len(launches) > 1:
+        line, col = _position(block, text, launches[1][0])
+        firsts = ", ".join(f"line {_position(block, text, o)[0]}" for o, _h in launches)
+        out.append(Refusal(line, col, STATIC_CODE, "alternatives",
+                           f"the block starts {len(launches)} servers ({firsts}): alternatives "
+                           "to choose from, not one run; give each its own block"))
+    shell = _interactive_shell(text)
+    if shell is not None:
+        line, col = _position(block, text, shell)
+        out.append(Refusal(line, col, STATIC_CODE, "interactive",
+                           "the block opens an interactive shell in a container (docker -it … "
+                           "bash); what is typed in it is not part of the block"))
+    for i, line_text, _body in _code_lines(text):
+        m = _MULTI_NODE.search(line_text)
+        if m:
+            out.append(Refusal(block.content_line + i, block.col + m.start(), STATIC_CODE,
+                               "multi-node", f"a launch across several nodes ({m[0].strip()}): "
+                               "a runbook runs on one host"))
+            break
+    return out
+
+
+def required_variables(text: str, files: Iterable[str] = ()) -> list[tuple[str, int]]:
+    """Variables the block's command (and the compose files it runs) read without a default
+    and do not set themselves: (name, offset in `text`, or -1 for a file)."""
+    sources = [(text, True), *((f, False) for f in files)]
+    assigned: set[str] = set()
+    for src, _own in sources:
+        for m in _ASSIGNED.finditer(src):
+            assigned.add(m[1] or m[2] or m[3])
+    out: dict[str, int] = {}
+    for src, own in sources:
+        offsets = [0]
+        for line in src.split("\n"):
+            offsets.append(offsets[-1] + len(line) + 1)
+        for i, line, _body in _code_lines(src):
+            for m in _REF.finditer(line):
+                name = m["b"] or m["n"]
+                if m["op"] and m["op"].lstrip(":") in ("-", "=", "+"):
+                    continue
+                if name in assigned or name in AMBIENT or _SECRET.search(name):
+                    continue
+                out.setdefault(name, offsets[i] + m.start() if own else -1)
+    return sorted(out.items(), key=lambda kv: (kv[1] < 0, kv[1], kv[0]))
+
+
+def page_value(page: Page, name: str, skip: tuple[int, int] = (0, 0)) -> PageValue | None:
+    """The last line of the page (outside lines `skip`) that sets `name`, if any."""
+    rx = re.compile(rf"^\s*(?:export\s+)?{re.escape(name)}=(.*)$")
+    hit: PageValue | None = None
+    for number, line in enumerate(page.text.split("\n"), start=1):
+        if skip[0] <= number <= skip[1]:
+            continue
+        m = rx.match(line)
+        if m:
+            value = m[1].strip().strip("'\"")
+            shaky = bool(placeholders(f"{name}={m[1].strip()}")) or "$(" in value or not value
+            hit = PageValue(name, value, number, shaky or "$" in value)
+    return hit
+
+
+def unset_refusals(page: Page | None, block: CodeBlock, defined: Container[str],
+                   files: Iterable[str] = ()) -> list[Refusal]:
+    """RB015 for each variable the command needs that is neither set by the block, by its env=
+    attribute nor in `defined` (the environment the run starts from)."""
+    out: list[Refusal] = []
+    for name, offset in required_variables(block.content, files):
+        if name in defined:
+            continue
+        line, col = (_position(block, block.content, offset) if offset >= 0
+                     else (block.line, block.col))
+        where = ""
+        if page is not None:
+            pv = page_value(page, name, (block.line, block.end_line))
+            if pv is not None:
+                where = (f"; the page sets it at line {pv.line}"
+                         + (" to a placeholder" if pv.placeholder else f" ({name}={pv.value})"))
+        out.append(Refusal(line, col, UNSET_CODE, "unset",
+                           f"{name} is not set: the command needs it{where}", (name,)))
+    return out
