@@ -5,6 +5,7 @@ elsewhere when it cannot be written) and re-render the pages that show it. Never
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,6 +17,7 @@ from wikitools.fsio import write_if_changed
 from wikitools.pages import Page
 from wikitools.runbook.blocks.extract import extract_runbooks
 from wikitools.runbook.blocks.model import Runbook, RunbookSet
+from wikitools.runbook.blocks.refusals import runbook_unset
 from wikitools.runbook.execution.execute import EventSink, execute
 from wikitools.runbook.execution.host import HostFacts, gather_host
 from wikitools.runbook.execution.model import Plan, Verdict
@@ -106,6 +108,11 @@ def prepare(
         raise UsageError("name a runbook: ID or path/to/page.md#ID")
     runbook = runbooks.get(selector)
     block_errors(runbook, diags)
+    unset = runbook_unset(runbook, pages, os.environ)
+    if unset:
+        lines = "\n".join(f"{runbook.page}:{r.line}:{r.col}: {r.code} {r.message}" for r in unset)
+        raise BlockErrors(f"{runbook.ref} needs variables that are not set; nothing was "
+                          f"started:\n{lines}")
     sweep = parse_sweep(options.sweep, runbook)
     facts = facts if facts is not None else gather_host()
     verdict = preflight(runbook, force=options.force, port=options.port, facts=facts)

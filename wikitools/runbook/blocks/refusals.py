@@ -11,8 +11,14 @@ from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass
 
 from wikitools.pages import CodeBlock, Page
+from wikitools.runbook.blocks.model import Runbook
 from wikitools.runbook.engines.launcher import top_level_launches
-from wikitools.runbook.engines.shell import ShellSyntaxError, basename, split_commands
+from wikitools.runbook.engines.shell import (
+    ShellSyntaxError,
+    basename,
+    heredoc_files,
+    split_commands,
+)
 
 STATIC_CODE = "RB014"
 UNSET_CODE = "RB015"
@@ -222,3 +228,111 @@ def unset_refusals(page: Page | None, block: CodeBlock, defined: Container[str],
         out.append(Refusal(line, col, UNSET_CODE, "unset",
                            f"{name} is not set: the command needs it{where}", (name,)))
     return out
+
+
+def runbook_unset(runbook: Runbook, pages: Iterable[Page], environ: Mapping[str, str],
+                  ) -> list[Refusal]:
+    """The variables `runbook`'s server command needs that neither the block, its env=
+    attribute nor `environ` (the environment a run starts from) sets, located in its page."""
+    page = next((p for p in pages if p.path == runbook.page), None)
+    block = next((b for b in page.code_blocks if b.line == runbook.server.line), None) \
+        if page is not None else None
+    if block is None:
+        return []
+    defined = {*environ, *(k for k, _v in runbook.server.extra_env)}
+    return unset_refusals(page, block, defined, (f.content for f in runbook.files))
+
+
+_LAUNCH = re.compile(
+    r"\bvllm\s+serve\b|vllm\.entrypoints|sglang\.launch_server|\bsglang\s+serve\b"
+    r"|\bllama-server\b|\bdocker[ -]compose\b[^\n]*\bup\b"
+    r"|\b(?:docker|podman)\s+(?:container\s+)?run\b[^\n]*(?:\s-d\b|--detach|--gpus|\\$)",
+    re.M)
+_SCRIPT = re.compile(r"(?:^|[\s'\"])((?:\.{0,2}/)[\w./-]+\.(?:sh|py)|/opt/[\w./-]+|"
+                     r"\./[\w./-]+)")
+
+
+def page_scripts(page: Page) -> dict[str, int]:
+    """Files the page's plain shell blocks write with a here-document: path → block line."""
+    out: dict[str, int] = {}
+    for block in page.code_blocks:
+        if "<<" in block.content:
+            for path in heredoc_files(block.content):
+                out.setdefault(path, block.line)
+    return out
+
+
+def _runs(text: str, path: str) -> list[int]:
+    """Offsets of top-level commands of `text` that run `path` (directly, or through bash/sh
+    or `docker compose -f`)."""
+    try:
+        cmds = split_commands(text)
+    except ShellSyntaxError:
+        return []
+    out: list[int] = []
+    for cmd in cmds:
+        argv = cmd.argv
+        words = [a for a in argv if "=" not in a.split("/")[0] or a.startswith("/")]
+        if not words or words[0] in ("cat", "chmod", "tee", "rm", "ls", "mkdir", "cp", "mv"):
+            continue
+        if path in argv or f"./{path}" in argv or path.removeprefix("./") in argv:
+            out.append(cmd.words[0].start)
+    return out
+
+
+def unproposed_reason(page: Page, block: CodeBlock, problems: Iterable[str] = (),
+                      scripts: Mapping[str, int] | None = None) -> Refusal | None:
+    """Why a plain shell block that looks like a launch (an engine launcher, `docker run -d`,
+    `docker compose up`, or a run of a launcher script the page writes) is not proposed; None
+    when it does not look like one."""
+    text = block.content
+    code = "\n".join(line for _i, line, _b in _code_lines(text))
+    scripts = scripts if scripts is not None else page_scripts(page)
+    written = set()
+    if "<<" in text:
+        written = set(heredoc_files(text))
+    elsewhere = {p: ln for p, ln in scripts.items() if p not in written
+                 and not (block.line <= ln <= block.end_line)}
+    runs = {p: _runs(text, p) for p in elsewhere}
+    runs = {p: offs for p, offs in runs.items() if offs}
+    if not (_LAUNCH.search(code) or runs):
+        return None
+    found = static_refusals(block)
+    if found:
+        return found[0]
+
+    def at(offset: int) -> tuple[int, int]:
+        return _position(block, text, offset)
+
+    offsets = sorted(o for offs in runs.values() for o in offs)
+    if len(offsets) > 1:
+        line, col = at(offsets[1])
+        return Refusal(line, col, STATIC_CODE, "alternatives",
+                       f"the block starts {len(offsets)} servers (lines "
+                       f"{', '.join(str(at(o)[0]) for o in offsets)}): alternatives to choose "
+                       "from, not one run; give each its own block")
+    if runs:
+        path, offs = next(iter(runs.items()))
+        line, col = at(offs[0])
+        return Refusal(line, col, "RB016", "elsewhere",
+                       f"runs {path}, which the block at line {elsewhere[path]} writes: one "
+                       "runbook block must write and run it (or run what it holds)")
+    for path in sorted(written):
+        later = [b.line for b in page.code_blocks if b.line > block.end_line
+                 and _runs(b.content, path)]
+        if later and not _runs(text, path):
+            return Refusal(block.line, block.col, "RB016", "elsewhere",
+                           f"writes {path} and leaves running it to the block at line "
+                           f"{later[0]}: one runbook block must write and run it")
+    script = next((m[1] for m in _SCRIPT.finditer(code) if m[1] not in written), None)
+    if script is not None and script.startswith("/opt/"):
+        return Refusal(block.line, block.col, "RB016", "opaque",
+                       f"the server is {script}, a script inside the image: the engine, model "
+                       "and port cannot be read from the page")
+    if script is not None:
+        return Refusal(block.line, block.col, "RB016", "opaque",
+                       f"the launch runs {script}, which the page does not show: the engine, "
+                       "model and port cannot be read from it")
+    why = next(iter(problems), None) or "no engine launcher found in what the block runs"
+    return Refusal(block.line, block.col, "RB016", "opaque",
+                   f"a launch the reader does not understand: {why}")
