@@ -112,7 +112,8 @@ def launch_blocks(path: str, text: str) -> list[Block]:
             continue
         if b.lang not in ("", "bash", "sh", "shell", "zsh", "console", "shell-session", "text"):
             continue
-        if _ENGINE.search(code) or (_DOCKER_RUN.search(code) and _IMAGE.search(code)) or (_COMPOSE_UP.search(code) and not compose_seen):
+        engine = _ENGINE.search(code) or (_DOCKER_RUN.search(code) and _IMAGE.search(code))
+        if engine or (_COMPOSE_UP.search(code) and not compose_seen):
             out.append(b)
     return out
 

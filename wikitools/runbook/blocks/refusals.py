@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from wikitools.pages import CodeBlock, Page
 from wikitools.runbook.blocks.model import Runbook
+from wikitools.runbook.blocks.variables import SHELL_VARS, reads, sets
 from wikitools.runbook.engines.launcher import top_level_launches
 from wikitools.runbook.engines.shell import (
     ShellSyntaxError,
@@ -35,10 +36,6 @@ _MULTI_NODE = re.compile(
 _SHELLS = {"bash", "sh", "zsh", "dash", "fish"}
 _INTERACTIVE = re.compile(r"^-(?:[a-zA-Z]*i[a-zA-Z]*t[a-zA-Z]*|[a-zA-Z]*t[a-zA-Z]*i[a-zA-Z]*|i|t)$"
                           r"|^--(?:interactive|tty)$")
-_REF = re.compile(r"(?<![\$\\])\$(?:\{(?P<b>[A-Za-z_]\w*)(?P<op>:?[-=+?])?|(?P<n>[A-Za-z_]\w*))")
-_ASSIGNED = re.compile(
-    r"(?:^|[\s;(&|`])(?:(?:export|local|readonly|declare|typeset)\s+(?:-\w+\s+)*)?"
-    r"([A-Za-z_]\w*)\+?=|\bfor\s+([A-Za-z_]\w*)\s+in\b|\bread\s+(?:-\w+\s+)*([A-Za-z_]\w*)")
 # Set by the shell or the login session, or secrets the user keeps in the environment (a run
 # passes them through; a missing token fails with the engine's own message).
 AMBIENT = frozenset({
@@ -172,25 +169,20 @@ def static_refusals(block: CodeBlock, files: Mapping[str, str] | None = None) ->
 
 def required_variables(text: str, files: Iterable[str] = ()) -> list[tuple[str, int]]:
     """Variables the block's command (and the compose files it runs) read without a default
-    and do not set themselves: (name, offset in `text`, or -1 for a file)."""
-    sources = [(text, True), *((f, False) for f in files)]
-    assigned: set[str] = set()
-    for src, _own in sources:
-        for m in _ASSIGNED.finditer(src):
-            assigned.add(m[1] or m[2] or m[3])
+    and do not set themselves, leaving out the shell's own and secrets a user keeps in the
+    environment: (name, offset of its first use in `text`, or -1 when only a file reads it)."""
+    code = "\n".join(line for _i, line, _b in _code_lines(text))
+    texts = [code, *files]
+    given = set(SHELL_VARS) | AMBIENT
+    for t in texts:
+        given |= sets(t)
     out: dict[str, int] = {}
-    for src, own in sources:
-        offsets = [0]
-        for line in src.split("\n"):
-            offsets.append(offsets[-1] + len(line) + 1)
-        for i, line, _body in _code_lines(src):
-            for m in _REF.finditer(line):
-                name = m["b"] or m["n"]
-                if m["op"] and m["op"].lstrip(":") in ("-", "=", "+"):
-                    continue
-                if name in assigned or name in AMBIENT or _SECRET.search(name):
-                    continue
-                out.setdefault(name, offsets[i] + m.start() if own else -1)
+    for index, t in enumerate(texts):
+        for name in reads(t.replace("$$", "")):
+            if name in given or _SECRET.search(name) or name in out:
+                continue
+            m = re.search(rf"\$\{{?{name}\b", text) if index == 0 else None
+            out[name] = m.start() if m else -1
     return sorted(out.items(), key=lambda kv: (kv[1] < 0, kv[1], kv[0]))
 
 

@@ -4,7 +4,13 @@ start time.
 
 Schema 2 adds the repeats of each sweep point (`samples`, every one kept; `metrics` is their
 median), grid-sweep coordinates, and the GPU state before and after the run (`gpu_state`).
-Schema 1 records are read as points of one sample each."""
+Schema 1 records are read as points of one sample each.
+
+Schema 3 adds server variants: a runbook whose server block names `variants=` records every
+variant in `variants` (its coordinates, status, engine facts, server, markers, timings, GPU state
+and clients), and the top-level `engine`, `server`, `markers`, `timings`, `gpu_state` and
+`clients` stay empty. A record without variants is written as schema 2, unchanged; readers see
+every record through `Record.each_variant()`."""
 
 from __future__ import annotations
 
@@ -23,8 +29,11 @@ from wikitools.errors import InputError
 from wikitools.runbook.engines.secrets import mask_data
 from wikitools.runbook.records.stats import Spread, median_metrics, spread_of
 
-SCHEMA_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+SCHEMA_VERSION = 2  # a record without variants
+VARIANTS_VERSION = 3  # a record with server variants
+READABLE_VERSIONS = (1, 2, 3)
+# What each variant has of its own; at the top level only in a record without variants.
+PER_VARIANT = ("engine", "server", "markers", "timings", "gpu_state", "clients")
 RECORDS_DIR = "runbooks"
 
 
@@ -131,6 +140,58 @@ class ClientResult:
 
 
 @dataclass(frozen=True, slots=True)
+class VariantResult:
+    """One server configuration of a run and what was measured against it. A record without
+    variants has one, with no coordinates, made from its top-level fields."""
+
+    coords: tuple[tuple[str, str], ...] = ()  # (variable, value), in the block's order
+    status: str = "ok"  # ok | failed | skipped (not started: an earlier variant failed hard)
+    failed_step: str | None = None
+    message: str | None = None
+    engine: Mapping[str, Any] = field(default_factory=dict)
+    server: Mapping[str, Any] = field(default_factory=dict)
+    markers: Mapping[str, Any] = field(default_factory=dict)
+    timings: Mapping[str, Any] = field(default_factory=dict)
+    gpu_state: Mapping[str, Any] = field(default_factory=dict)
+    clients: tuple[ClientResult, ...] = ()
+
+    @property
+    def name(self) -> str | None:
+        """`KV=fp8,MTP=3`; None for the one variant of a server without variants."""
+        return ",".join(f"{k}={v}" for k, v in self.coords) if self.coords else None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def coord(self, var: str) -> str | None:
+        return dict(self.coords).get(var)
+
+    def client(self, name: str | None) -> ClientResult | None:
+        return next((c for c in self.clients if c.name == name), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = plain(asdict(self, dict_factory=_fields))
+        data["coords"] = [list(kv) for kv in self.coords]  # ordered: the block's order
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> VariantResult:
+        return cls(
+            coords=tuple((str(k), str(v)) for k, v in data.get("coords") or ()),
+            status=data.get("status", "ok"),
+            failed_step=data.get("failed_step"),
+            message=data.get("message"),
+            engine=data.get("engine") or {},
+            server=data.get("server") or {},
+            markers=data.get("markers") or {},
+            timings=data.get("timings") or {},
+            gpu_state=data.get("gpu_state") or {},
+            clients=tuple(_client(c) for c in data.get("clients", ())),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class Record:
     runbook: str
     page: str
@@ -151,10 +212,34 @@ class Record:
     artifacts_dir: str | None = None
     gpu_state: Mapping[str, Any] = field(default_factory=dict)  # {"before": …, "after": …}
     schema_version: int = SCHEMA_VERSION
+    variants: tuple[VariantResult, ...] = ()  # schema 3: every server variant, in run order
+
+    def __post_init__(self) -> None:
+        if self.variants and self.schema_version < VARIANTS_VERSION:
+            object.__setattr__(self, "schema_version", VARIANTS_VERSION)
 
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+    @property
+    def variant_vars(self) -> tuple[str, ...]:
+        """The server's variant variables (none for a record without variants)."""
+        return tuple(k for k, _ in self.variants[0].coords) if self.variants else ()
+
+    def each_variant(self) -> tuple[VariantResult, ...]:
+        """Every server variant of the run; one without coordinates, made from the top-level
+        fields, for a record without variants."""
+        if self.variants:
+            return self.variants
+        return (VariantResult((), self.status, self.failed_step, self.message, self.engine,
+                              self.server, self.markers, self.timings, self.gpu_state,
+                              self.clients),)
+
+    def variant(self, coords: tuple[tuple[str, str], ...]) -> VariantResult | None:
+        """The variant at `coords` (order of the pairs does not matter)."""
+        want = sorted(coords)
+        return next((v for v in self.each_variant() if sorted(v.coords) == want), None)
 
     def client(self, name: str | None) -> ClientResult | None:
         for c in self.clients:
@@ -163,7 +248,14 @@ class Record:
         return None
 
     def to_dict(self) -> dict[str, Any]:
-        return plain(asdict(self, dict_factory=_fields))
+        data = plain(asdict(self, dict_factory=_fields))
+        if self.variants:
+            data["variants"] = [v.to_dict() for v in self.variants]
+            for key in PER_VARIANT:
+                del data[key]
+        else:
+            del data["variants"]
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Record:
@@ -172,20 +264,7 @@ class Record:
             known = " or ".join(str(v) for v in READABLE_VERSIONS)
             raise RecordError(f"schema_version {version!r} is not {known}")
         try:
-            clients = tuple(
-                ClientResult(
-                    name=c["name"],
-                    kind=c.get("kind", "serving"),
-                    command=c.get("command", ""),
-                    sweep_var=c.get("sweep_var"),
-                    points=tuple(_point(p, c.get("sweep_var")) for p in c.get("points", ())),
-                    sweep_vars=tuple(c.get("sweep_vars") or
-                                     ([c["sweep_var"]] if c.get("sweep_var") else [])),
-                    repeats=c.get("repeats", 1),
-                    warmup=c.get("warmup", False),
-                )
-                for c in data.get("clients", ())
-            )
+            clients = tuple(_client(c) for c in data.get("clients", ()))
             steps = tuple(
                 Step(s["name"], s["status"], s.get("seconds", 0.0), s.get("message"))
                 for s in data.get("steps", ())
@@ -210,6 +289,7 @@ class Record:
                 artifacts_dir=data.get("artifacts_dir"),
                 gpu_state=data.get("gpu_state") or {},
                 schema_version=version,
+                variants=tuple(VariantResult.from_dict(v) for v in data.get("variants") or ()),
             )
         except (KeyError, TypeError, AttributeError) as exc:
             raise RecordError(f"missing or malformed field {exc}") from None
@@ -231,6 +311,19 @@ def point_from_samples(value: str | None, samples: Sequence[Sample],
         seconds=round(sum(s.seconds for s in samples), 3),
         samples=tuple(samples),
         coords=tuple(sorted(coords)),
+    )
+
+
+def _client(c: Mapping[str, Any]) -> ClientResult:
+    return ClientResult(
+        name=c["name"],
+        kind=c.get("kind", "serving"),
+        command=c.get("command", ""),
+        sweep_var=c.get("sweep_var"),
+        points=tuple(_point(p, c.get("sweep_var")) for p in c.get("points", ())),
+        sweep_vars=tuple(c.get("sweep_vars") or ([c["sweep_var"]] if c.get("sweep_var") else [])),
+        repeats=c.get("repeats", 1),
+        warmup=c.get("warmup", False),
     )
 
 
@@ -391,6 +484,7 @@ __all__ = [
     "RecordError",
     "Sample",
     "Step",
+    "VariantResult",
     "dumps",
     "latest_record",
     "load_records",
