@@ -174,7 +174,7 @@ def required_variables(text: str, files: Iterable[str] = ()) -> list[tuple[str, 
     code = "\n".join(line for _i, line, _b in _code_lines(text))
     texts = [code, *files]
     given = set(SHELL_VARS) | AMBIENT
-    for t in texts:
+    for t in [*texts, *heredoc_files(text).values()]:  # a launcher script sets its own
         given |= sets(t)
     out: dict[str, int] = {}
     for index, t in enumerate(texts):

@@ -104,7 +104,7 @@ def suggest_id(cmd: EngineCommand, page: str = "") -> str:
     for key, value in (("tp", cmd.tp), ("pp", cmd.pp), ("dp", cmd.dp), ("dcp", cmd.dcp)):
         if value and value > 1:
             base += f"-{key}{value}"
-    if not (cmd.tp and cmd.tp > 1) and _gpus(cmd) == 1 and not base.endswith("-tp1"):
+    if not (cmd.tp and cmd.tp > 1) and cmd.gpus == 1 and not base.endswith("-tp1"):
         base += "-tp1"
     return base
 
@@ -136,13 +136,6 @@ def _describe(cmd: EngineCommand) -> str:
         f"image {cmd.image}" if cmd.image else None,
         "in a running container" if cmd.container and cmd.container.kind == "exec" else None,
     ) if x) + ")"
-
-
-def _gpus(cmd: EngineCommand) -> int:
-    dp = cmd.dp or 1
-    if cmd.engine == "sglang" and cmd.has_flag("--enable-dp-attention"):
-        dp = 1  # SGLang's DP attention runs its data-parallel ranks on the TP GPUs
-    return (cmd.tp or 1) * (cmd.pp or 1) * dp
 
 
 def _page_env(page: Page, block: CodeBlock, names: Iterable[str]) -> dict[str, str] | None:
@@ -267,7 +260,7 @@ def scan_wiki(pages: Iterable[Page], taken: Iterable[str] = ()) -> ScanResult:
                     rid, source = new_id(found, page.path), block.line
                 current = rid
                 assert isinstance(found, EngineCommand)
-                attrs = f"engine={found.engine} gpus={_gpus(found)}"
+                attrs = f"engine={found.engine} gpus={found.gpus}"
                 if env:
                     attrs += ' env="' + " ".join(f"{k}={v}" for k, v in env.items()) + '"'
                 out.append(Suggestion(
