@@ -52,7 +52,8 @@ def test_marked_placeholder_block_is_a_block_error() -> None:
                       "p.md")
     _runbooks, diags = extract_runbooks([page])
     assert [d.format() for d in diags] == [
-        "p.md:2:12: RB014 error: the command holds a placeholder, <model>: write the value it stands for"]
+        "p.md:2:12: RB014 error: the command holds a placeholder, <model>: write the value it "
+        "stands for"]
 
 
 def test_alternatives_in_one_block_are_refused() -> None:
@@ -73,7 +74,8 @@ def test_interactive_container_shell_is_refused() -> None:
     fences, refused = _scan(
         "```bash\ndocker run -it --rm --gpus all vllm/vllm-openai:v0.10.0 bash\n"
         "vllm serve org/m --tp 2\n```\n\n"
-        "```bash\ndocker run -it --rm --entrypoint /bin/bash \\\n  --gpus all lmsysorg/sglang:v0.5\n"
+        "```bash\ndocker run -it --rm --entrypoint /bin/bash \\\n"
+        "  --gpus all lmsysorg/sglang:v0.5\n"
         "```\n")
     assert fences == []
     assert [r.split(": not proposed as a runbook: ")[0] for r in refused] == [
