@@ -20,7 +20,7 @@ import re
 import secrets
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -236,6 +236,17 @@ class Record:
                               self.server, self.markers, self.timings, self.gpu_state,
                               self.clients),)
 
+    def flat(self, variant: VariantResult) -> Record:
+        """The record as if its run had had only `variant` (a record without variants: itself):
+        what a reader of one server's results (a table, a comparison) reads."""
+        if not self.variants:
+            return self
+        return replace(self, status=variant.status if variant.status != "skipped" else "failed",
+                       failed_step=variant.failed_step, message=variant.message,
+                       engine=variant.engine, server=variant.server, markers=variant.markers,
+                       timings=variant.timings, gpu_state=variant.gpu_state,
+                       clients=variant.clients, variants=(), schema_version=SCHEMA_VERSION)
+
     def variant(self, coords: tuple[tuple[str, str], ...]) -> VariantResult | None:
         """The variant at `coords` (order of the pairs does not matter)."""
         want = sorted(coords)
@@ -330,7 +341,7 @@ def _client(c: Mapping[str, Any]) -> ClientResult:
 def _point(p: Mapping[str, Any], sweep_var: str | None) -> Point:
     value = p.get("value")
     coords = p.get("coords")
-    if coords is None:  # schema 1: the value of the one swept variable
+    if not coords:  # schema 1 (and an early schema 2 writer): the one swept variable's value
         coords = {sweep_var: value} if sweep_var and value is not None else {}
     return Point(
         value=value,

@@ -159,9 +159,10 @@ def _client_of_kind(runbook: Runbook | None, record: Record, wanted: str | None,
         for block in sorted(runbook.clients, key=lambda c: c.line):
             if block.kind == kind:
                 return block.name
-    for result in record.clients:
-        if result.kind == kind:
-            return result.name
+    for variant in record.each_variant():
+        for result in variant.clients:
+            if result.kind == kind:
+                return result.name
     return None
 
 
@@ -177,12 +178,27 @@ def _shown_common(record: Record) -> dict[str, Any]:
         "gpu_before": describe_state(record.gpu_state.get("before"), "before the run"),
         "gpu_after": describe_state(record.gpu_state.get("after"), "after the clients"),
         "cpu_only": bool(record.host.get("cpu_only")),
+        "variants": _variant_facts(record),
     }
 
 
+def _variant_facts(record: Record) -> list[str]:
+    """One line per server variant: its name, engine and what its server reported."""
+    out = []
+    for v in record.variants:
+        flat = record.flat(v)
+        facts = server_facts(flat)
+        state = "" if v.ok else f" ({v.status}" + (f" at `{v.failed_step}`" if v.failed_step
+                                                    else "") + ")"
+        out.append(cell(f"`{v.name}`{state}: {engine_text(flat)}" + (f"; {facts}" if facts
+                                                                      else "")))
+    return out
+
+
 def serving_table(record: Record, client_name: str | None) -> dict[str, Any]:
-    shown = _shown_common(record)
-    client = record.client(client_name)
+    shown = _shown_common(record.flat(record.each_variant()[0]))
+    shown["variants"] = _variant_facts(record)
+    client = serving.with_variants(record, client_name)
     if client is None:
         shown.update(header=[], aligns=[], rows=[], short=None, charts="", grid=None, note="")
         return shown
@@ -220,14 +236,17 @@ def headline(record: Record) -> str:
         msg = msg if len(msg) <= 80 else msg[:77] + "..."
         return cell(f"failed at `{record.failed_step}`: {msg}")
     best: tuple[float, str, str] | None = None
-    for client in record.clients:
-        if client.kind != "serving":
-            continue
-        for p in client.points:
-            v = p.metrics.get("output_throughput")
-            if isinstance(v, int | float) and (best is None or v > best[0]):
-                where = f" at {client.sweep_var}={p.value}" if client.sweep_var else ""
-                best = (v, client.name, where)
+    for variant in record.each_variant():
+        for client in variant.clients:
+            if client.kind != "serving":
+                continue
+            for p in client.points:
+                v = p.metrics.get("output_throughput")
+                if isinstance(v, int | float) and (best is None or v > best[0]):
+                    where = [f"{client.sweep_var}={p.value}"] if client.sweep_var else []
+                    if variant.coords:
+                        where.insert(0, f"variant {variant.name}")
+                    best = (v, client.name, f" at {', '.join(where)}" if where else "")
     if best is None:
         return "ok"
     return cell(f"best output {best[0]:,.1f} tok/s ({best[1]}{best[2]})")
@@ -301,12 +320,14 @@ def render_region(
         latest = records[-1]
         ok = next((r for r in reversed(records) if r.ok), None)
         if not latest.ok:
+            tail = next((v.server.get("log_tail") for v in latest.each_variant()
+                         if v.status == "failed" and v.server.get("log_tail")), ())
             ctx["failed"] = {
                 "date": _date(latest.started_at),
                 "record_path": record_rel_path(latest),
                 "step": latest.failed_step,
                 "message": " ".join((better_message(
-                    latest.message, latest.server.get("log_tail") or ()) or "no message").split()),
+                    latest.message, tail or ()) or "no message").split()),
             }
         if ok is not None:
             if region.view == "quality":
