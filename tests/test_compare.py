@@ -129,7 +129,8 @@ def _on_card(record, uuid: str, factor: float, run_id: str, day: str = "2026-12-
                                       p.metrics["output_throughput"] * factor})
         for p in client.points)
     state = {when: {**record.gpu_state[when], "gpus": [
-        {**g, "uuid": uuid} for g in record.gpu_state[when]["gpus"]]} for when in ("before", "after")}
+        {**g, "uuid": uuid} for g in record.gpu_state[when]["gpus"]]}
+        for when in ("before", "after")}
     return replace(record, run_id=run_id, started_at=f"{day}T10:00:00Z", gpu_state=state,
                    server={**record.server, "run_tag": run_id},
                    clients=(replace(client, points=points),))

@@ -25,12 +25,12 @@ def add_parser(sub: Any) -> None:
 
 def lint_findings(config: Any, gathered: Gathered) -> list[Diagnostic]:
     """Every lint finding, from the facts (and the pages that hold runbooks, for FM006)."""
-    from wikitools.lint import current_status_findings, link_findings
+    from wikitools.lint import link_findings, status_findings
 
     facts = gathered.facts
     out = [d for f in facts for d in f.findings]
     out += link_findings(config, {f.path: f.links for f in facts})
-    out += current_status_findings(config, gathered.runbook_pages)
+    out += status_findings(config, [f.entry for f in facts], gathered.runbook_pages)
     return out
 
 

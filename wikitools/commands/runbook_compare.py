@@ -20,7 +20,7 @@ from wikitools.runbook.records.compare import (
 from wikitools.runbook.records.record import Record, RecordError, load_records, read_record
 from wikitools.runbook.records.stats import Spread
 from wikitools.runbook.records.variance import card_of, point_variance
-from wikitools.runbook.rendering.render import engine_text, short_hardware
+from wikitools.runbook.rendering.describe import engine_text, short_hardware
 
 
 def add_parsers(sub: Any) -> None:

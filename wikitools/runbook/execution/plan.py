@@ -16,6 +16,7 @@ from wikitools.errors import UsageError
 from wikitools.runbook.blocks.model import ClientBlock, Runbook
 from wikitools.runbook.blocks.sweep import Coords, Sweep, SweepError, point_name
 from wikitools.runbook.engines import catalog as engines
+from wikitools.runbook.engines import docker_cli
 from wikitools.runbook.engines.launcher import append_args, docker_run_offset
 from wikitools.runbook.engines.secrets import mask_command, mask_env
 from wikitools.runbook.engines.shell import shell_quote
@@ -29,7 +30,7 @@ from wikitools.runbook.execution.model import (
     PlannedVariant,
     Verdict,
 )
-from wikitools.runbook.execution.preflight import MULTICAST_OFF, block_env
+from wikitools.runbook.execution.preflight import block_env
 
 ARTIFACTS_ROOT = ".artifacts"
 # A number measured once is not a result: serving benchmarks run each point three times after
@@ -157,17 +158,18 @@ def _server(runbook: Runbook, coords: Coords, folder: str, ov: PlanOverrides,
     env.update(coords)
     own = block_env(server)
     if cmd.docker:
-        missing = [k for k in MULTICAST_OFF if k not in own]
+        missing = [k for k in engines.MULTICAST_OFF if k not in own]
         if missing and cmd.container is not None and cmd.container.kind == "compose":
             notes.append("the container does not inherit the run's environment; add "
-                         + " ".join(f"{k}={MULTICAST_OFF[k]}" for k in missing)
+                         + " ".join(f"{k}={engines.MULTICAST_OFF[k]}" for k in missing)
                          + " to the service's environment: to keep NVLink multicast off")
         elif missing:
             notes.append("the container does not inherit the run's environment; add "
-                         + " ".join(f"-e {k}={MULTICAST_OFF[k]}" for k in missing)
+                         + " ".join(f"-e {k}={engines.MULTICAST_OFF[k]}" for k in missing)
                          + " to keep NVLink multicast off")
     else:
-        env.update(MULTICAST_OFF)  # whatever env= says; preflight refuses a block that differs
+        # whatever env= says; preflight refuses a block that differs
+        env.update(engines.MULTICAST_OFF)
     if verdict is not None and verdict.selected_gpus and not cmd.docker:
         if "CUDA_VISIBLE_DEVICES" in own:
             notes.append(f"GPUs chosen by the block: CUDA_VISIBLE_DEVICES="
@@ -221,7 +223,7 @@ def _server(runbook: Runbook, coords: Coords, folder: str, ov: PlanOverrides,
         image=cmd.image,
         docker=cmd.docker,
         fatal_patterns=(eng.fatal_log if eng else ())
-        + (engines.DOCKER_FATAL_LOG if container else ()),
+        + (docker_cli.FATAL_LOG if container else ()),
         ready_log=eng.ready_log if eng else (),
         version_command=eng.version_command if eng and not cmd.docker else (),
         container=container,

@@ -4,7 +4,7 @@ each client's points and runs, notes) and the preflight checks."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import PurePosixPath
 
 from wikitools.runbook.blocks.sweep import coords_label
@@ -34,7 +34,7 @@ def _client_line(c: PlannedClient) -> str:
     return f"  client {c.name} ({c.kind}): {what}, each {runs}"
 
 
-def format_summary(plan: Plan, unset: list[tuple[str, str]] | None = None) -> str:
+def format_summary(plan: Plan, unset: Sequence[tuple[str, str]] | None = None) -> str:
     """What `plan` and `run` print first: the verdict, what runs, what is missing."""
     rb = plan.runbook
     n = len(plan.variants)

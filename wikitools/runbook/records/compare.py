@@ -13,7 +13,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from wikitools.runbook.engines.shell import ShellSyntaxError, tokenize
+from wikitools.runbook.engines.catalog import RESULT_PATH_FLAGS
+from wikitools.runbook.engines.shell import shell_quote, split_words
 from wikitools.runbook.records.record import ClientResult, Record
 from wikitools.runbook.records.stats import Spread, beyond_spread
 
@@ -39,8 +40,7 @@ _IGNORED = ("server.log_tail", "server.run_tag", "server.containers", "server.co
             "gpu_state.before.gpus.clocks_event_reasons")  # likely_causes names uuid, driver
 _ENGINE_FIELDS = ("engine.name", "engine.version", "engine.image", "markers.engine_version")
 # Flags the executor adds to a client command for each run: not part of what was measured.
-_PER_RUN_FLAGS = ("--result-dir", "--result-filename", "--output-file", "--output_path",
-                  "--base-url", "--port")
+_PER_RUN_FLAGS = RESULT_PATH_FLAGS | {"--base-url", "--port"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,15 +213,11 @@ def compare_variants(old: Record, new: Record) -> list[Comparison]:
 
 
 def _words(command: str) -> list[str]:
-    """The command's words as the shell reads them (one reader), without the flags the
-    executor adds per run; whitespace split when the text cannot be read."""
-    try:
-        words = [w.value for w in tokenize(command) if not (w.op and w.value == "\n")]
-    except ShellSyntaxError:
-        words = command.replace("\\\n", " ").split()
+    """The command's words as the shell reads them (the one shell reader), without the flags
+    the executor adds per run."""
     keep: list[str] = []
     skip = False
-    for w in words:
+    for w in split_words(command):
         if skip:
             skip = False
             continue
@@ -398,7 +394,11 @@ def _word_diff(a: list[str], b: list[str]) -> tuple[str, str]:
             right.append(a[i1 - 1])
         left += a[i1:i2]
         right += b[j1:j2]
-    return " ".join(left) or "(nothing)", " ".join(right) or "(nothing)"
+    return _join(left) or "(nothing)", _join(right) or "(nothing)"
+
+
+def _join(words: list[str]) -> str:
+    return " ".join(w if w == "…" else shell_quote(w) for w in words)
 
 
 # --------------------------------------------------------------------------- which records

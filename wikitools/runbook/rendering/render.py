@@ -1,16 +1,11 @@
-"""Render results regions from run records (Jinja2 templates in wikitools/templates): the serving
-table, the run history and quality scores, each with its provenance; report hand-edited, stale
-and out-of-date regions."""
+"""Results regions of pages rendered from run records (each region's body from `views`) and the
+measured badges (`status`); hand-edited, stale and out-of-date regions reported."""
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
-
-import jinja2
 
 from wikitools.diagnostics import Diagnostic, Severity, did_you_mean
 from wikitools.pages import Page
@@ -23,20 +18,9 @@ from wikitools.runbook.blocks.regions import (
     indent_body,
     replace_regions,
 )
-from wikitools.runbook.engines import catalog as engines
-from wikitools.runbook.engines.failure import better_message
-from wikitools.runbook.records.gpustate import describe_state
-from wikitools.runbook.records.record import (
-    ClientResult,
-    Record,
-    RecordError,
-    load_records,
-    record_rel_path,
-)
-from wikitools.runbook.rendering import serving
-from wikitools.runbook.rendering.charts import XY, Chart, Series, figure, render_chart
-
-DASH = "–"
+from wikitools.runbook.records.record import Record, RecordError, load_records
+from wikitools.runbook.rendering.status import badges_change
+from wikitools.runbook.rendering.views import for_region, render_region
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,372 +28,6 @@ class Change:
     path: str  # POSIX, relative to the root
     old: str
     new: str
-
-
-# --------------------------------------------------------------------------- formatting
-
-
-def fmt(value: Any, pattern: str) -> str:
-    """A number in an explicit format; a dash when missing or not a number."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return DASH
-    return pattern.format(value)
-
-
-def cell(text: str) -> str:
-    """Text safe inside a Markdown table cell."""
-    return " ".join(str(text).split()).replace("|", "\\|")
-
-
-def _date(stamp: str) -> str:
-    return stamp[:10]
-
-
-def hardware(record: Record) -> str:
-    host = record.host
-    gpus = host.get("gpus") or []
-    if host.get("cpu_only") or not gpus:
-        return "a CPU-only host (no GPU)"
-    names = sorted({str(g.get("name", "?")) for g in gpus})
-    ccs = sorted({str(g.get("compute_capability", "?")) for g in gpus})
-    archs = ", ".join(f"sm{c.replace('.', '')} (compute capability {c})" for c in ccs)
-    count = host.get("gpu_count") or len(gpus)
-    parts = [f"{count} × {' + '.join(names)}, {archs}"]
-    if host.get("driver"):
-        parts.append(f"driver {host['driver']}")
-    if host.get("cuda"):
-        parts.append(f"CUDA {host['cuda']}")
-    topo = host.get("topology")
-    if topo and topo != "none" and count > 1:
-        parts.append(f"GPU link {topo}")
-    return ", ".join(parts)
-
-
-def engine_text(record: Record) -> str:
-    eng = record.engine
-    name = engines.display_name(eng.get("name"))
-    text = f"{name} {eng['version']}" if eng.get("version") else f"{name} (version not reported)"
-    if eng.get("image"):
-        text += f", image `{eng['image']}`"
-        if eng.get("image_digest"):
-            text += f" (`{eng['image_digest']}`)"
-    return text
-
-
-def server_facts(record: Record) -> str:
-    m = record.markers
-    parts = []
-    if m.get("attention_backend"):
-        backend = f"attention backend {m['attention_backend']}"
-        if m.get("flash_attn_version"):
-            backend += f" (FlashAttention {m['flash_attn_version']})"
-        parts.append(backend)
-    tokens = m.get("kv_cache_tokens", m.get("metrics_kv_cache_tokens"))
-    if isinstance(tokens, int):
-        kv = f"KV cache {tokens:,} tokens"
-        if isinstance(m.get("kv_cache_gib"), int | float):
-            kv += f" ({m['kv_cache_gib']:,.2f} GiB)"
-        parts.append(kv)
-    if isinstance(m.get("max_concurrency"), int | float) and m.get("max_concurrency_tokens"):
-        parts.append(
-            f"maximum concurrency {m['max_concurrency']:,.2f}× at "
-            f"{m['max_concurrency_tokens']:,} tokens per request"
-        )
-    if m.get("moe_backend"):
-        parts.append(f"MoE backend {m['moe_backend']}")
-    if m.get("compiled") is True:
-        parts.append("torch.compile on")
-    elif m.get("compiled") is False:
-        parts.append("eager (no torch.compile)")
-    if m.get("cuda_graphs") is False:
-        parts.append("CUDA graphs off")
-    elif m.get("cuda_graphs") is True:
-        parts.append("CUDA graphs on")
-    return "; ".join(parts)
-
-
-def pipeline_check(record: Record) -> str | None:
-    """Why a record is a plumbing check rather than a measurement, or None."""
-    command = str(record.server.get("command", ""))
-    dummy = "--load-format dummy" in command or "--load-format=dummy" in command
-    cpu = bool(record.host.get("cpu_only"))
-    if dummy and cpu:
-        return "This run served dummy weights (`--load-format dummy`) on a CPU-only host."
-    if dummy:
-        return "This run served dummy weights (`--load-format dummy`)."
-    if cpu:
-        return "This run used a CPU-only host."
-    return None
-
-
-# --------------------------------------------------------------------------- views
-
-
-def _serving_client(runbook: Runbook | None, record: Record, wanted: str | None) -> str | None:
-    return _client_of_kind(runbook, record, wanted, "serving")
-
-
-def _client_of_kind(runbook: Runbook | None, record: Record, wanted: str | None,
-                    kind: str) -> str | None:
-    """The client a view shows: the one named, else the page's first of `kind`, else the
-    record's first of `kind`."""
-    if wanted:
-        return wanted
-    if runbook is not None:
-        for block in sorted(runbook.clients, key=lambda c: c.line):
-            if block.kind == kind:
-                return block.name
-    for variant in record.each_variant():
-        for result in variant.clients:
-            if result.kind == kind:
-                return result.name
-    return None
-
-
-def _shown_common(record: Record) -> dict[str, Any]:
-    return {
-        "date": _date(record.started_at),
-        "hardware": hardware(record),
-        "engine": engine_text(record),
-        "server_facts": server_facts(record),
-        "record_path": record_rel_path(record),
-        "blocks_short": record.blocks_hash.split(":", 1)[-1][:8],
-        "pipeline_check": pipeline_check(record),
-        "gpu_before": describe_state(record.gpu_state.get("before"), "before the run"),
-        "gpu_after": describe_state(record.gpu_state.get("after"), "after the clients"),
-        "cpu_only": bool(record.host.get("cpu_only")),
-        "variants": _variant_facts(record),
-    }
-
-
-def _variant_facts(record: Record) -> list[str]:
-    """One line per server variant: its name, engine and what its server reported."""
-    out = []
-    for v in record.variants:
-        flat = record.flat(v)
-        facts = server_facts(flat)
-        state = "" if v.ok else f" ({v.status}" + (f" at `{v.failed_step}`" if v.failed_step
-                                                    else "") + ")"
-        out.append(cell(f"`{v.name}`{state}: {engine_text(flat)}" + (f"; {facts}" if facts
-                                                                      else "")))
-    return out
-
-
-def serving_table(record: Record, client_name: str | None) -> dict[str, Any]:
-    shown = _shown_common(record.flat(record.each_variant()[0]))
-    shown["variants"] = _variant_facts(record)
-    client = serving.with_variants(record, client_name)
-    if client is None:
-        shown.update(header=[], aligns=[], rows=[], short=None, charts="", grid=None, note="")
-        return shown
-    show_accept = shown["pipeline_check"] is None and any(
-        isinstance(p.metrics.get("spec_decode_acceptance"), int | float) for p in client.points
-    )
-    full = serving.full_table(client, show_accept)
-    shown.update(full, short=serving.short_table(client), charts=serving.sweep_charts(client),
-                 grid=serving.grid_view(client), note=serving.repeats_note(client))
-    return shown
-
-
-def quality_table(record: Record, client_name: str | None) -> dict[str, Any]:
-    shown = _shown_common(record)
-    client = record.client(client_name)
-    rows: list[list[str]] = []
-    for point in client.points if client else ():
-        tasks = point.metrics.get("tasks") or {}
-        for task in sorted(tasks):
-            values = tasks[task]
-            for key in sorted(values):
-                metric, _, flt = key.partition(",")
-                if metric.endswith("_stderr"):
-                    continue
-                err = values.get(f"{metric}_stderr,{flt}" if flt else f"{metric}_stderr")
-                rows.append([cell(task), cell(metric), cell(flt or DASH),
-                             fmt(values[key], "{:.4f}"), fmt(err, "{:.4f}")])
-    shown["rows"] = rows
-    return shown
-
-
-def headline(record: Record) -> str:
-    if not record.ok:
-        msg = record.message or ""
-        msg = msg if len(msg) <= 80 else msg[:77] + "..."
-        return cell(f"failed at `{record.failed_step}`: {msg}")
-    best: tuple[float, str, str] | None = None
-    for variant in record.each_variant():
-        for client in variant.clients:
-            if client.kind != "serving":
-                continue
-            for p in client.points:
-                v = p.metrics.get("output_throughput")
-                if isinstance(v, int | float) and (best is None or v > best[0]):
-                    where = [f"{client.sweep_var}={p.value}"] if client.sweep_var else []
-                    if variant.coords:
-                        where.insert(0, f"variant {variant.name}")
-                    best = (v, client.name, f" at {', '.join(where)}" if where else "")
-    if best is None:
-        return "ok"
-    return cell(f"best output {best[0]:,.1f} tok/s ({best[1]}{best[2]})")
-
-
-# --------------------------------------------------------------------------- templates
-
-
-@functools.cache
-def _env() -> jinja2.Environment:
-    return jinja2.Environment(
-        loader=jinja2.PackageLoader("wikitools", "templates"),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        autoescape=False,
-    )
-
-
-def record_archs(record: Record) -> set[str]:
-    """`sm120`-style architectures of the GPUs a record ran on; {"cpu"} for a CPU-only host."""
-    gpus = record.host.get("gpus") or []
-    if record.host.get("cpu_only") or not gpus:
-        return {"cpu"}
-    return {"sm" + str(g.get("compute_capability", "")).replace(".", "") for g in gpus}
-
-
-def for_region(region: Region, records: list[Record]) -> list[Record]:
-    """The records a region shows: all, or those measured on the region's `arch=`."""
-    if not region.archs:
-        return records
-    wanted = set(region.archs)
-    return [r for r in records if record_archs(r) & wanted]
-
-
-def render_region(
-    region: Region, runbook: Runbook | None, records: list[Record], *, ref: str,
-    others: Mapping[str, list[Record]] | None = None,
-) -> str:
-    """The Markdown body of one region (each line ending in LF; a blank line first and last).
-    `others`: the records of the runbooks a trade-off region compares with (`with=`)."""
-    records = for_region(region, records)
-    runbook_id = region.runbook or ""
-    page_hash = runbook.blocks_hash if runbook is not None else ""
-    ctx: dict[str, Any] = {
-        "runbook_id": runbook_id,
-        "on_arch": " on " + ", ".join(region.archs) if region.archs else "",
-        "ref": ref,
-        "client": region.client,
-        "page_blocks_short": page_hash.split(":", 1)[-1][:8],
-        "current": records[-1] if records else None,
-        "failed": None,
-        "shown": None,
-        "stale": False,
-    }
-    if region.view == "history":
-        rows = [
-            [_date(r.started_at), f"`{r.run_id}`", r.status, cell(engine_text(r)),
-             cell(hardware(r)), headline(r)]
-            for r in reversed(records)
-        ]
-        return _finish(_env().get_template("history.md.j2").render(
-            ctx, rows=rows, trend=history_trend(records, runbook, region.client)))
-    if region.view == "tradeoff":
-        return _finish(_tradeoff(region, runbook, records, others or {}, ctx))
-    # A run refused by preflight measured nothing and says only that a host lacked something.
-    records = [r for r in records if r.failed_step != "preflight"]
-    ctx["current"] = records[-1] if records else None
-    if records:
-        latest = records[-1]
-        ok = next((r for r in reversed(records) if r.ok), None)
-        if not latest.ok:
-            tail = next((v.server.get("log_tail") for v in latest.each_variant()
-                         if v.status == "failed" and v.server.get("log_tail")), ())
-            ctx["failed"] = {
-                "date": _date(latest.started_at),
-                "record_path": record_rel_path(latest),
-                "step": latest.failed_step,
-                "message": " ".join((better_message(
-                    latest.message, tail or ()) or "no message").split()),
-            }
-        if ok is not None:
-            if region.view == "quality":
-                name = _client_of_kind(runbook, ok, region.client, "quality")
-                ctx["client"] = name
-                ctx["shown"] = quality_table(ok, name)
-            else:
-                name = _serving_client(runbook, ok, region.client)
-                ctx["client"] = name
-                ctx["shown"] = serving_table(ok, name)
-            ctx["stale"] = bool(page_hash) and ok.blocks_hash != page_hash
-    template = "quality.md.j2" if region.view == "quality" else "serving.md.j2"
-    return _finish(_env().get_template(template).render(ctx))
-
-
-def _latest_ok_serving(runbook: Runbook | None, records: list[Record], wanted: str | None,
-                       ) -> tuple[Record, ClientResult] | None:
-    ok = next((r for r in reversed(records) if r.ok and r.failed_step != "preflight"), None)
-    if ok is None:
-        return None
-    client = ok.client(_serving_client(runbook, ok, wanted))
-    return (ok, client) if client is not None else None
-
-
-def _tradeoff(region: Region, runbook: Runbook | None, records: list[Record],
-              others: Mapping[str, list[Record]], ctx: dict[str, Any]) -> str:
-    entries = []
-    missing = []
-    ids = [region.runbook or "", *region.compared]
-    for rid in ids:
-        recs = records if rid == region.runbook else for_region(region, list(others.get(rid, [])))
-        got = _latest_ok_serving(runbook if rid == region.runbook else None, recs, region.client)
-        if got is None:
-            missing.append(rid)
-        else:
-            entries.append((rid, got[0], got[1]))
-    shown = serving.tradeoff(entries)
-    sources = [f"`{record_rel_path(r)}` ({_date(r.started_at)}, {cell(hardware(r))}; "
-               f"{cell(engine_text(r))})" for _, r, _ in entries]
-    return _env().get_template("tradeoff.md.j2").render(
-        ctx, tradeoff=shown, sources=sources, missing=missing)
-
-
-def history_trend(records: list[Record], runbook: Runbook | None, wanted: str | None) -> str:
-    """Best median output tok/s of each successful run, one line per hardware; '' when fewer
-    than two runs have a number."""
-    by_hw: dict[str, list[tuple[int, float]]] = {}
-    dates: list[str] = []
-    oks = [r for r in records if r.ok]
-    for i, rec in enumerate(oks):
-        client = rec.client(_serving_client(runbook, rec, wanted))
-        values = [p.metrics.get("output_throughput") for p in client.points
-                  if p.status == "ok"] if client else []
-        nums = [v for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
-        if not nums:
-            continue
-        dates.append(f"{_date(rec.started_at)[5:]} #{i + 1}")
-        by_hw.setdefault(short_hardware(rec), []).append((len(dates) - 1, max(nums)))
-    if len(dates) < 2:
-        return ""
-    chart = Chart("Best output throughput per run", "run (month-day #)", "tok/s",
-                  tuple(Series(hw, tuple(XY(float(x), y) for x, y in pts))
-                        for hw, pts in sorted(by_hw.items())), x_ticks=tuple(dates))
-    return figure([render_chart(chart)])
-
-
-def short_hardware(record: Record) -> str:
-    """`1 × NVIDIA H200` style label of a record's GPUs; `CPU` for a CPU-only host."""
-    gpus = record.host.get("gpus") or []
-    if record.host.get("cpu_only") or not gpus:
-        return "CPU"
-    names = sorted({str(g.get("name", "?")).removeprefix("NVIDIA ") for g in gpus})
-    return f"{len(gpus)} × {' + '.join(names)}"
-
-
-def _finish(text: str) -> str:
-    """One blank line after the start marker and before the end marker; no trailing spaces."""
-    lines = [line.rstrip() for line in text.strip("\n").split("\n")]
-    return "\n" + "\n".join(lines) + "\n\n"
-
-
-# --------------------------------------------------------------------------- pages
 
 
 class _Records:
@@ -492,7 +110,8 @@ def render_pages(
                 diags.append(_unknown_runbook(replace(region, attrs=(("runbook", unknown[0]),)),
                                               by_id, dict(runbooks.broken)))
                 continue
-            body = render_region(region, runbook, records, ref=runbook.ref, others=others)
+            body = render_region(region, runbook, records, ref=runbook.ref, others=others,
+                                 hashes={rid: by_id[rid].blocks_hash for rid in region.compared})
             new_body = indent_body(body, region.indent)
             if new_body != region.body or region.sum is None:
                 bodies[region.start] = body
@@ -507,8 +126,6 @@ def render_pages(
             if new_text != stored:
                 changes.append(Change(page.path, stored, new_text))
     if explicit_runbooks:
-        from wikitools.runbook.rendering.status import badges_change  # status builds on this module
-
         badge = badges_change(root, runbooks)
         if badge is not None:
             changes.append(Change(*badge))
