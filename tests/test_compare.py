@@ -157,7 +157,7 @@ def test_same_commands_and_engine_on_another_card_say_moved_and_name_the_card_fi
 def test_a_changed_client_command_is_the_headline_not_a_regression():
     cmp = compare_records(read_record(H200), read_record(H200_NEW))
     assert cmp.headline()[0] == ("the client throughput command changed: --num-prompts 64 -> "
-                                 "--num-prompts $(( ${CONCURRENCY:-8} * 32 ))")
+                                 "--num-prompts '$(( ${CONCURRENCY:-8} * 32 ))'")
     assert {r.verdict for r in cmp.changed} == {"changed command"}
     assert cmp.verdict() == "4 number(s) moved beyond the spread: changed command 4"
 
