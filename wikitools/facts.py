@@ -211,9 +211,10 @@ def _facts_out(f: Facts) -> tuple[Any, ...]:
 
 def _facts_in(t: tuple[Any, ...]) -> Facts:
     entry, untitled, findings, links, acronyms, runbooks = t
-    *fields, at = entry  # marshal keeps the (line, col) tuple; be explicit about it
-    return Facts(Entry(*fields, tuple(at)), _diag_in(untitled) if untitled else None, findings,
-                 links, acronyms, runbooks)
+    path, title, status, description, first, family, hub, at = entry
+    # marshal keeps the (line, col) tuple; be explicit about it
+    return Facts(Entry(path, title, status, description, first, family, hub, tuple(at)),
+                 _diag_in(untitled) if untitled else None, findings, links, acronyms, runbooks)
 
 
 def _context(config: WikiConfig) -> tuple[Any, ...]:
