@@ -164,9 +164,6 @@ class VariantResult:
     def ok(self) -> bool:
         return self.status == "ok"
 
-    def coord(self, var: str) -> str | None:
-        return dict(self.coords).get(var)
-
     def client(self, name: str | None) -> ClientResult | None:
         return next((c for c in self.clients if c.name == name), None)
 
@@ -177,18 +174,12 @@ class VariantResult:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> VariantResult:
-        return cls(
-            coords=tuple((str(k), str(v)) for k, v in data.get("coords") or ()),
-            status=data.get("status", "ok"),
-            failed_step=data.get("failed_step"),
-            message=data.get("message"),
-            engine=data.get("engine") or {},
-            server=data.get("server") or {},
-            markers=data.get("markers") or {},
-            timings=data.get("timings") or {},
-            gpu_state=data.get("gpu_state") or {},
-            clients=tuple(_client(c) for c in data.get("clients", ())),
-        )
+        maps = {k: data.get(k) or {} for k in ("engine", "server", "markers", "timings",
+                                                "gpu_state")}
+        return cls(coords=tuple((str(k), str(v)) for k, v in data.get("coords") or ()),
+                   status=data.get("status", "ok"), failed_step=data.get("failed_step"),
+                   message=data.get("message"), **maps,
+                   clients=tuple(_client(c) for c in data.get("clients", ())))
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,10 +244,7 @@ class Record:
         return next((v for v in self.each_variant() if sorted(v.coords) == want), None)
 
     def client(self, name: str | None) -> ClientResult | None:
-        for c in self.clients:
-            if c.name == name:
-                return c
-        return None
+        return next((c for c in self.clients if c.name == name), None)
 
     def to_dict(self) -> dict[str, Any]:
         data = plain(asdict(self, dict_factory=_fields))
