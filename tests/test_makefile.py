@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from fakes.plans import free_port
+from harness import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 

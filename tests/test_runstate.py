@@ -77,6 +77,21 @@ def _start_runner(tmp_path: Path, port_locks: Path, *flags: str) -> tuple[subpro
     return runner, child
 
 
+def _ppid(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _term_pending(pid: int) -> bool:
+    """SIGTERM queued for the process and not yet delivered (SigPnd/ShdPnd of /proc status)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    masks = [int(line.split()[1], 16) for line in status.splitlines()
+             if line.startswith(("SigPnd:", "ShdPnd:"))]
+    return any(m & (1 << (signal.SIGTERM - 1)) for m in masks)
+
+
 def _tag(tmp_path: Path) -> str:
     return json.loads((tmp_path / runstate.LOCKS_DIR / "rb.json").read_text())["tag"]
 
@@ -111,8 +126,10 @@ def test_without_parent_death_signal_the_next_run_stops_the_recorded_server(
     assert wait_for(lambda: len(tagged_pids(tag)) >= 3)
     runner.send_signal(signal.SIGKILL)
     runner.wait()
-    time.sleep(0.3)
-    assert alive(child)
+    # Once the child has a new parent, the runner's death has been dealt with (a parent-death
+    # signal would have been sent then): the child is still alive and no SIGTERM waits for it.
+    assert wait_for(lambda: _ppid(child) not in (runner.pid, None))
+    assert alive(child) and not _term_pending(child)
     stopped = RunLock(tmp_path, "rb", 18005, "20261130T110000Z-next").acquire(grace=3.0)
     assert child in {s.pid for s in stopped}
     assert wait_for(lambda: tagged_pids(tag) == [])

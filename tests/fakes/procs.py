@@ -20,3 +20,18 @@ def tagged(var: str, value: str) -> list[int]:
         if state != "Z" and needle in env.split(b"\0"):
             found.append(int(d.name))
     return found
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live, non-zombie processes of process group `pgid`."""
+    found = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] != "Z" and int(fields[2]) == pgid:
+            found.append(int(d.name))
+    return found
