@@ -23,6 +23,8 @@ from typing import Any
 import pytest
 from fakes.procs import tagged
 
+from wikitools.runbook.execution.processes import command_of
+
 REPO = Path(__file__).resolve().parents[1]
 ENGINE_VENV = Path(os.environ.get("WIKI_ENGINE_VENV", REPO / ".venv-engine"))
 ENGINE_BIN = ENGINE_VENV / "bin"
@@ -77,12 +79,7 @@ def tagged_pids(tag: str) -> list[int]:
 
 
 def describe(pids: Sequence[int]) -> str:
-    out = []
-    for pid in pids:
-        with contextlib.suppress(OSError):
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")[:200]
-            out.append(f"{pid}: {cmd.decode(errors='replace')}")
-    return "\n".join(out)
+    return "\n".join(f"{pid}: {command_of(pid, limit=200)}" for pid in pids)
 
 
 def step(record: Mapping[str, Any], name: str) -> dict[str, Any]:

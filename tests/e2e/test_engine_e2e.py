@@ -25,7 +25,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from fakes.procs import group_members
 from harness import (
     BAD_MODEL,
     ENGINE_BIN,
@@ -39,6 +38,8 @@ from harness import (
     step,
     tagged_pids,
 )
+
+from wikitools.runbook.execution.processes import group_members
 
 TREE = Path(__file__).resolve().parent / "tree"
 

@@ -31,7 +31,7 @@ from wikitools.runbook.engines.shell import (
 )
 
 __all__ = ["ANY_FILE", "Found", "Scope", "append_args", "docker_run_offset", "find_in_script",
-           "find_launcher", "insertion_point"]
+           "find_launcher", "insertion_point", "top_level_launches"]
 
 _PY = re.compile(r"^(?:.*/)?python(?:\d+(?:\.\d+)?)?$")
 _PY_OPTS_WITH_VALUE = {"-X", "-W", "-c"}
@@ -315,6 +315,57 @@ def find_launcher(text: str, files: Mapping[str, str] | None = None,
     return found, env + found.env, problems
 
 
+def top_level_launches(text: str, files: Mapping[str, str] | None = None,
+                       ) -> list[tuple[int, str]]:
+    """Every top-level command of `text` that starts a server (an engine launcher, `docker run`
+    of one, `docker compose … up`, or a here-document script or function that holds one), as
+    (offset of the command, its first words). More than one means the block lists alternatives
+    (or starts several servers), which one runbook cannot stand for."""
+    try:
+        cmds = split_commands(text)
+    except ShellSyntaxError:
+        return []
+    scope = Scope(files=dict(files or {}))
+    scripts = heredoc_files(text) if "<<" in text else {}
+    for path, body in scripts.items():
+        scope.files.setdefault(path, body)
+        scope.callables.setdefault(basename(path), body)
+    functions = _callables(text)
+    out: list[tuple[int, str]] = []
+    for cmd in cmds:
+        argv = cmd.argv
+        if not argv or argv[0] in ("export", "local", "declare", "readonly", "unset"):
+            continue
+        env: list[tuple[str, str]] = []
+        i = _strip_prefixes(argv, env, [])
+        if i >= len(argv):
+            continue
+        head = " ".join(argv[i : i + 3])
+        fn_body = scope.callables.get(basename(argv[i]))
+        if fn_body:
+            try:
+                inner = find_in_script(fn_body, 1, Scope(files=dict(scope.files)))
+            except ShellSyntaxError:
+                inner = None
+            if inner is not None and inner[0].kind == "server":
+                out.append((cmd.words[0].start, head))
+            continue
+        if argv[i] in functions or argv[i] == "{":
+            continue  # a shell function: its call and its body are not counted apart
+        call = compose_call(argv, i)
+        if call is not None:
+            if call.subcommand == "up":
+                out.append((cmd.words[0].start, head))
+            continue
+        try:
+            found = _find(argv, cmd.words, Scope(files=dict(scope.files)), 0)
+        except ShellSyntaxError:
+            found = None
+        if found is not None and found.kind == "server":
+            out.append((cmd.words[0].start, head))
+    return out
+
+
 def insertion_point(text: str) -> int | None:
     """Offset in `text` just after the last argument of the first launcher or client command,
     where extra arguments can be inserted so that they reach the engine or client. None when the
@@ -360,3 +411,61 @@ def docker_run_offset(text: str) -> int | None:
         if argv[i + 1 : i + 3] == ["container", "run"]:
             return cmd.words[i + 2].end
     return None
+
+
+def own_compose_project(text: str, project: str) -> str | None:
+    """`text` with its first top-level `docker compose …` / `docker-compose …` call set to the
+    Compose project `project`: the page's own `-p X`, `-pX`, `--project-name X` or
+    `--project-name=X` replaced, or `-p project` added after the program. A `-p` given on the
+    command line outranks COMPOSE_PROJECT_NAME and the file's `name:`, so the call acts on
+    `project` only. None when there is no such call outside a quoted string."""
+    try:
+        cmds = split_commands(text)
+    except ShellSyntaxError:
+        return None
+    for cmd in cmds:
+        argv = cmd.argv
+        i = _strip_prefixes(argv, [], [])
+        call = compose_call(argv, i) if i < len(argv) else None
+        if call is None:
+            continue
+        j = i + len(call.program)
+        edits: list[tuple[int, int, str]] = []
+        new = shell_quote(project)
+        while j < len(argv) and argv[j].startswith("-"):
+            a, w = argv[j], cmd.words[j]
+            name, eq, _ = a.partition("=")
+            if a in docker_cli.COMPOSE_PROJECT_FLAGS and j + 1 < len(argv):
+                edits.append((cmd.words[j + 1].start, cmd.words[j + 1].end, new))
+                j += 2
+                continue
+            if name == "--project-name" and eq:
+                edits.append((w.start, w.end, f"--project-name={new}"))
+            elif a.startswith("-p") and not a.startswith("--"):
+                edits.append((w.start, w.end, f"-p {new}"))
+            elif "=" not in a and a in docker_cli.COMPOSE_GLOBAL_VALUE_FLAGS and j + 1 < len(argv):
+                j += 1
+            j += 1
+        if not edits:
+            at = cmd.words[i + len(call.program) - 1].end
+            edits.append((at, at, f" -p {new}"))
+        for start, end, repl in sorted(edits, reverse=True):
+            text = text[:start] + repl + text[end:]
+        return text
+    return None
+
+
+def without_project(args: tuple[str, ...]) -> tuple[str, ...]:
+    """Compose global options without any project name (the run adds its own)."""
+    out: list[str] = []
+    skip = False
+    for a in args:
+        if skip:
+            skip = False
+            continue
+        if a in docker_cli.COMPOSE_PROJECT_FLAGS:
+            skip = True
+        elif not (a.startswith("--project-name=") or (a.startswith("-p") and
+                                                        not a.startswith("--"))):
+            out.append(a)
+    return tuple(out)
