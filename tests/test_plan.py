@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import os
-import socket
 import stat
 from pathlib import Path
 
 import pytest
+from harness import free_port
 
 from wikitools.cli import main
 from wikitools.errors import UsageError
@@ -260,12 +260,6 @@ def fake_smi(tmp_path: Path, host: str) -> Path:
     return script
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_cli_plan_ok_and_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                  monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
@@ -374,8 +368,11 @@ def test_plan_summary_comes_first_and_names_unset_variables(tmp_path: Path, caps
         "--tokenizer '$NOT_EXPANDED'\n```\n")
     monkeypatch.delenv("QWEN35_35B_AWQ", raising=False)
     monkeypatch.setenv("BENCH_KEY", "set")
-    assert main(["runbook", "plan", "r", "--root", str(tmp_path)]) == 0
-    lines = capsys.readouterr().out.splitlines()
+    # the plan is printed in full, and the exit status says the server cannot run as it is
+    assert main(["runbook", "plan", "r", "--root", str(tmp_path)]) == 2
+    out, err = capsys.readouterr()
+    assert "wiki/p.md:9:13: RB015 QWEN35_35B_AWQ is not set: the command needs it" in err
+    lines = out.splitlines()
     assert lines[:4] == [
         "runbook wiki/p.md#r", "verdict: ok", "runs: one server; 8 client runs",
         "unset: QWEN35_35B_AWQ (read by the server command): set it before the run"]
