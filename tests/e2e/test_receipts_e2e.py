@@ -15,12 +15,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_engine_e2e import ENGINE_BIN, MAKE_MODEL, REPO, TREE, Run
+from harness import ENGINE_BIN, MAKE_MODEL, REPO, Run, free_port, needs_engine
 
-pytestmark = [
-    pytest.mark.engine,
-    pytest.mark.skipif(not (ENGINE_BIN / "vllm").is_file(), reason="engine environment missing"),
-]
+TREE = Path(__file__).resolve().parent / "tree"
+pytestmark = list(needs_engine)
 
 
 @pytest.fixture
@@ -53,10 +51,13 @@ def test_kld_capacity_probes_and_receipt_end_to_end(tree: Path, random_model: Pa
     probes = tree / "benchmarks/probes/basic.jsonl"
     probes.parent.mkdir(parents=True)
     probes.write_bytes((REPO / "benchmarks/probes/basic.jsonl").read_bytes())
-    run = Run(tree, "cpu-receipts", random_model)
-    # The clients call `wiki`: this checkout's, beside the engine's bin directory.
-    run.env["PATH"] += os.pathsep + str(Path(sys.executable).parent)
-    run.env["RW_MODEL"] = str(random_model)
+    port = free_port()
+    # The clients call `wiki`: this checkout's, after the engine's bin directory.
+    path = os.pathsep.join((str(ENGINE_BIN), os.environ.get("PATH", ""),
+                            str(Path(sys.executable).parent)))
+    run = Run(tree, "cpu-receipts", port=port, model=random_model,
+              args=["--port", str(port), "--repeats", "2", "--no-warmup"],
+              env={"PATH": path, "RW_MODEL": str(random_model)})
     try:
         rc = run(timeout=1200)
         assert rc == 0, run.output
