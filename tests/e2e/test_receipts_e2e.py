@@ -57,7 +57,8 @@ def test_kld_capacity_probes_and_receipt_end_to_end(tree: Path, random_model: Pa
                             str(Path(sys.executable).parent)))
     run = Run(tree, "cpu-receipts", port=port, model=random_model,
               args=["--port", str(port), "--repeats", "2", "--no-warmup"],
-              env={"PATH": path, "RW_MODEL": str(random_model)})
+              env={"RW_MODEL": str(random_model)})
+    run.env["PATH"] = path
     try:
         rc = run(timeout=1200)
         assert rc == 0, run.output
