@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import os
-import socket
 import stat
 from pathlib import Path
 
 import pytest
+from harness import free_port
 
 from wikitools.cli import main
 from wikitools.errors import UsageError
@@ -258,12 +258,6 @@ def fake_smi(tmp_path: Path, host: str) -> Path:
         "esac\n")
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
     return script
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_cli_plan_ok_and_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str],

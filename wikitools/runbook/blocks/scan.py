@@ -207,10 +207,10 @@ def scan_wiki(pages: Iterable[Page], taken: Iterable[str] = ()) -> ScanResult:
                 cmd = understand_compose(block.content)
                 if cmd is None:  # the image decides the flags: a later `up` is not understood
                     compose, pending_file = None, None
-                    why = _compose_reason(block)
-                    if why:
+                    compose_why = _compose_reason(block)
+                    if compose_why:
                         refused.append(Diagnostic(page.path, block.line, block.col, "RB016",
-                                                  f"not proposed as a runbook: {why}",
+                                                  f"not proposed as a runbook: {compose_why}",
                                                   Severity.WARNING))
                     continue
                 rid = new_id(cmd, page.path)

@@ -57,7 +57,7 @@ def point_variance(records: Sequence[Record]) -> list[PointVariance]:
                 per.setdefault((client.name, label), []).append(
                     (rec, sp.median, sp.half_range if sp.count > 1 else None))
     out = []
-    for (client, label), items in per.items():
+    for (client_name, label), items in per.items():
         cards: dict[str, list[float]] = {}
         days: dict[str, list[float]] = {}
         for rec, median, _half_range in items:
@@ -67,7 +67,7 @@ def point_variance(records: Sequence[Record]) -> list[PointVariance]:
         same = [h for vals in cards.values() if len(vals) > 1 and (h := _half(vals)) is not None]
         known = {k: v for k, v in cards.items() if k != "?"}
         out.append(PointVariance(
-            client, label, len(items), len(known) + ("?" in cards), len(days),
+            client_name, label, len(items), len(known) + ("?" in cards), len(days),
             statistics.median(own) if own else None,
             max(same) if same else None,
             _half([statistics.median(v) for v in known.values()]) if len(known) > 1 else None,
