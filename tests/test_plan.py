@@ -368,16 +368,11 @@ def test_plan_summary_comes_first_and_names_unset_variables(tmp_path: Path, caps
         "--tokenizer '$NOT_EXPANDED'\n```\n")
     monkeypatch.delenv("QWEN35_35B_AWQ", raising=False)
     monkeypatch.setenv("BENCH_KEY", "set")
-<<<<<<< HEAD
-    assert main(["runbook", "plan", "r", "--root", str(tmp_path)]) == 2  # not runnable here
-    lines = capsys.readouterr().out.splitlines()
-=======
     # the plan is printed in full, and the exit status says the server cannot run as it is
     assert main(["runbook", "plan", "r", "--root", str(tmp_path)]) == 2
     out, err = capsys.readouterr()
     assert "wiki/p.md:9:13: RB015 QWEN35_35B_AWQ is not set: the command needs it" in err
     lines = out.splitlines()
->>>>>>> main
     assert lines[:4] == [
         "runbook wiki/p.md#r", "verdict: ok", "runs: one server; 8 client runs",
         "unset: QWEN35_35B_AWQ (read by the server command): set it before the run"]
