@@ -20,7 +20,7 @@ import re
 import secrets
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -164,9 +164,6 @@ class VariantResult:
     def ok(self) -> bool:
         return self.status == "ok"
 
-    def coord(self, var: str) -> str | None:
-        return dict(self.coords).get(var)
-
     def client(self, name: str | None) -> ClientResult | None:
         return next((c for c in self.clients if c.name == name), None)
 
@@ -177,18 +174,12 @@ class VariantResult:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> VariantResult:
-        return cls(
-            coords=tuple((str(k), str(v)) for k, v in data.get("coords") or ()),
-            status=data.get("status", "ok"),
-            failed_step=data.get("failed_step"),
-            message=data.get("message"),
-            engine=data.get("engine") or {},
-            server=data.get("server") or {},
-            markers=data.get("markers") or {},
-            timings=data.get("timings") or {},
-            gpu_state=data.get("gpu_state") or {},
-            clients=tuple(_client(c) for c in data.get("clients", ())),
-        )
+        maps = {k: data.get(k) or {} for k in ("engine", "server", "markers", "timings",
+                                                "gpu_state")}
+        return cls(coords=tuple((str(k), str(v)) for k, v in data.get("coords") or ()),
+                   status=data.get("status", "ok"), failed_step=data.get("failed_step"),
+                   message=data.get("message"), **maps,
+                   clients=tuple(_client(c) for c in data.get("clients", ())))
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,16 +227,24 @@ class Record:
                               self.server, self.markers, self.timings, self.gpu_state,
                               self.clients),)
 
+    def flat(self, variant: VariantResult) -> Record:
+        """The record as if its run had had only `variant` (a record without variants: itself):
+        what a reader of one server's results (a table, a comparison) reads."""
+        if not self.variants:
+            return self
+        return replace(self, status=variant.status if variant.status != "skipped" else "failed",
+                       failed_step=variant.failed_step, message=variant.message,
+                       engine=variant.engine, server=variant.server, markers=variant.markers,
+                       timings=variant.timings, gpu_state=variant.gpu_state,
+                       clients=variant.clients, variants=(), schema_version=SCHEMA_VERSION)
+
     def variant(self, coords: tuple[tuple[str, str], ...]) -> VariantResult | None:
         """The variant at `coords` (order of the pairs does not matter)."""
         want = sorted(coords)
         return next((v for v in self.each_variant() if sorted(v.coords) == want), None)
 
     def client(self, name: str | None) -> ClientResult | None:
-        for c in self.clients:
-            if c.name == name:
-                return c
-        return None
+        return next((c for c in self.clients if c.name == name), None)
 
     def to_dict(self) -> dict[str, Any]:
         data = plain(asdict(self, dict_factory=_fields))
@@ -330,7 +329,7 @@ def _client(c: Mapping[str, Any]) -> ClientResult:
 def _point(p: Mapping[str, Any], sweep_var: str | None) -> Point:
     value = p.get("value")
     coords = p.get("coords")
-    if coords is None:  # schema 1: the value of the one swept variable
+    if not coords:  # schema 1 (and an early schema 2 writer): the one swept variable's value
         coords = {sweep_var: value} if sweep_var and value is not None else {}
     return Point(
         value=value,

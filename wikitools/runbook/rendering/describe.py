@@ -110,14 +110,17 @@ def headline(record: Record) -> str:
         msg = msg if len(msg) <= 80 else msg[:77] + "..."
         return cell(f"failed at `{record.failed_step}`: {msg}")
     best: tuple[float, str, str] | None = None
-    for client in record.clients:
-        if client.kind != "serving":
-            continue
-        for p in client.points:
-            v = p.metrics.get("output_throughput")
-            if isinstance(v, int | float) and (best is None or v > best[0]):
-                where = f" at {client.sweep_var}={p.value}" if client.sweep_var else ""
-                best = (v, client.name, where)
+    for variant in record.each_variant():
+        for client in variant.clients:
+            if client.kind != "serving":
+                continue
+            for p in client.points:
+                v = p.metrics.get("output_throughput")
+                if isinstance(v, int | float) and (best is None or v > best[0]):
+                    where = [f"{client.sweep_var}={p.value}"] if client.sweep_var else []
+                    if variant.coords:
+                        where.insert(0, f"variant {variant.name}")
+                    best = (v, client.name, f" at {', '.join(where)}" if where else "")
     if best is None:
         return "ok"
     return cell(f"best output {best[0]:,.1f} tok/s ({best[1]}{best[2]})")
