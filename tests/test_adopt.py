@@ -317,3 +317,19 @@ def test_compose_file_run_only_in_prose_gets_a_server_block(
     assert [c.kind for c in rb.clients] == ["serving"]
     assert main(["runbook", "scan", "--check", "--root", str(root)]) == 0
     capsys.readouterr()
+
+
+def test_arguments_after_a_shell_script_reach_the_launcher_it_forwards_them_to() -> None:
+    fences, refused = _scan(
+        "```bash\ndocker run -d --gpus all --network=host voipmonitor/vllm:x \\\n"
+        "  /bin/sh -lc 'unset NCCL_GRAPH_FILE; exec vllm serve \"$@\"' -- \\\n"
+        "  /models/Kimi-K2.6 --tensor-parallel-size 8 --port 8402\n```\n")
+    assert refused == []
+    assert fences == ["```bash { #kimi-k2.6-tp8 .runbook-server engine=vllm gpus=8 }"]
+    page = parse_page("```bash { #k .runbook-server engine=vllm gpus=8 }\n"
+                      "docker run -d --gpus all --network=host voipmonitor/vllm:x /bin/sh -lc "
+                      "'exec vllm serve \"$@\"' -- /models/K --tensor-parallel-size 8 --port 8402"
+                      "\n```\n", "p.md")
+    runbooks, diags = extract_runbooks([page])
+    assert diags == []
+    assert runbooks.get("k").server.port == 8402

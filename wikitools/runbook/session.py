@@ -18,6 +18,7 @@ from wikitools.fsio import write_if_changed
 from wikitools.pages import Page
 from wikitools.runbook.blocks.extract import extract_runbooks
 from wikitools.runbook.blocks.model import Runbook, RunbookSet
+from wikitools.runbook.blocks.refusals import runbook_unset
 from wikitools.runbook.blocks.sweep import Sweep, SweepError, parse_sweep
 from wikitools.runbook.blocks.variables import unset_variables
 from wikitools.runbook.execution.execute import EventSink, execute
@@ -124,7 +125,17 @@ def prepare(
     plan = make_plan(runbook, root=config.root, artifacts_dir=artifacts_dir_for(runbook, run_id),
                      overrides=overrides, verdict=verdict)
     return Prepared(config.root, options, runbook, runbooks, tuple(pages), verdict, plan,
-                    started, run_id, tuple(unset_variables(runbook, os.environ)))
+                    started, run_id, unset_here(runbook, pages))
+
+
+def unset_here(runbook: Runbook, pages: list[Page]) -> tuple[tuple[str, str], ...]:
+    """(variable, which block reads it) for what the commands need and nothing here sets: the
+    server's as `wiki check` refuses them (RB015), then the clients'."""
+    server = [(name, "the server command") for r in runbook_unset(runbook, pages, os.environ)
+              for name in r.variables]
+    clients = [(name, where) for name, where in unset_variables(runbook, os.environ)
+               if where != "the server command"]
+    return tuple(dict.fromkeys(server + clients))
 
 
 def block_errors(runbook: Runbook, diags: list[Diagnostic]) -> None:
