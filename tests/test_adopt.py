@@ -333,3 +333,31 @@ def test_arguments_after_a_shell_script_reach_the_launcher_it_forwards_them_to()
     runbooks, diags = extract_runbooks([page])
     assert diags == []
     assert runbooks.get("k").server.port == 8402
+
+
+def test_chat_markup_in_a_command_is_not_a_placeholder() -> None:
+    fences, refused = _scan("```bash\nvllm serve org/r1 --tensor-parallel-size 2 "
+                            "--reasoning-parser deepseek_r1 --override-generation-config "
+                            "'{\"stop\": [\"<think>\"]}'\n```\n")
+    assert refused == []
+    assert fences == ["```bash { #r1-tp2 .runbook-server engine=vllm gpus=2 }"]
+
+
+def test_the_variable_the_page_gives_no_value_for_is_named_first() -> None:
+    _fences, refused = _scan(
+        "```bash\nexport IMAGE=voipmonitor/vllm:x\n```\n\n"
+        "```bash\ndocker run -d --gpus all --network host \"$IMAGE\" vllm serve \"$MODEL_DIR\" "
+        "--tp 8\n```\n")
+    assert refused[0] == ("p.md:6:62: RB015 warning: not proposed as a runbook: MODEL_DIR is not "
+                          "set: the command needs it")
+
+
+def test_port_passed_into_the_container_keeps_the_scripts_default() -> None:
+    page = parse_page(
+        "```bash { #g .runbook-server engine=vllm gpus=16 }\nPORT=\"${PORT:-5329}\"\n"
+        "docker run -d --gpus all --network host -e PORT=\"${PORT}\" --entrypoint bash "
+        "voipmonitor/vllm:x -lc '\nexec vllm serve org/m --port \"${PORT}\" "
+        "--tensor-parallel-size 16\n'\n```\n", "p.md")
+    runbooks, diags = extract_runbooks([page])
+    assert diags == []
+    assert runbooks.get("g").server.port == 5329
