@@ -5,6 +5,7 @@ and out-of-date regions."""
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -35,6 +36,7 @@ from wikitools.runbook.records.record import (
 )
 from wikitools.runbook.rendering import serving
 from wikitools.runbook.rendering.charts import XY, Chart, Series, figure, render_chart
+from wikitools.runbook.rendering.escape import escaped, md_code, md_text
 
 DASH = "–"
 
@@ -50,8 +52,8 @@ class Change:
 
 
 def fmt(value: Any, pattern: str) -> str:
-    """A number in an explicit format; a dash when missing or not a number."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    """A number in an explicit format; a dash when missing, not a number or not finite."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         return DASH
     return pattern.format(value)
 
@@ -70,34 +72,35 @@ def hardware(record: Record) -> str:
     gpus = host.get("gpus") or []
     if host.get("cpu_only") or not gpus:
         return "a CPU-only host (no GPU)"
-    names = sorted({str(g.get("name", "?")) for g in gpus})
-    ccs = sorted({str(g.get("compute_capability", "?")) for g in gpus})
+    names = sorted({md_text(g.get("name", "?")) for g in gpus})
+    ccs = sorted({md_text(g.get("compute_capability", "?")) for g in gpus})
     archs = ", ".join(f"sm{c.replace('.', '')} (compute capability {c})" for c in ccs)
     count = host.get("gpu_count") or len(gpus)
     parts = [f"{count} × {' + '.join(names)}, {archs}"]
     if host.get("driver"):
-        parts.append(f"driver {host['driver']}")
+        parts.append(f"driver {md_text(host['driver'])}")
     if host.get("cuda"):
-        parts.append(f"CUDA {host['cuda']}")
+        parts.append(f"CUDA {md_text(host['cuda'])}")
     topo = host.get("topology")
     if topo and topo != "none" and count > 1:
-        parts.append(f"GPU link {topo}")
+        parts.append(f"GPU link {md_text(topo)}")
     return ", ".join(parts)
 
 
 def engine_text(record: Record) -> str:
     eng = record.engine
-    name = engines.display_name(eng.get("name"))
-    text = f"{name} {eng['version']}" if eng.get("version") else f"{name} (version not reported)"
+    name = md_text(engines.display_name(eng.get("name")))
+    text = (f"{name} {md_text(eng['version'])}" if eng.get("version")
+            else f"{name} (version not reported)")
     if eng.get("image"):
-        text += f", image `{eng['image']}`"
+        text += f", image {md_code(eng['image'])}"
         if eng.get("image_digest"):
-            text += f" (`{eng['image_digest']}`)"
+            text += f" ({md_code(eng['image_digest'])})"
     return text
 
 
 def server_facts(record: Record) -> str:
-    m = record.markers
+    m = escaped(record.markers)
     parts = []
     if m.get("attention_backend"):
         backend = f"attention backend {m['attention_backend']}"
@@ -110,7 +113,8 @@ def server_facts(record: Record) -> str:
         if isinstance(m.get("kv_cache_gib"), int | float):
             kv += f" ({m['kv_cache_gib']:,.2f} GiB)"
         parts.append(kv)
-    if isinstance(m.get("max_concurrency"), int | float) and m.get("max_concurrency_tokens"):
+    if isinstance(m.get("max_concurrency"), int | float) and isinstance(
+            m.get("max_concurrency_tokens"), int | float):
         parts.append(
             f"maximum concurrency {m['max_concurrency']:,.2f}× at "
             f"{m['max_concurrency_tokens']:,} tokens per request"
@@ -181,8 +185,8 @@ def _shown_common(record: Record) -> dict[str, Any]:
         "record_path": record_rel_path(record),
         "blocks_short": record.blocks_hash.split(":", 1)[-1][:8],
         "pipeline_check": pipeline_check(record),
-        "gpu_before": describe_state(record.gpu_state.get("before"), "before the run"),
-        "gpu_after": describe_state(record.gpu_state.get("after"), "after the clients"),
+        "gpu_before": describe_state(escaped(record.gpu_state.get("before")), "before the run"),
+        "gpu_after": describe_state(escaped(record.gpu_state.get("after")), "after the clients"),
         "cpu_only": bool(record.host.get("cpu_only")),
     }
 
@@ -215,7 +219,7 @@ def quality_table(record: Record, client_name: str | None) -> dict[str, Any]:
                 if metric.endswith("_stderr"):
                     continue
                 err = values.get(f"{metric}_stderr,{flt}" if flt else f"{metric}_stderr")
-                rows.append([cell(task), cell(metric), cell(flt or DASH),
+                rows.append([cell(md_text(task)), cell(md_text(metric)), cell(md_text(flt or DASH)),
                              fmt(values[key], "{:.4f}"), fmt(err, "{:.4f}")])
     shown["rows"] = rows
     return shown
@@ -225,7 +229,7 @@ def headline(record: Record) -> str:
     if not record.ok:
         msg = record.message or ""
         msg = msg if len(msg) <= 80 else msg[:77] + "..."
-        return cell(f"failed at `{record.failed_step}`: {msg}")
+        return cell(f"failed at {md_code(record.failed_step)}: {md_text(msg)}")
     best: tuple[float, str, str] | None = None
     for client in record.clients:
         if client.kind != "serving":
@@ -233,8 +237,9 @@ def headline(record: Record) -> str:
         for p in client.points:
             v = p.metrics.get("output_throughput")
             if isinstance(v, int | float) and (best is None or v > best[0]):
-                where = f" at {client.sweep_var}={p.value}" if client.sweep_var else ""
-                best = (v, client.name, where)
+                where = (f" at {md_text(client.sweep_var)}={md_text(p.value)}"
+                         if client.sweep_var else "")
+                best = (v, md_text(client.name), where)
     if best is None:
         return "ok"
     return cell(f"best output {best[0]:,.1f} tok/s ({best[1]}{best[2]})")
@@ -293,7 +298,7 @@ def render_region(
     }
     if region.view == "history":
         rows = [
-            [_date(r.started_at), f"`{r.run_id}`", r.status, cell(engine_text(r)),
+            [_date(r.started_at), md_code(r.run_id), r.status, cell(engine_text(r)),
              cell(hardware(r)), headline(r)]
             for r in reversed(records)
         ]
@@ -311,9 +316,9 @@ def render_region(
             ctx["failed"] = {
                 "date": _date(latest.started_at),
                 "record_path": record_rel_path(latest),
-                "step": latest.failed_step,
-                "message": " ".join((better_message(
-                    latest.message, latest.server.get("log_tail") or ()) or "no message").split()),
+                "step": md_code(latest.failed_step),
+                "message": md_text(better_message(
+                    latest.message, latest.server.get("log_tail") or ()) or "no message"),
             }
         if ok is not None:
             if region.view == "quality":

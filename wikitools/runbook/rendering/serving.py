@@ -18,6 +18,7 @@ from wikitools.runbook.rendering.charts import (
     render_chart,
     render_heat,
 )
+from wikitools.runbook.rendering.escape import md_text
 
 DASH = "–"
 MIN_SAMPLE_S = 10.0  # a benchmark run shorter than this measures start-up and tail effects
@@ -70,8 +71,8 @@ def with_spread(spread: Spread | None, pattern: str) -> str:
 
 def _label(client: ClientResult, point: Point) -> list[str]:
     if client.grid:
-        return [cell(point.coord(v) or DASH) for v in client.sweep_vars]
-    return [cell(point.value if point.value is not None else DASH)]
+        return [cell(md_text(point.coord(v) or DASH)) for v in client.sweep_vars]
+    return [cell(md_text(point.value if point.value is not None else DASH))]
 
 
 def _status_cell(point: Point) -> str:
@@ -282,7 +283,7 @@ def tradeoff(entries: Sequence[tuple[str, Record, ClientResult]]) -> dict[str, A
             per_user, per_gpu = 1000.0 / tpot, tput / gpus
             pts.append(XY(per_user, per_gpu, label=f"{client.sweep_var}={point.value}"
                           if client.sweep_var else ""))
-            rows.append([cell(name), str(gpus), cell(point.value or DASH),
+            rows.append([cell(md_text(name)), str(gpus), cell(md_text(point.value or DASH)),
                          f"{per_user:,.1f}", f"{per_gpu:,.1f}"])
         series.append(Series(label, tuple(pts)))
     var = next((c.sweep_var for _, _, c in entries if c.sweep_var), None) or "point"

@@ -17,6 +17,7 @@ from wikitools.pages import Page
 from wikitools.runbook.blocks.model import Runbook, RunbookSet
 from wikitools.runbook.engines import catalog as engines
 from wikitools.runbook.records.record import Record, RecordError, load_records
+from wikitools.runbook.rendering.escape import jinja_inert
 from wikitools.runbook.rendering.render import record_archs
 
 HOME_ARCH = "sm120"  # the cards this wiki is about
@@ -104,7 +105,7 @@ def render_partial(per_page: Mapping[str, list[Measured]], docs_dir: str) -> str
         src = path.removeprefix(prefix)
         lines.append(f'{{%- {keyword} src == "{src}" %}}')
         lines.append(f'<span class="wiki-measured-badge wiki-measured-badge--{state}">'
-                     f"{escape(text)}</span>")
+                     f"{jinja_inert(escape(text))}</span>")
         keyword = "elif"
     if keyword == "elif":
         lines.append("{%- endif %}")
