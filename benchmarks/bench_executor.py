@@ -127,9 +127,9 @@ def page_text(rid: str, serve: str, bench: str, gpus: int, env: str, ready_timeo
     env_attr = f' env="{env}"' if env else ""
     return (
         f"---\ntitle: Executor benchmark {rid}\nstatus: experimental\n---\n\n# {rid}\n\n"
-        f"```{{ .bash #{rid} .runbook-server engine=vllm gpus={gpus} "
+        f"```bash {{ #{rid} .runbook-server engine=vllm gpus={gpus} "
         f"ready_timeout={ready_timeout}{env_attr} }}\n{serve}\n```\n\n"
-        f"```{{ .bash .runbook-client for={rid} name=bench kind=serving timeout=1800 }}\n"
+        f"```bash {{ .runbook-client for={rid} name=bench kind=serving timeout=1800 }}\n"
         f"{bench}\n```\n\n"
         f"<!-- wiki:results runbook={rid} view=serving client=bench -->\n<!-- wiki:end -->\n\n"
         f"<!-- wiki:results runbook={rid} view=history -->\n<!-- wiki:end -->\n"

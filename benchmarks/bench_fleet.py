@@ -45,12 +45,12 @@ status: experimental
 
 """
 
-BLOCK = """```{{ .bash #{id} .runbook-server engine=vllm gpus=1 arch={arch} ready_timeout=60 \
+BLOCK = """```bash {{ #{id} .runbook-server engine=vllm gpus=1 arch={arch} ready_timeout=60 \
 stop_timeout=5 }}
 vllm serve fake-model --port 8000 --delay 0.2 --unhealthy 0.1
 ```
 
-```{{ .bash .runbook-client for={id} name=bench kind=serving timeout=120 }}
+```bash {{ .runbook-client for={id} name=bench kind=serving timeout=120 }}
 vllm bench serve --model fake-model --num-prompts 4 --max-concurrency 1 --sleep {sleep}
 ```
 

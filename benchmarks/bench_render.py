@@ -38,19 +38,19 @@ title: Render benchmark
 
 # Render benchmark
 
-```{ .bash #bench-a .runbook-server engine=vllm gpus=1 }
+```bash { #bench-a .runbook-server engine=vllm gpus=1 }
 vllm serve m --tensor-parallel-size 1
 ```
 
-```{ .bash .runbook-client for=bench-a name=throughput sweep="CONCURRENCY=1,8,32" }
+```bash { .runbook-client for=bench-a name=throughput sweep="CONCURRENCY=1,8,32" }
 vllm bench serve --model m --max-concurrency "${CONCURRENCY:-8}"
 ```
 
-```{ .bash #bench-b .runbook-server engine=vllm gpus=2 }
+```bash { #bench-b .runbook-server engine=vllm gpus=2 }
 vllm serve m --tensor-parallel-size 2
 ```
 
-```{ .bash .runbook-client for=bench-b name=throughput sweep="CONCURRENCY=1,8,32" }
+```bash { .runbook-client for=bench-b name=throughput sweep="CONCURRENCY=1,8,32" }
 vllm bench serve --model m --max-concurrency "${CONCURRENCY:-8}"
 ```
 

@@ -1,7 +1,9 @@
-"""Start-up shared by the scripts: use the `wikitools` of this checkout (installed or not), run
-one `wiki` subcommand on this repository unless `--root` says otherwise. When the running Python
-lacks the dependencies, the scripts run again under the checkout's `.venv` (made by `make site`),
-or say how to install them."""
+"""Start-up shared by the scripts: use the `wikitools` of this checkout (installed or not) and run
+one `wiki` subcommand on the wiki around the working directory, found exactly as `wiki` finds it
+(the nearest folder holding wiki.yml or mkdocs.yml, else the top of the git repository), or on
+`--root DIR`. Never on the repository the script lives in unless the working directory lies in
+it. When the running Python lacks the dependencies, the scripts run again under the checkout's
+`.venv` (made by `make site`), or say how to install them."""
 
 from __future__ import annotations
 
@@ -36,6 +38,4 @@ def run(command: str, argv: list[str]) -> int:
         return 2
     from wikitools.cli import main
 
-    if not any(a == "--root" or a.startswith("--root=") for a in argv):
-        argv = ["--root", str(REPO), *argv]
     return main([command, *argv])

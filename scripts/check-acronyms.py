@@ -2,7 +2,8 @@
 """Check that every glossary acronym is expanded on first use in each wiki page.
 
 Same as `wiki acronyms`; run `python scripts/check-acronyms.py --help` for the options.
-Without --root it checks the repository this script belongs to.
+Without --root it works on the wiki around the current directory (the nearest folder with
+wiki.yml or mkdocs.yml, else the git top), as `wiki` does.
 """
 
 import sys

@@ -2,7 +2,8 @@
 """Write INDEX.md, the catalog of every wiki page (same as `wiki index`).
 
 Usage: python scripts/generate-wiki-index.py [--check [--diff]] [--stdout] [--root DIR]
-Without --root it indexes the repository this script belongs to.
+Without --root it works on the wiki around the current directory (the nearest folder with
+wiki.yml or mkdocs.yml, else the git top), as `wiki` does.
 """
 
 import sys

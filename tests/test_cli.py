@@ -52,7 +52,7 @@ def test_scripts_run_again_under_the_checkout_venv_when_dependencies_are_missing
     # -S hides site-packages, as a system Python without the dependencies would.
     out = subprocess.run(
         [sys.executable, "-S", str(REPO / "scripts" / "generate-wiki-index.py"), "--check"],
-        capture_output=True, text=True, check=False,
+        capture_output=True, text=True, check=False, cwd=REPO,
     )
     assert out.returncode == 0, out.stderr
     assert "INDEX.md is up to date" in out.stderr + out.stdout

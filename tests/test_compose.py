@@ -89,7 +89,7 @@ def test_compose_up_reads_the_service_from_the_file() -> None:
     missing = parse_server_command("docker compose -f other.yaml up -d", files=files)
     assert missing.engine is None
     assert missing.problems == ("docker compose up needs its compose file (other.yaml) on the "
-                                "page, in a block marked `{ .yaml .runbook-file for=ID path=… }`",)
+                                "page, in a block marked `yaml { .runbook-file for=ID path=… }`",)
 
 
 def test_docker_run_options_the_executor_needs() -> None:

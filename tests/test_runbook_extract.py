@@ -69,7 +69,7 @@ EXPECTED_BAD = [
     "'gpus'?",
     "wiki/errors.md:20:1: RB007 error: server command not understood: docker compose up needs "
     "its compose file (compose.yaml) on the page, in a block marked "
-    "`{ .yaml .runbook-file for=ID path=… }`",
+    "`yaml { .runbook-file for=ID path=… }`",
     "wiki/errors.md:23:38: RB010 error: engine=sglang but the command starts vllm (vllm serve)",
     "wiki/errors.md:27:28: RB002 error: for=mismatc names no runbook; did you mean 'mismatch'?",
     "wiki/errors.md:35:41: RB008 error: duplicate client name 'a' in runbook 'mismatch' (first at "
@@ -153,9 +153,9 @@ def test_scan_suggests_brace_form() -> None:
     found = [s.format() for s in scan_pages(pages_of(GOOD), runbooks.ids())]
     assert found == [
         "wiki/models/gpt-oss-120b.md:31:1: server (vllm, openai/gpt-oss-20b); mark it: "
-        "```{ .bash #gpt-oss-20b .runbook-server engine=vllm gpus=1 }",
+        "```bash { #gpt-oss-20b .runbook-server engine=vllm gpus=1 }",
         "wiki/models/qwen35-397b.md:24:1: client (python -m sglang.bench_serving); mark it: "
-        "```{ .bash .runbook-client for=qwen35-397b-nvfp4-tp4 kind=serving }",
+        "```bash { .runbook-client for=qwen35-397b-nvfp4-tp4 kind=serving }",
     ]
 
 
@@ -164,8 +164,8 @@ def test_scan_suggested_ids_are_unique_and_include_parallel_sizes() -> None:
                       "```\nvllm serve org/big-model -tp 4 -pp 2\n```\n\n"
                       "```text\nvllm serve not/shell\n```\n", "p.md")
     assert [s.fence for s in scan_pages([page])] == [
-        "```{ .bash #big-model-tp4-pp2 .runbook-server engine=vllm gpus=8 }",
-        "```{ .bash #big-model-tp4-pp2-2 .runbook-server engine=vllm gpus=8 }",
+        "```bash { #big-model-tp4-pp2 .runbook-server engine=vllm gpus=8 }",
+        "```bash { #big-model-tp4-pp2-2 .runbook-server engine=vllm gpus=8 }",
     ]
 
 
@@ -240,7 +240,7 @@ def test_cli_scan_paths(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["runbook", "scan", "--root", str(GOOD), str(page)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out == ["wiki/models/qwen35-397b.md:24:1: client (python -m sglang.bench_serving); "
-                   "mark it: ```{ .bash .runbook-client for=qwen35-397b-nvfp4-tp4 kind=serving }"]
+                   "mark it: ```bash { .runbook-client for=qwen35-397b-nvfp4-tp4 kind=serving }"]
 
 
 def test_load_runbooks_uses_config(tmp_path: Path) -> None:

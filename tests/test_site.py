@@ -37,6 +37,7 @@ CDN_HOSTS = re.compile(
 )
 LEAKS = (
     "{ .bash",
+    "bash {",
     "{.bash",
     ".runbook-server",
     ".runbook-client",
@@ -88,7 +89,7 @@ status: experimental
 
 The {term} term gets a tooltip.
 
-```{{ .bash #site-selftest-rb .runbook-server engine=vllm gpus=2 arch=sm120 min_mem_gib=90 }}
+```bash {{ #site-selftest-rb .runbook-server engine=vllm gpus=2 arch=sm120 min_mem_gib=90 }}
 NCCL_P2P_DISABLE=1 vllm serve openai/gpt-oss-120b \\
   --tensor-parallel-size 2 --port 8000
 ```
@@ -271,6 +272,8 @@ def _runbook_blocks(out: str) -> list[re.Match[str]]:
 
 
 def test_runbook_blocks_render_as_code(built: tuple[Path, Path]) -> None:
+    """The server block is written `bash { … }` (the canonical form), the client block in the
+    older `{ .bash … }` form: both render as highlighted bash with their id and classes."""
     _, site = built
     out = _page_html(site, f"{SELFTEST}.md").read_text(encoding="utf-8")
     blocks = _runbook_blocks(out)
@@ -311,7 +314,7 @@ def test_runbook_blocks_on_real_pages(built: tuple[Path, Path]) -> None:
         ]
         out_path = _page_html(site, src)
         visible = _parse(out_path).text
-        for leak in ("{ .bash", "runbook-server engine=", ".runbook-client for="):
+        for leak in ("{ .bash", "bash {", "runbook-server engine=", ".runbook-client for="):
             assert leak not in visible, f"{src}: fence attributes leak into the page: {leak!r}"
         got = [b.group("kind") for b in _runbook_blocks(out_path.read_text(encoding="utf-8"))]
         assert got == expected, f"{src}: runbook blocks {expected} rendered as {got}"

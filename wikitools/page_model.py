@@ -13,14 +13,15 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9(\"'`*])")
 
 @dataclass(frozen=True, slots=True)
 class FenceAttrs:
-    """Attributes of a fence info string. `{ .bash #id .cls key=val }` is the brace form;
-    `bash` alone sets only `lang`."""
+    """Attributes of a fence info string. `bash { #id .cls key=val }` is the brace form
+    (`lang_first`; the older `{ .bash #id … }` is read too); `bash` alone sets only `lang`."""
 
     lang: str | None = None
     id: str | None = None
     classes: tuple[str, ...] = ()
     options: tuple[tuple[str, str, int], ...] = ()  # (key, value, column of key in the line)
     brace: bool = False
+    lang_first: bool = False  # `bash { … }`, not the older `{ .bash … }`
     error: str | None = None  # a malformed brace form, e.g. an unclosed quote
 
     def get(self, key: str, default: str | None = None) -> str | None:

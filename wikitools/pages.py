@@ -16,6 +16,7 @@ from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
 from wikitools.diagnostics import Diagnostic, Severity, yaml_problem
+from wikitools.fences import parse_fence_info
 from wikitools.page_model import (
     Cell,
     CodeBlock,
@@ -221,53 +222,6 @@ def _add_container_title(page: Page, original: str, removed: int, number: int, r
     if title and title.group(1).strip():
         col = original.index('"', removed) + 2
         page.spans.append(TextSpan(title.group(1), number, col, "admonition_title"))
-
-
-# --------------------------------------------------------------------------- attributes
-
-_ATTR_TOKEN = re.compile(
-    r"""\s*(?:(?P<id>\#[^\s}]+)|(?P<cls>\.[^\s}]+)|(?P<key>[A-Za-z_][\w:.-]*)\s*=\s*"""
-    r"""(?:"(?P<dq>[^"]*)"|'(?P<sq>[^']*)'|(?P<bare>[^\s}"']+)))"""
-)
-
-
-def parse_fence_info(info: str, info_col: int = 1) -> FenceAttrs:
-    """Parse a fence info string. `info_col` is the column of `info[0]` in the source line,
-    so that option columns point into the file."""
-    stripped = info.strip()
-    lead = len(info) - len(info.lstrip())
-    if not stripped.startswith("{"):
-        return FenceAttrs(lang=stripped.split()[0] if stripped else None)
-    close = stripped.rfind("}")
-    if close == -1:
-        return FenceAttrs(brace=True, error="attribute list opened with '{' is never closed")
-    inner = stripped[1:close]
-    base = info_col + lead + 1
-    pos = 0
-    classes: list[str] = []
-    options: list[tuple[str, str, int]] = []
-    ident: str | None = None
-    while pos < len(inner):
-        if not inner[pos:].strip():
-            break
-        m = _ATTR_TOKEN.match(inner, pos)
-        if not m:
-            bad = pos + len(inner[pos:]) - len(inner[pos:].lstrip())
-            return FenceAttrs(
-                brace=True, error=f"cannot read attribute at column {base + bad}: {inner[bad:]!r}"
-            )
-        if m["id"]:
-            ident = m["id"][1:]
-        elif m["cls"]:
-            classes.append(m["cls"][1:])
-        else:
-            value = next(v for v in (m["dq"], m["sq"], m["bare"]) if v is not None)
-            options.append((m["key"], value, base + m.start("key")))
-        pos = m.end()
-    lang = classes[0] if classes else None
-    return FenceAttrs(
-        lang=lang, id=ident, classes=tuple(classes), options=tuple(options), brace=True
-    )
 
 
 # --------------------------------------------------------------------------- token walk

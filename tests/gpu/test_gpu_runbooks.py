@@ -49,9 +49,9 @@ def _page(rid: str, *, arch: str, gpus: int, tp: int, port: int, util: float = 0
     bench = BENCH.format(model=MODEL)
     return (
         f"# {rid}\n\n"
-        f"```{{ .bash #{rid} .runbook-server engine=vllm gpus={gpus} arch={arch} "
+        f"```bash {{ #{rid} .runbook-server engine=vllm gpus={gpus} arch={arch} "
         f"ready_timeout=300 }}\n{serve}\n```\n\n"
-        f'```{{ .bash .runbook-client for={rid} name=throughput sweep="CONCURRENCY=1,4" '
+        f'```bash {{ .runbook-client for={rid} name=throughput sweep="CONCURRENCY=1,4" '
         f"timeout=300 }}\n{bench}\n```\n\n"
         f"<!-- wiki:results runbook={rid} view=serving client=throughput -->\n"
         "<!-- wiki:end -->\n"

@@ -13,8 +13,8 @@ from wikitools.config import load_config, load_pages
 from wikitools.diagnostics import Diagnostic, Severity, sort_diagnostics, summary
 from wikitools.errors import UsageError
 from wikitools.fsio import write_if_changed
-from wikitools.pages import Page, read_page
-from wikitools.runbook.blocks.adopt import adopt_page
+from wikitools.pages import Page, parse_page, read_page
+from wikitools.runbook.blocks.adopt import adopt_page, modernise_fences
 from wikitools.runbook.blocks.extract import load_runbooks
 from wikitools.runbook.blocks.model import Runbook
 from wikitools.runbook.blocks.scan import Suggestion, scan_pages
@@ -61,8 +61,9 @@ def add_parsers(sub: Any) -> None:
                        "runbook form",
                        description="Find un-annotated code blocks that start an engine (shell "
                        "blocks, and compose files in YAML blocks) or a benchmark client, and print "
-                       "the brace form that makes each one a runbook block. --write marks them "
-                       "in place (only the opening fence line changes); --check reports what "
+                       "the attribute list that makes each one a runbook block. --write marks them "
+                       "in place (only the opening fence line changes) and rewrites runbook fences "
+                       "of the older `{ .bash … }` form as `bash { … }`; --check reports what "
                        "--write would change and exits 1.")
     p.add_argument("paths", nargs="*", type=Path, help="pages or folders (default: the wiki)")
     mode = p.add_mutually_exclusive_group()
@@ -239,21 +240,26 @@ def _adopt(args: argparse.Namespace, pages: list[Page], every_page: list[Page],
     changed: list[str] = []
     skipped: list[Diagnostic] = []
     for page in pages:
+        text, modernised = modernise_fences(page)
+        verb = "would rewrite" if args.check else "rewrote"
+        for line in modernised:
+            print(f"{page.path}:{line}:1: {verb} the fence as `LANG {{ … }}`")
+        converted += len(modernised)
         mine = [s for s in found if s.path == page.path]
-        if not mine:
+        if mine:
+            others = [p for p in every_page if p.path != page.path]
+            result = adopt_page(parse_page(text, page.path), mine, others)
+            skipped += result.skipped
+            text = result.text
+            converted += len(result.converted)
+            verb = "would mark" if args.check else "marked"
+            for s in result.converted:
+                print(f"{s.path}:{s.line}:{s.col}: {verb} {s.role} block: {s.fence}")
+        if text == page.text:
             continue
-        others = [p for p in every_page if p.path != page.path]
-        result = adopt_page(page, mine, others)
-        skipped += result.skipped
-        if not result.converted:
-            continue
-        converted += len(result.converted)
         changed.append(page.path)
-        verb = "would mark" if args.check else "marked"
-        for s in result.converted:
-            print(f"{s.path}:{s.line}:{s.col}: {verb} {s.role} block: {s.fence}")
         if args.write:
-            write_if_changed(root / page.path, result.text)
+            write_if_changed(root / page.path, text)
     for d in sort_diagnostics(skipped):
         print(d.format())
     pages_n = len(changed)

@@ -1,7 +1,8 @@
 """`wiki runbook scan --write`: turn plain launcher blocks into runbook blocks in place. Only the
-opening fence line changes (its info string becomes the brace form `scan` suggests); the command
-inside is left exactly as it was. A conversion that would not give a valid runbook block is not
-made; the reason is reported instead."""
+opening fence line changes (its info string becomes the attribute list `scan` suggests); the
+command inside is left exactly as it was. Runbook fences in the older `{ .bash … }` form get the
+canonical `bash { … }` form the same way. A conversion that would not give a valid runbook block
+is not made; the reason is reported instead."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from wikitools.diagnostics import Diagnostic, Severity
+from wikitools.fences import modernise_info
 from wikitools.pages import Page, parse_page
-from wikitools.runbook.blocks.extract import extract_runbooks
+from wikitools.runbook.blocks.extract import extract_runbooks, is_runbook_block
 from wikitools.runbook.blocks.scan import Suggestion
 
 _FENCE = re.compile(r"^(?P<indent>[ \t>]*)(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
@@ -71,3 +73,20 @@ def adopt_page(page: Page, suggestions: Sequence[Suggestion],
 
 def _block_lines(s: Suggestion) -> set[int]:
     return set(range(s.line, s.end_line + 1))
+
+
+def modernise_fences(page: Page) -> tuple[str, tuple[int, ...]]:
+    """The page with each runbook fence in the older `{ .bash … }` form rewritten as
+    `bash { … }` (same attributes, same block hash), and the lines that changed."""
+    lines = page.text.split("\n")
+    changed: list[int] = []
+    for block in page.code_blocks:
+        if not (block.fenced and is_runbook_block(block)) or block.attrs.lang_first:
+            continue
+        m = _FENCE.match(lines[block.line - 1])
+        new = modernise_info(m["info"]) if m else None
+        if m is None or new is None:
+            continue
+        lines[block.line - 1] = m["indent"] + m["fence"] + new
+        changed.append(block.line)
+    return "\n".join(lines), tuple(changed)

@@ -1,6 +1,7 @@
-"""Runbook blocks from parsed pages: `{ .bash #id .runbook-server … }`,
-`{ .bash .runbook-client for=id … }` and `{ .yaml .runbook-file for=id path=… }` (a file the
-server needs, such as its compose file) fences, validated with located RB diagnostics."""
+"""Runbook blocks from parsed pages: `bash { #id .runbook-server … }`,
+`bash { .runbook-client for=id … }` and `yaml { .runbook-file for=id path=… }` (a file the
+server needs, such as its compose file) fences (the older `{ .bash … }` form is read too),
+validated with located RB diagnostics."""
 
 from __future__ import annotations
 

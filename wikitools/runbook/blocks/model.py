@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from wikitools.diagnostics import did_you_mean
 from wikitools.errors import UsageError
+from wikitools.fences import block_hash_info
 from wikitools.runbook.engines.types import ClientCommand, EngineCommand, Env
 
 
@@ -86,7 +87,7 @@ class FileBlock:
 def _blocks_digest(blocks: list[tuple[str, str]]) -> str:
     h = hashlib.sha256()
     for info, content in blocks:
-        h.update(info.strip().encode("utf-8"))
+        h.update(block_hash_info(info).encode("utf-8"))
         h.update(b"\n")
         h.update(content.encode("utf-8"))
         h.update(b"\0")
@@ -107,9 +108,9 @@ class Runbook:
 
     @property
     def blocks_hash(self) -> str:
-        """"sha256:<hex>" over each block's info string (stripped) + "\\n" + content + NUL,
-        server first, then clients in page order, then file blocks in page order. Any edit to a
-        command, a file or an attribute changes it."""
+        """"sha256:<hex>" over each block's info string (`block_hash_info`, alike for both fence
+        forms) + "\\n" + content + NUL, server first, then clients in page order, then file
+        blocks in page order. Any edit to a command, a file or an attribute changes it."""
         blocks = [(self.server.info, self.server.content)]
         blocks += [(c.info, c.content) for c in sorted(self.clients, key=lambda c: c.line)]
         blocks += [(f.info, f.content) for f in sorted(self.files, key=lambda f: f.line)]

@@ -1,7 +1,8 @@
 """`wiki runbook scan`: plain blocks that hold an engine launcher or a client command and could
-become runbook blocks; each finding suggests the brace form. Shell blocks are read as shell
-(docker run, docker exec, wrappers, here-documents); YAML blocks with `services:` as compose
-files. A `docker compose … up` block reads the compose file shown before it on the page."""
+become runbook blocks; each finding suggests the attribute list (`bash { #id .runbook-server
+… }`). Shell blocks are read as shell (docker run, docker exec, wrappers, here-documents); YAML
+blocks with `services:` as compose files. A `docker compose … up` block reads the compose file
+shown before it on the page."""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ class Suggestion:
     col: int
     role: str  # server | client | file (a compose file the server block runs)
     summary: str  # what was understood
-    brace: str  # the suggested info string, `{ .bash #id .runbook-server … }`
+    brace: str  # the suggested info string, `bash { #id .runbook-server … }`
     runbook: str  # the runbook id the block would belong to
     end_line: int = 0  # the block's last line (its closing fence)
     source_line: int = 0  # the block holding the launcher (a compose file for `up` blocks)
@@ -118,7 +119,7 @@ def scan_pages(pages: Iterable[Page], taken: Iterable[str] = ()) -> list[Suggest
                 compose = (block, cmd, rid)
                 pending_file = Suggestion(
                     page.path, block.line, block.col, "file", _describe(cmd),
-                    f"{{ .yaml .runbook-file for={rid} path={DEFAULT_FILES[0]} }}", rid,
+                    f"yaml {{ .runbook-file for={rid} path={DEFAULT_FILES[0]} }}", rid,
                     block.end_line, block.line, cmd)
                 out.append(pending_file)
                 continue
@@ -145,14 +146,14 @@ def scan_pages(pages: Iterable[Page], taken: Iterable[str] = ()) -> list[Suggest
                 attrs = f"engine={found.engine} gpus={_gpus(found)}"
                 out.append(Suggestion(
                     page.path, block.line, block.col, "server", _describe(found),
-                    f"{{ .bash #{rid} .runbook-server {attrs} }}", rid, block.end_line, source,
+                    f"bash {{ #{rid} .runbook-server {attrs} }}", rid, block.end_line, source,
                     found))
             else:
                 target = current or "RUNBOOK-ID"
                 kind = found.default_kind or "smoke"
                 out.append(Suggestion(
                     page.path, block.line, block.col, "client", f"({found.launcher})",
-                    f"{{ .bash .runbook-client for={target} kind={kind} }}", target,
+                    f"bash {{ .runbook-client for={target} kind={kind} }}", target,
                     block.end_line, block.line, found))
     return out
 

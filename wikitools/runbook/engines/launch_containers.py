@@ -179,7 +179,7 @@ def compose_up(call: ComposeCall, scope: Scope, depth: int, env: list[tuple[str,
     if path is None or text is None:
         problem = (f"{spelling} {call.subcommand} needs its compose file "
                    f"({', '.join(call.files) or 'compose.yaml'}) on the page, in a block "
-                   "marked `{ .yaml .runbook-file for=ID path=… }`")
+                   "marked `yaml { .runbook-file for=ID path=… }`")
         return Found(kind="none", argv=[], words=None, start=0, compose_problem=problem)
     try:
         compose = parse_compose(text)
