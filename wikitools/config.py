@@ -227,8 +227,10 @@ _KNOWN = frozenset({"docs_dir", "glossary", "index", "statuses", "exclude"})
 def _read_yaml(path: Path) -> dict[str, Any]:
     import yaml  # here, not at the top: a warm run takes wiki.yml from the memo
 
+    from wikitools.yamlload import load_yaml
+
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = load_yaml(path.read_text(encoding="utf-8"), yaml.SafeLoader)
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path.name}: not valid UTF-8 ({exc.reason})") from None
     except yaml.YAMLError as exc:
@@ -249,12 +251,14 @@ def _mkdocs_docs_dir(root: Path) -> str | None:
         return None
     import yaml
 
+    from wikitools.yamlload import load_yaml
+
     class _MkDocsLoader(yaml.SafeLoader):
         """mkdocs.yml may hold `!!python/name:` and `!ENV` tags; only `docs_dir` is read."""
 
     _MkDocsLoader.add_multi_constructor("", lambda _loader, _suffix, _node: None)
     try:
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_MkDocsLoader)
+        data = load_yaml(path.read_text(encoding="utf-8"), _MkDocsLoader)
     except (yaml.YAMLError, UnicodeDecodeError, OSError):
         return None
     value = data.get("docs_dir", "docs") if isinstance(data, dict) else None

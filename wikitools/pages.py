@@ -29,6 +29,7 @@ from wikitools.page_model import (
     Table,
     TextSpan,
 )
+from wikitools.yamlload import load_yaml
 
 __all__ = [
     "Cell",
@@ -48,7 +49,6 @@ __all__ = [
 
 # libyaml's loader when present: front matter is parsed once per page, and the pure-Python
 # loader costs about a millisecond each (seconds on a large wiki).
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _MD = MarkdownIt("commonmark", {"html": True}).enable("table")
 
 # Material containers whose bodies are indented by four spaces: admonitions, collapsible
@@ -156,12 +156,12 @@ def _take_front_matter(page: Page, lines: list[str]) -> list[str]:
         return list(lines)
     source = "\n".join(lines[1:end])
     try:
-        data = yaml.load(source, Loader=_YAML_LOADER) if source.strip() else {}
+        data = load_yaml(source) if source.strip() else {}
     except yaml.YAMLError:
         data = None
     if data is None and source.strip():
         try:  # the pure-Python loader words its errors the same on every machine
-            data = yaml.safe_load(source)
+            data = load_yaml(source, yaml.SafeLoader)
         except yaml.YAMLError as exc:
             data = _yaml_problem(page, exc)
     if data is None:

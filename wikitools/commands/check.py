@@ -81,7 +81,7 @@ def check_runbooks(config: WikiConfig, pages: tuple[Page, ...]) -> list[Diagnost
     from wikitools.runbook.blocks.extract import extract_runbooks
     from wikitools.runbook.rendering.render import check_regions
 
-    runbooks, diags = extract_runbooks(pages)
+    runbooks, diags = extract_runbooks(pages, config.root)
     return [*diags, *check_regions(pages, config.root, runbooks)]
 
 

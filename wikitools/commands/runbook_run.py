@@ -224,7 +224,7 @@ def run_render(args: argparse.Namespace) -> int:
     config = load_config(args.root)
     root = config.root
     all_pages = load_pages(config)
-    runbooks, _ = extract_runbooks(all_pages)
+    runbooks, _ = extract_runbooks(all_pages, root)
     if args.paths:
         pages = []
         for p in args.paths:

@@ -101,7 +101,7 @@ def prepare(
         raise UsageError(f"--repeats {options.repeats}: expected 1-100")
     config = load_config(root)
     pages = load_pages(config)
-    runbooks, diags = extract_runbooks(pages)
+    runbooks, diags = extract_runbooks(pages, config.root)
     if not selector.strip("#").strip():
         raise UsageError("name a runbook: ID or path/to/page.md#ID")
     runbook = runbooks.get(selector)

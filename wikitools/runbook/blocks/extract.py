@@ -5,7 +5,9 @@ validated with located RB diagnostics."""
 
 from __future__ import annotations
 
+import math
 import re
+import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -296,14 +298,59 @@ def _client(ctx: _Ctx) -> _PendingClient | None:
                           timeout, sweep)
 
 
-def extract_runbooks(pages: Iterable[Page]) -> tuple[RunbookSet, list[Diagnostic]]:
-    """Every runbook of the wiki and the RB diagnostics of all runbook blocks."""
+def _server_ids(pages: list[Page]) -> dict[str, list[tuple[Page, int]]]:
+    """Each id of a server block and where it stands (page, line), in page order."""
+    out: dict[str, list[tuple[Page, int]]] = {}
+    for page in pages:
+        for block in page.code_blocks:
+            if is_runbook_block(block) and not block.attrs.error and block.attrs.id and \
+                    SERVER_CLASS in block.attrs.classes:
+                out.setdefault(block.attrs.id, []).append((page, block.line))
+    return out
+
+
+def _introduced(root: Path, path: str, rid: str) -> float:
+    """When git first saw `#rid` in the page (commit time); infinity when it never did (a copy
+    not yet committed) or the wiki is not in a git repository."""
+    try:
+        proc = subprocess.run(
+            ["git", "-C", str(root), "log", "--format=%ct", "--reverse", "-S", f"#{rid}",
+             "--", path], capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return math.inf
+    first = proc.stdout.split()
+    return float(first[0]) if proc.returncode == 0 and first else math.inf
+
+
+def _originals(pages: list[Page], root: Path | None) -> dict[str, tuple[str, int]]:
+    """For each id that several server blocks share: where the original stands (page path,
+    line). The original is the block git saw first; a block git has not seen is a copy; without
+    git history to tell, the first in page order."""
+    out = {}
+    for rid, places in _server_ids(pages).items():
+        if len(places) < 2:
+            continue
+        def age(place: tuple[Page, int], rid: str = rid) -> tuple[float, str, int]:
+            when = _introduced(root, place[0].path, rid) if root is not None else math.inf
+            return (when, place[0].path, place[1])
+        page, line = min(places, key=age)
+        out[rid] = (page.path, line)
+    return out
+
+
+def extract_runbooks(pages: Iterable[Page], root: Path | None = None,
+                     ) -> tuple[RunbookSet, list[Diagnostic]]:
+    """Every runbook of the wiki and the RB diagnostics of all runbook blocks. `root`: the
+    wiki's folder, whose git history tells an original server block from its copy when two
+    share an id (RB001 blames the copy; the id is ambiguous until one is renamed)."""
     diags: list[Diagnostic] = []
     servers: dict[str, ServerBlock] = {}
     first_at: dict[str, str] = {}
     broken: dict[str, str] = {}  # ids of servers that exist but have errors → "path:line"
     pending: list[_PendingClient] = []
     pages = sorted(pages, key=lambda p: p.path)
+    originals = _originals(pages, root)
+    duplicates: dict[str, list[str]] = {rid: [f"{p}:{n}"] for rid, (p, n) in originals.items()}
     files: dict[str, list[tuple[FileBlock, _Ctx]]] = {}
     for page in pages:
         for block in page.code_blocks:
@@ -347,9 +394,12 @@ def extract_runbooks(pages: Iterable[Page]) -> tuple[RunbookSet, list[Diagnostic
                 server = _server(ctx, own)
                 if rid is None:
                     continue
-                if rid in first_at:
+                if rid in originals and originals[rid] != (page.path, block.line):
+                    orig = duplicates[rid][0]
+                    duplicates[rid].append(f"{page.path}:{block.line}")
                     ctx.error("RB001", f"duplicate runbook id '{rid}' (first defined at "
-                              f"{first_at[rid]})", ctx.col_of("#" + rid))
+                              f"{orig}); give this copy an id of its own",
+                              ctx.col_of("#" + rid))
                     continue
                 first_at[rid] = f"{page.path}:{block.line}"
                 if server is None or ctx.failed:
@@ -413,7 +463,9 @@ def extract_runbooks(pages: Iterable[Page]) -> tuple[RunbookSet, list[Diagnostic
                 files=tuple(own_files.get(rid, ())))
         for rid, s in sorted(servers.items(), key=lambda kv: (kv[1].page, kv[1].line))
     )
-    return RunbookSet(runbooks, tuple(sorted(broken.items()))), diags
+    return RunbookSet(runbooks, tuple(sorted(broken.items())),
+                      tuple((rid, tuple(places)) for rid, places in sorted(duplicates.items()))
+                      ), diags
 
 
 def load_runbooks(root: Path) -> tuple[RunbookSet, list[Diagnostic], list[Page]]:
@@ -422,5 +474,5 @@ def load_runbooks(root: Path) -> tuple[RunbookSet, list[Diagnostic], list[Page]]
 
     config = load_config(root)
     pages = load_pages(config)
-    runbooks, diags = extract_runbooks(pages)
+    runbooks, diags = extract_runbooks(pages, config.root)
     return runbooks, diags, pages
