@@ -9,12 +9,15 @@ from typing import Any
 
 import yaml
 
+from wikitools.errors import InputError
+
 LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 MAX_NODES = 100_000  # a compose file or front matter has hundreds
 
 
-class AliasBomb(yaml.YAMLError):
-    """A document whose aliases expand past MAX_NODES values."""
+class AliasBomb(yaml.YAMLError, InputError):
+    """A document whose aliases expand past MAX_NODES values (a YAML error like any other to
+    the readers that locate those)."""
 
     def __init__(self, mark: Any) -> None:
         super().__init__(f"aliases expand past {MAX_NODES:,} values")

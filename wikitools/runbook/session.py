@@ -137,7 +137,8 @@ def run_prepared(
 ) -> RunResult:
     """Hold the runbook and its port (RunLocked when another run has them; what a dead run
     left is stopped first), execute the plan, write the record and (unless options.render is
-    False or preflight refused) re-render the pages holding a results region of this runbook.
+    False) re-render the pages holding a results region of this runbook. A run refused by
+    preflight measured nothing: its record stays in the artifacts folder, never in runbooks/.
     A record that cannot be written is kept in the run's artifacts folder instead, and then no
     page is re-rendered (RunResult.record_error says why)."""
     root, options = prepared.root, prepared.options
@@ -158,6 +159,8 @@ def run_prepared(
     base = RunResult(masked(record), None, (), (), tuple(leftovers), tuple(removed))
     if not options.write:
         return base
+    if record.failed_step == "preflight":  # measured nothing: not history, only a local note
+        return _kept(base, root / prepared.plan.artifacts_dir, None)
     try:
         path = write_record(root, record)
     except RecordError as exc:
@@ -172,9 +175,10 @@ def run_prepared(
                      changed=tuple(regressions(previous, record)))
 
 
-def _kept(base: RunResult, folder: Path, error: str) -> RunResult:
-    """The result of a run whose record could not be written: kept as `record.json` in the
-    artifacts folder (nothing when that fails too: the caller prints the record)."""
+def _kept(base: RunResult, folder: Path, error: str | None) -> RunResult:
+    """The result of a run whose record is not written under runbooks/ (it could not be,
+    `error` says why; or preflight refused the run): kept as `record.json` in the artifacts
+    folder (nothing when that fails too: the caller prints the record)."""
     kept: Path | None = folder / "record.json"
     try:
         folder.mkdir(parents=True, exist_ok=True)

@@ -49,9 +49,10 @@ class SchemaError(InputError):
 @typing.final
 class Shape:
     """What a free-form JSON value may hold. `kind`: "str", "int", "number", "bool", "scalar"
-    (any of those or null), "object" (with `keys`: known keys and their shapes; other keys are
-    any bounded JSON value, so newer writers' additions still read), "map" (any keys, each
-    value `item`), "list" (each item `item`), "json" (any bounded JSON value)."""
+    (any of those or null), "metric" (a scalar or an object of metrics), "object" (with `keys`:
+    known keys and their shapes; other keys are any bounded JSON value, so newer writers'
+    additions still read), "map" (any keys, each value `item`), "list" (each item `item`),
+    "json" (any bounded JSON value)."""
 
     __slots__ = ("high", "item", "keys", "kind", "low", "nullable", "pattern")
 
@@ -101,11 +102,10 @@ SERVER = Shape("object", nullable=False, keys={
     "command": STR, "env": Shape("map", item=STR), "log_tail": Shape("list", item=STR),
     "model": STR, "port": Shape("int", low=0, high=65535), "run_tag": STR,
 })
-# A metric is a number, a string, a flag or null; quality clients nest scores per task.
-METRIC = Shape("scalar")
-METRICS = Shape("map", nullable=False, item=METRIC, keys={
-    "tasks": Shape("map", item=Shape("map", nullable=False, item=SCALAR)),
-})
+# A metric is a number, a string, a flag or null, or an object of those (quality clients nest
+# scores per task, a smoke client keeps the server's `usage`); never a list.
+METRIC = Shape("metric")
+METRICS = Shape("map", nullable=False, item=METRIC)
 TIMINGS = Shape("map", nullable=False, item=NUMBER)
 MARKERS = Shape("object", nullable=False)
 
@@ -203,6 +203,15 @@ def check_shape(value: Any, shape: Shape, path: str, depth: int = 0) -> None:
             raise SchemaError(path, f"expected a list, got {_kind(value)}")
         for i, item in enumerate(value):
             check_shape(item, shape.item or JSON, _at(path, i), depth + 1)
+    elif kind == "metric":
+        if isinstance(value, dict):
+            for key, item in value.items():
+                check_shape(item, METRIC, _at(path, key), depth + 1)
+        elif isinstance(value, list):
+            raise SchemaError(path, "expected a number, string, boolean, null or object, got "
+                                    "a list")
+        else:
+            check_shape(value, SCALAR, path, depth)
     elif kind == "json":
         if isinstance(value, dict | list):
             items = value.items() if isinstance(value, dict) else enumerate(value)
