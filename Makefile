@@ -12,6 +12,7 @@ site: setup
 test: setup engine docker browser
 	$(BIN)/ruff check wikitools tests scripts benchmarks
 	$(BIN)/wiki check
+	$(BIN)/mypy
 	$(BIN)/pytest -q
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 	$(BIN)/python scripts/check-browser.py --site site

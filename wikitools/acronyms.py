@@ -148,7 +148,10 @@ def _key(spelling: str) -> str:
     return " ".join(re.split(r"[\s-]+", spelling)).casefold()
 
 
-def _spellings(term: str) -> list[tuple[str, tuple[str, ...], str, bool]]:
+_Spelling = tuple[str, tuple[str, ...], str, bool]
+
+
+def _spellings(term: str) -> list[_Spelling]:
     """(spelling, first characters, regex for the rest, any_case) for every accepted spelling
     of a term. The regex is grouped by first character so that `re` can skip ahead to the
     characters that may start a term (one compiled pattern, no per-term scans)."""
@@ -159,7 +162,7 @@ def _spellings(term: str) -> list[tuple[str, tuple[str, ...], str, bool]]:
             for w in words[1:]
         ]
         rest = re.escape(words[0][1:]) + "".join(r"[\s-]+" + r for r in later)
-        out = [(" ".join(words), (words[0][0],), rest, True)]
+        out: list[_Spelling] = [(" ".join(words), (words[0][0],), rest, True)]
         upper = [w.upper() for w in words]
         if upper != words:
             rest = re.escape(upper[0][1:]) + "".join(r"[\s-]+" + re.escape(w) for w in upper[1:])
@@ -168,12 +171,12 @@ def _spellings(term: str) -> list[tuple[str, tuple[str, ...], str, bool]]:
     if any(c.isdigit() for c in term):
         firsts = tuple(sorted({term[0].upper(), term[0].lower()}))
         return [(term, firsts, f"(?i:{re.escape(term[1:])})", True)]
-    out = [(term, (term[0],), re.escape(term[1:]), False)]
+    single: list[_Spelling] = [(term, (term[0],), re.escape(term[1:]), False)]
     if term.upper() != term:
-        out.append((term.upper(), (term[0].upper(),), re.escape(term.upper()[1:]), False))
+        single.append((term.upper(), (term[0].upper(),), re.escape(term.upper()[1:]), False))
     if term.islower() and term[0].isalpha():
-        out.append((term.capitalize(), (term[0].upper(),), re.escape(term[1:]), False))
-    return out
+        single.append((term.capitalize(), (term[0].upper(),), re.escape(term[1:]), False))
+    return single
 
 
 def _grouped(rests: dict[str, dict[str, int]]) -> str:

@@ -326,9 +326,10 @@ def is_excluded(config: WikiConfig, rel: str) -> bool:
     path relative to the root and relative to docs_dir. Decisions are remembered per pattern
     list, so that pathspec is loaded only when a path is new."""
     key = (config.exclude, config.docs_dir)
-    known = config.memo.get("excluded")
+    known: tuple[object, dict[str, bool]] | None = config.memo.get("excluded")
     if not known or known[0] != key:
-        known = config.memo["excluded"] = (key, {})
+        known = (key, {})
+        config.memo["excluded"] = known
     decided = known[1].get(rel)
     if decided is None:
         decided = known[1][rel] = _excluded(config, rel)

@@ -130,22 +130,22 @@ def check_front_matter(config: WikiConfig, page: Page) -> Iterator[Diagnostic]:
             )
     for key in _STRING_KEYS:
         if key in fm and not isinstance(fm[key], str):
-            line, col = _fm_position(page, key)
-            yield Diagnostic(page.path, line, col, "FM004", f"front matter '{key}' must be text")
+            row, col = _fm_position(page, key)
+            yield Diagnostic(page.path, row, col, "FM004", f"front matter '{key}' must be text")
     for key in _LIST_KEYS:
         if key in fm and not isinstance(fm[key], list):
-            line, col = _fm_position(page, key)
-            yield Diagnostic(page.path, line, col, "FM004", f"front matter '{key}' must be a list")
+            row, col = _fm_position(page, key)
+            yield Diagnostic(page.path, row, col, "FM004", f"front matter '{key}' must be a list")
     if "hub" in fm and not isinstance(fm["hub"], bool):
-        line, col = _fm_position(page, "hub")
-        yield Diagnostic(page.path, line, col, "FM004", "front matter 'hub' must be true or false")
+        row, col = _fm_position(page, "hub")
+        yield Diagnostic(page.path, row, col, "FM004", "front matter 'hub' must be true or false")
     status = fm.get("status")
     if isinstance(status, str) and status not in config.statuses:
-        line, col = _fm_position(page, "status")
+        row, col = _fm_position(page, "status")
         allowed = ", ".join(config.statuses)
         suffix = did_you_mean(status.strip().lower(), config.statuses)
         yield Diagnostic(
-            page.path, line, col, "FM003", f"unknown status {status!r} (allowed: {allowed}){suffix}"
+            page.path, row, col, "FM003", f"unknown status {status!r} (allowed: {allowed}){suffix}"
         )
 
 
@@ -246,10 +246,10 @@ def _suggest_cached(resolved: str, known: frozenset[str]) -> str | None:
             best = min(pool, key=lambda i: (abs(len(names.stems[i]) - len(stem)), names.paths[i]))
             return names.paths[best]
     same_kind = [p for p in names.paths if posixpath.splitext(p)[1] == ext]
-    for pool in ([p for p in same_kind if posixpath.dirname(p) == folder], same_kind):
+    for paths in ([p for p in same_kind if posixpath.dirname(p) == folder], same_kind):
         by_name: dict[str, str] = {}
-        for path in pool[:_SUGGEST_LIMIT]:
-            by_name.setdefault(posixpath.basename(path), path)
+        for candidate in paths[:_SUGGEST_LIMIT]:
+            by_name.setdefault(posixpath.basename(candidate), candidate)
         hint = closest(posixpath.basename(resolved), by_name, cutoff=0.75)
         if hint is not None:
             return by_name[hint]

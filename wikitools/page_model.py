@@ -161,4 +161,4 @@ def _reduce(self: Any) -> tuple[Any, tuple[Any, ...]]:
 
 
 for _cls in (FenceAttrs, CodeBlock, Heading, TextSpan, Link, Comment, Cell, Table, Paragraph, Page):
-    _cls.__reduce__ = _reduce  # type: ignore[method-assign,assignment]
+    _cls.__reduce__ = _reduce  # type: ignore[method-assign]

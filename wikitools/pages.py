@@ -227,6 +227,15 @@ def _add_container_title(page: Page, original: str, removed: int, number: int, r
 # --------------------------------------------------------------------------- token walk
 
 
+def _span(tok: Token) -> tuple[int, int]:
+    """The 0-based [start, end) source lines of a block-level token (markdown-it always maps
+    them; only inline children go unmapped)."""
+    if tok.map is None:
+        raise ValueError(f"markdown-it token {tok.type!r} has no source map")
+    start, end = tok.map
+    return start, end
+
+
 def _plain(children: list[Token] | None, *, html: bool = False) -> str:
     """Inline text without markup. With `html`, inline tags such as `<think>` stay in the text
     (a heading's words); comments never do."""
@@ -285,7 +294,8 @@ class _Walker:
             elif tok.type == "paragraph_open":
                 pending = {"paragraph": tok}
             elif tok.type == "table_open":
-                table = {"line": tok.map[0] + 1, "end": tok.map[1], "header": [], "rows": []}
+                start, end = _span(tok)
+                table = {"line": start + 1, "end": end, "header": [], "rows": []}
             elif tok.type == "tr_open" and table is not None:
                 table["rows"].append([])
             elif tok.type == "thead_close" and table is not None:
@@ -301,14 +311,14 @@ class _Walker:
                 elif "paragraph" in pending:
                     pending.pop("paragraph")
                     self._inline(tok, "paragraph")
-                    self.page.paragraphs.append(Paragraph(_plain(tok.children), tok.map[0] + 1))
+                    self.page.paragraphs.append(Paragraph(_plain(tok.children), _span(tok)[0] + 1))
                 else:
                     self._inline(tok, "paragraph")
 
     # blocks ----------------------------------------------------------------
 
     def _fence(self, tok: Token) -> None:
-        start, end = tok.map
+        start, end = _span(tok)
         src = self.lines[start]
         col0 = self._col_in_line(start, tok.markup)
         last = self.lines[end - 1] if end - 1 < len(self.lines) else ""
@@ -340,14 +350,14 @@ class _Walker:
             )
 
     def _indented(self, tok: Token) -> None:
-        start, end = tok.map
+        start, end = _span(tok)
         col0 = _indent(self.lines[start]) if start < len(self.lines) else 0
         self.page.code_blocks.append(
             CodeBlock(start + 1, col0 + 1, tok.content, start + 1, end, fenced=False, closed=True)
         )
 
     def _html_block(self, tok: Token) -> None:
-        start, end = tok.map
+        start, end = _span(tok)
         self.page.html_blocks.append((start + 1, end))
         self._comments(tok.content, start, 0)
 
@@ -364,7 +374,7 @@ class _Walker:
 
     def _heading(self, open_tok: Token, inline: Token) -> None:
         setext = open_tok.markup in ("=", "-")
-        line_idx = inline.map[0]
+        line_idx = _span(inline)[0]
         text = _plain(inline.children, html=True)
         col0 = self._col_in_line(line_idx, inline.content.split("\n")[0][:20])
         self.page.headings.append(
@@ -373,7 +383,7 @@ class _Walker:
         self._inline(inline, "heading")
 
     def _cell(self, tok: Token, table: dict[str, Any]) -> None:
-        line_idx = tok.map[0]
+        line_idx = _span(tok)[0]
         row: list[Cell] = table["rows"][-1] if table["rows"] else []
         # Cells are found left to right: search after the previous cell of the row.
         after = 0
@@ -406,7 +416,7 @@ class _Walker:
         if anchor is not None:
             return [anchor]
         starts: list[tuple[int, int]] = []
-        first = tok.map[0]
+        first = _span(tok)[0]
         for k, content_line in enumerate(tok.content.split("\n")):
             idx = first + k
             src = self.lines[idx] if idx < len(self.lines) else ""

@@ -143,8 +143,8 @@ def run_run(args: argparse.Namespace) -> int:
     for d in result.diagnostics:
         print(d.format())
     record = result.record
-    path = result.record_path.relative_to(prepared.root).as_posix() if result.record_path else None
-    _summary(record, path, list(result.rendered), err)
+    rel = result.record_path.relative_to(prepared.root).as_posix() if result.record_path else None
+    _summary(record, rel, list(result.rendered), err)
     if result.record_error is not None:
         _not_written(result, prepared.root)
         return 2

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypedDict
 
 import ray
 from ray import exceptions as rex
@@ -70,7 +70,6 @@ def _run_remote(job: Job, hub: Any) -> dict[str, Any]:
             ray.wait(sent, num_returns=len(sent), timeout=FLUSH_S)
 
 
-@ray.remote(num_cpus=0)
 class _Hub:
     """Collects the nodes' messages for the driver to drain."""
 
@@ -83,6 +82,10 @@ class _Hub:
     def drain(self) -> list[dict[str, Any]]:
         out, self.items = self.items, []
         return out
+
+
+# Made an actor by a call, not a class decorator: type checkers keep a decorated class's own type.
+_HubActor = ray.remote(_Hub)
 
 
 @contextlib.contextmanager
@@ -191,8 +194,9 @@ def run_fleet(
 
     # The message hub lives on the head node: it outlives any worker node (not the head).
     home = _head_node() or ray.get_runtime_context().get_node_id()
-    hub = _Hub.options(scheduling_strategy=NodeAffinitySchedulingStrategy(home, soft=True)
-                       ).remote()
+    hub = _HubActor.options(num_cpus=0,
+                            scheduling_strategy=NodeAffinitySchedulingStrategy(home, soft=True)
+                            ).remote()
     runs: dict[str, _Run] = {}
     with _Interrupts() as sig:
         for rb in runbooks:
@@ -326,9 +330,18 @@ def _event_text(msg: dict[str, Any], progress: Progress) -> str | None:
     return None
 
 
+class _Times(TypedDict):
+    """Where and when a run went, common to every Outcome."""
+
+    node: str | None
+    submitted: float
+    began: float | None
+    ended: float
+
+
 def _outcome(run: _Run, ref: Any, names: dict[str, str]) -> Outcome:
     now = time.time()
-    base = {"node": run.node, "submitted": run.submitted, "began": run.began, "ended": now}
+    base = _Times(node=run.node, submitted=run.submitted, began=run.began, ended=now)
     try:
         data = ray.get(ref)
     except rex.TaskCancelledError:
@@ -347,13 +360,13 @@ def _outcome(run: _Run, ref: Any, names: dict[str, str]) -> Outcome:
     return _from_record(run, data, base)
 
 
-def _from_record(run: _Run, data: dict[str, Any], base: dict[str, Any]) -> Outcome:
+def _from_record(run: _Run, data: dict[str, Any], base: _Times) -> Outcome:
     record = Record.from_dict(data)
     return Outcome(run.runbook, "ok" if record.ok else "failed", record=record,
                    message=record.message, **base)
 
 
-def _lost(run: _Run, exc: Exception, base: dict[str, Any]) -> Outcome:
+def _lost(run: _Run, exc: Exception, base: _Times) -> Outcome:
     where = run.node or "its node"
     message = f"node {where} was lost during the run ({type(exc).__name__})"
     opening = run.opening or _opening_here(run)

@@ -10,7 +10,7 @@ from pathlib import Path
 from wikitools.errors import UsageError
 from wikitools.runbook.blocks.model import Runbook, RunbookSet
 from wikitools.runbook.execution.preflight import required_gpus
-from wikitools.runbook.records.record import RecordError, load_records
+from wikitools.runbook.records.record import Record, RecordError, load_records
 
 # A node labelled `ray start --resources '{"sm120": 1}'` holds up to 1/ARCH_SHARE runbooks at
 # once: the label says what the node is; how many run together is decided by the GPUs.
@@ -47,7 +47,7 @@ def is_stale(root: Path, runbook: Runbook) -> bool:
     return bool(ok) and ok[-1].blocks_hash != runbook.blocks_hash
 
 
-def _records(root: Path, runbook: Runbook) -> list:
+def _records(root: Path, runbook: Runbook) -> list[Record]:
     try:
         return load_records(root, runbook.id)
     except RecordError as exc:

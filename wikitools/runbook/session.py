@@ -179,12 +179,12 @@ def _kept(base: RunResult, folder: Path, error: str | None) -> RunResult:
     """The result of a run whose record is not written under runbooks/ (it could not be,
     `error` says why; or preflight refused the run): kept as `record.json` in the artifacts
     folder (nothing when that fails too: the caller prints the record)."""
-    kept: Path | None = folder / "record.json"
+    kept = folder / "record.json"
     try:
         folder.mkdir(parents=True, exist_ok=True)
         kept.write_text(dumps(base.record), encoding="utf-8")
     except OSError:
-        kept = None
+        return RunResult(base.record, None, (), (), base.leftovers, base.removed, error, None)
     return RunResult(base.record, None, (), (), base.leftovers, base.removed, error, kept)
 
 

@@ -286,7 +286,8 @@ def _client(ctx: _Ctx) -> _PendingClient | None:
                       f"smoke){did_you_mean(value, KINDS)}", col)
         else:
             kind = value
-    sweep_var, sweep_values = None, ()
+    sweep_var: str | None = None
+    sweep_values: tuple[str, ...] = ()
     sweep = _sweep(ctx, *opts["sweep"]) if "sweep" in opts else ()
     if sweep:
         sweep_var, sweep_values = sweep[0]

@@ -141,8 +141,13 @@ def service_argv(entrypoint: Any, command: Any, host: Mapping[str, str]) -> tupl
     by `entrypoint: ["/bin/bash", "-lc"]` + `command: |`."""
     ep = _strings(entrypoint)
     cmd = _strings(command)
-    ep_list = [interpolate(a, host) for a in (ep if isinstance(entrypoint, list) else
-                                              _split(ep[0]) if ep else [])]
+    if ep is None:
+        ep_words: list[str] = []
+    elif isinstance(entrypoint, list):
+        ep_words = ep
+    else:
+        ep_words = _split(ep[0])
+    ep_list = [interpolate(a, host) for a in ep_words]
     script = bool(ep_list) and re.fullmatch(r"-\w*c", ep_list[-1]) is not None
     if cmd is None:
         cmd_list: list[str] = []

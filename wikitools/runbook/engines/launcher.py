@@ -18,6 +18,7 @@ from wikitools.runbook.engines.compose import compose_call
 from wikitools.runbook.engines.found import ANY_FILE, Found, Scope
 from wikitools.runbook.engines.shell import (
     ShellSyntaxError,
+    SimpleCommand,
     Word,
     assignment,
     assignments,
@@ -164,10 +165,10 @@ def _find(argv: list[str], words: list[Word] | None, scope: Scope, depth: int = 
         return found
     call = compose_call(argv, i)
     if call is not None:
-        found = lc.compose_up(call, scope, depth, env, _find)
-        if found is not None and not top and found.container is not None:
-            found.container = lc.not_top(found.container)
-        return found
+        composed = lc.compose_up(call, scope, depth, env, _find)
+        if composed is not None and not top and composed.container is not None:
+            composed.container = lc.not_top(composed.container)
+        return composed
     if base in ("docker", "podman", "nerdctl"):
         sub = argv[i + 1 : i + 3]
         if sub[:1] == ["run"] or sub == ["container", "run"]:
@@ -209,8 +210,8 @@ def find_in_script(script: str, depth: int = 0, scope: Scope | None = None,
         for path, body in heredoc_files(script).items():
             scope.files.setdefault(path, body)
             scope.callables.setdefault(basename(path), body)
-    for name, body in _callables(script).items():
-        scope.callables.setdefault(name, body)
+    for name, fn_body in _callables(script).items():
+        scope.callables.setdefault(name, fn_body)
     env: list[tuple[str, str]] = []
     cmds = split_commands(script)
     first_problem: Found | None = None
@@ -243,18 +244,18 @@ def find_in_script(script: str, depth: int = 0, scope: Scope | None = None,
                 found.words = None
                 return found, env + inner_env
             continue
-        found = _find(argv, cmd.words if depth == 0 else None, scope, depth)
-        if found is not None and found.kind == "none":
-            first_problem = first_problem or found
+        hit = _find(argv, cmd.words if depth == 0 else None, scope, depth)
+        if hit is not None and hit.kind == "none":
+            first_problem = first_problem or hit
             continue
-        if found is not None:
-            found.rest = _arrays(found.rest, scope)
-            if any(_FORWARD.match(a) for a in found.rest):
+        if hit is not None:
+            hit.rest = _arrays(hit.rest, scope)
+            if any(_FORWARD.match(a) for a in hit.rest):
                 call = _call_of(cmds[index + 1 :], scope)
                 if call is not None:
-                    _forward(found, call)
-                    found.words = None
-            return found, env
+                    _forward(hit, call)
+                    hit.words = None
+            return hit, env
     if first_problem is not None:
         return first_problem, env
     return None
@@ -271,7 +272,7 @@ def _arrays(rest: list[str], scope: Scope) -> list[str]:
     return out
 
 
-def _call_of(later: list, scope: Scope) -> list[str] | None:
+def _call_of(later: list[SimpleCommand], scope: Scope) -> list[str] | None:
     """The arguments of the first later call of a function defined in the script."""
     for cmd in later:
         argv = cmd.argv

@@ -137,7 +137,7 @@ def _handlers(enabled: bool, handler: Any) -> Iterator[None]:
     if not enabled or threading.current_thread() is not threading.main_thread():
         yield
         return
-    old: dict[int, Any] = {}
+    old: dict[signal.Signals, Any] = {}
     try:
         with _blocked():
             for s in _RUN_SIGNALS:

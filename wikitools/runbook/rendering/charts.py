@@ -164,8 +164,8 @@ def render_chart(chart: Chart) -> str:
     legend = []
     height = HEIGHT
     if len(series) > 1:  # one row per series: names of any length stay whole
-        for i, s in enumerate(series):
-            legend.append({"cls": s["cls"], "name": s["name"], "x": LEFT,
+        for i, drawn in enumerate(series):
+            legend.append({"cls": drawn["cls"], "name": drawn["name"], "x": LEFT,
                            "y": HEIGHT + 6 + 14 * i})
         height += 14 * len(series) + 2
     svg = _env().get_template("chart.svg.j2").render(

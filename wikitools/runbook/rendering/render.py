@@ -150,29 +150,22 @@ def pipeline_check(record: Record) -> str | None:
 
 
 def _serving_client(runbook: Runbook | None, record: Record, wanted: str | None) -> str | None:
-    if wanted:
-        return wanted
-    if runbook is not None:
-        for c in sorted(runbook.clients, key=lambda c: c.line):
-            if c.kind == "serving":
-                return c.name
-    for c in record.clients:
-        if c.kind == "serving":
-            return c.name
-    return None
+    return _client_of_kind(runbook, record, wanted, "serving")
 
 
 def _client_of_kind(runbook: Runbook | None, record: Record, wanted: str | None,
                     kind: str) -> str | None:
+    """The client a view shows: the one named, else the page's first of `kind`, else the
+    record's first of `kind`."""
     if wanted:
         return wanted
     if runbook is not None:
-        for c in sorted(runbook.clients, key=lambda c: c.line):
-            if c.kind == kind:
-                return c.name
-    for c in record.clients:
-        if c.kind == kind:
-            return c.name
+        for block in sorted(runbook.clients, key=lambda c: c.line):
+            if block.kind == kind:
+                return block.name
+    for result in record.clients:
+        if result.kind == kind:
+            return result.name
     return None
 
 
