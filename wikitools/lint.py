@@ -3,7 +3,8 @@
 Codes: FM003 unknown status value, FM004 front matter key of the wrong type, FM005 value cut
 short by a YAML comment (warning), PG003 more than one
 level-1 heading, LNK001 link to a file that does not exist, LNK002 page that no chain of links
-from the home page reaches (warning), IDX001 page without a title (shared with the index),
+from the home page reaches (warning), LNK003 link to an anchor the page does not have
+(wikitools.anchors), IDX001 page without a title (shared with the index),
 FM006 page marked `current` whose runbooks have no successful record on their target
 architecture, RB013 container block that a runbook could not run (warning: a compose file
 without an engine launcher, `docker compose up` without its file, a `docker exec` server).
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
+from wikitools.anchors import check_anchors, page_anchors
 from wikitools.config import WikiConfig
 from wikitools.diagnostics import Diagnostic, Severity, closest, did_you_mean
 from wikitools.index import title_of
@@ -41,7 +43,9 @@ def lint_pages(config: WikiConfig, pages: list[Page]) -> list[Diagnostic]:
     out: list[Diagnostic] = []
     for page in pages:
         out.extend(page_findings(config, page))
-    out.extend(link_findings(config, {page.path: page_links(page) for page in pages}))
+    links = {page.path: page_links(page) for page in pages}
+    out.extend(link_findings(config, links))
+    out.extend(check_anchors(links, {page.path: page_anchors(page) for page in pages}))
     out.extend(current_status_findings(config, pages))
     return out
 
