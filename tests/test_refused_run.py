@@ -6,6 +6,7 @@ shows a "failed at preflight" row); without `--yes` there is no "Run this now?" 
 from __future__ import annotations
 
 import os
+import socket
 import stat
 from pathlib import Path
 
@@ -34,6 +35,12 @@ vllm bench serve --model org/model --num-prompts 4
 """
 
 
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 @pytest.fixture
 def tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (tmp_path / "mkdocs.yml").write_text("site_name: t\ndocs_dir: wiki\n")
@@ -58,13 +65,13 @@ def tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_refused_run_with_yes_writes_nothing_under_runbooks(
         tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
     page_before = (tree / "wiki" / "needs.md").read_text()
-    rc = main(["runbook", "run", RB, "--root", str(tree), "--yes"])
+    rc = main(["runbook", "run", RB, "--root", str(tree), "--yes", "--port", str(_free_port())])
     out, err = capsys.readouterr()
     assert rc == 1, (out, err)
     assert "verdict: refused" in out
     assert not (tree / "runbooks").exists()
     kept = list((tree / ".artifacts").rglob("record.json"))
-    assert len(kept) == 1 and '"failed_step": "preflight"' in kept[0].read_text()
+    assert len(kept) == 1, (out, err) and '"failed_step": "preflight"' in kept[0].read_text()
     assert "nothing written under runbooks/" in err
     assert (tree / "wiki" / "needs.md").read_text() == page_before
     assert main(["check", "--root", str(tree)]) == 0

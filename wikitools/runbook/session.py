@@ -68,6 +68,7 @@ class Prepared:
     plan: Plan
     started: datetime
     run_id: str
+    warnings: tuple[Diagnostic, ...] = ()  # block warnings of the runbook's page (RB014 …)
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,8 +116,9 @@ def prepare(
                               repeats=options.repeats, warmup=options.warmup)
     plan = make_plan(runbook, root=config.root, artifacts_dir=artifacts_dir_for(runbook, run_id),
                      overrides=overrides, verdict=verdict)
+    warnings = tuple(d for d in sort_diagnostics(diags) if d.path == runbook.page)
     return Prepared(config.root, options, runbook, runbooks, tuple(pages), verdict, plan,
-                    started, run_id)
+                    started, run_id, warnings)
 
 
 def block_errors(runbook: Runbook, diags: list[Diagnostic]) -> None:

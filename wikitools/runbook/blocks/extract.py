@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from wikitools.diagnostics import Diagnostic, did_you_mean
+from wikitools.diagnostics import Diagnostic, Severity, did_you_mean
 from wikitools.pages import CodeBlock, Page
 from wikitools.runbook.blocks.model import (
     ClientBlock,
@@ -25,6 +25,7 @@ from wikitools.runbook.blocks.model import (
 from wikitools.runbook.engines import catalog as engines
 from wikitools.runbook.engines.command import parse_client_command, parse_server_command
 from wikitools.runbook.engines.shell import ShellSyntaxError, tokenize
+from wikitools.runbook.engines.types import EngineCommand
 
 SERVER_CLASS = "runbook-server"
 CLIENT_CLASS = "runbook-client"
@@ -143,6 +144,49 @@ def _file(ctx: _Ctx) -> FileBlock | None:
                      col=block.col, content=block.content, info=block.info)
 
 
+def _check_flags(ctx: _Ctx, cmd: EngineCommand) -> None:
+    """RB014 for each flag the engine's own parser (flag_lists.py, one version) would refuse,
+    located where the block writes it: an error for a near miss of a real flag (a typo: did
+    you mean …), a warning for a flag the list lacks altogether (another version's or a fork's
+    flag). The runbook stays readable; plan and run refuse it through its page's block errors,
+    naming this line."""
+    eng = engines.engine(cmd.engine) if cmd.engine else None
+    if eng is None or eng.flags is None:
+        return
+    flags = eng.flags
+    for name in dict.fromkeys(cmd.written_flags):
+        if flags.accepts(name):
+            continue
+        line, col = _locate_word(ctx, name)
+        typo = flags.typo_of(name)
+        where = f"{eng.display_name} {flags.version}"
+        if typo is not None:
+            ctx.diags.append(Diagnostic(
+                ctx.page.path, line, col, "RB014",
+                f"unknown flag '{name}': {where} has no such server flag; did you mean "
+                f"'{typo}'?"))
+            continue
+        near = flags.suggestion(name)
+        hint = f" (closest: '{near}')" if near else ""
+        ctx.diags.append(Diagnostic(
+            ctx.page.path, line, col, "RB014",
+            f"flag '{name}' is not a server flag of {where}, the version the flag list was "
+            f"read from{hint}: another version's or a fork's flag, or a mistake",
+            Severity.WARNING))
+
+
+def _locate_word(ctx: _Ctx, word: str) -> tuple[int, int]:
+    """Line and column of `word` as a whole word in the block's content (the first content
+    line when the block does not hold it: a compose file block does)."""
+    lines = ctx.page.text.split("\n")
+    pattern = re.compile(rf"(?<![\w-]){re.escape(word)}(?![\w-])")
+    for number in range(ctx.block.content_line, ctx.block.end_line + 1):
+        found = pattern.search(lines[number - 1]) if number - 1 < len(lines) else None
+        if found:
+            return number, found.start() + 1
+    return ctx.block.content_line, 1
+
+
 def _server(ctx: _Ctx, files: dict[str, str] | None = None) -> ServerBlock | None:
     block = ctx.block
     rid = block.attrs.id
@@ -158,6 +202,7 @@ def _server(ctx: _Ctx, files: dict[str, str] | None = None) -> ServerBlock | Non
     if "env" in opts:
         env = _parse_env(ctx, *opts["env"])
     cmd = parse_server_command(block.content, dict(env), files)
+    _check_flags(ctx, cmd)
     engine_attr = None
     if "engine" in opts:
         value, col = opts["engine"]
@@ -399,8 +444,7 @@ def extract_runbooks(pages: Iterable[Page], root: Path | None = None,
                     orig = duplicates[rid][0]
                     duplicates[rid].append(f"{page.path}:{block.line}")
                     ctx.error("RB001", f"duplicate runbook id '{rid}' (first defined at "
-                              f"{orig}); give this copy an id of its own",
-                              ctx.col_of("#" + rid))
+                              f"{orig})", ctx.col_of("#" + rid))
                     continue
                 first_at[rid] = f"{page.path}:{block.line}"
                 if server is None or ctx.failed:

@@ -16,6 +16,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from wikitools.runbook.engines import flag_lists
+from wikitools.runbook.engines.flags import FlagList
+
 
 @dataclass(frozen=True, slots=True)
 class Launcher:
@@ -50,6 +53,7 @@ class Engine:
     image_hint: str | None = None  # substring of a docker image name that tells the engine
     image_entrypoint: bool = False  # the image's entrypoint is the launcher (`IMAGE --flag …`)
     image_subcommand: str | None = None  # … also `IMAGE serve …`
+    flags: FlagList | None = None  # the server flags it accepts (flag_lists.py, one version)
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +127,8 @@ VLLM = Engine(
     image_hint="vllm",
     image_entrypoint=True,
     image_subcommand="serve",
+    flags=FlagList(flag_lists.VLLM_VERSION, flag_lists.VLLM_FLAGS, underscores=True,
+                   dotted=True, opt_level=True),
 )
 
 SGLANG = Engine(
@@ -143,6 +149,7 @@ SGLANG = Engine(
     server_info_paths=("/server_info", "/get_server_info"),
     spec_flag_prefix="--speculative-",
     image_hint="sglang",
+    flags=FlagList(flag_lists.SGLANG_VERSION, flag_lists.SGLANG_FLAGS),
 )
 
 LLAMA_CPP = Engine(
