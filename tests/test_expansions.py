@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from wikitools.acronyms import check_pages
 from wikitools.cli import main
 from wikitools.diagnostics import Severity
-from wikitools.expansions import check_pages
+from wikitools.expansions import check_page
 from wikitools.glossary import Entry, Glossary
 from wikitools.pages import parse_page
 
@@ -24,7 +25,7 @@ GLOSSARY = Glossary(
 
 
 def findings(text: str) -> list[tuple[int, int, str]]:
-    diags = check_pages([parse_page(text, "wiki/p.md")], GLOSSARY)
+    diags = check_pages([parse_page(text, "wiki/p.md")], GLOSSARY, rule=check_page)
     return [(d.line, d.col, d.message) for d in diags]
 
 
@@ -78,7 +79,7 @@ def test_names_are_never_reported() -> None:
 def test_it_is_a_warning() -> None:
     diags = check_pages(
         [parse_page("MoE (Mixture of Experts). MoE (Mixture of Experts).\n", "wiki/p.md")],
-        GLOSSARY,
+        GLOSSARY, rule=check_page,
     )
     assert [d.code for d in diags] == ["ACR003"]
     assert diags[0].severity is Severity.WARNING

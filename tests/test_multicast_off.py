@@ -14,9 +14,10 @@ from fakes.plans import free_port
 from wikitools.cli import main
 from wikitools.pages import parse_page
 from wikitools.runbook.blocks.extract import extract_runbooks
+from wikitools.runbook.engines.catalog import MULTICAST_OFF
 from wikitools.runbook.execution.host import HostFacts
 from wikitools.runbook.execution.plan import make_plan
-from wikitools.runbook.execution.preflight import MULTICAST_OFF, preflight
+from wikitools.runbook.execution.preflight import preflight
 
 FAKES = Path(__file__).resolve().parent / "fakes"
 SMI = Path(__file__).resolve().parent / "fixtures" / "nvidia-smi"

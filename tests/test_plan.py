@@ -14,17 +14,15 @@ from wikitools.errors import UsageError
 from wikitools.pages import parse_page, read_page
 from wikitools.runbook.blocks.extract import extract_runbooks
 from wikitools.runbook.blocks.model import Runbook
+from wikitools.runbook.blocks.sweep import parse_sweep
+from wikitools.runbook.engines.catalog import MULTICAST_OFF
 from wikitools.runbook.engines.secrets import mask_command, mask_env
 from wikitools.runbook.execution.containers import DockerFacts
 from wikitools.runbook.execution.host import HostFacts
-from wikitools.runbook.execution.plan import (
-    PlanOverrides,
-    artifacts_dir_for,
-    format_plan,
-    format_verdict,
-    make_plan,
-)
-from wikitools.runbook.execution.preflight import MULTICAST_OFF, preflight
+from wikitools.runbook.execution.model import Plan, PlannedClient, PlannedPoint, PlannedRun
+from wikitools.runbook.execution.plan import PlanOverrides, artifacts_dir_for, make_plan
+from wikitools.runbook.execution.plantext import format_plan, format_summary, format_verdict
+from wikitools.runbook.execution.preflight import preflight
 
 HERE = Path(__file__).parent
 GOOD = HERE / "fixtures" / "runbook-pages" / "good"
@@ -53,12 +51,17 @@ def one(attrs: str, server: str, *clients: tuple[str, str]) -> Runbook:
     return runbooks.get("r")
 
 
+def runs(plan: Plan) -> list[tuple[PlannedClient, PlannedPoint, PlannedRun]]:
+    """Every client run of the first variant, in the order they execute."""
+    return [(c, p, r) for c in plan.variants[0].clients for p in c.points for r in p.runs]
+
+
 def test_golden_plan_and_verdict() -> None:
     rb = good_runbook("gptoss-120b-tp2")
     verdict = preflight(rb, facts=facts("rtxpro6000-x4"), port_checker=lambda _p: True,
                         environ={})
     plan = make_plan(rb, root=GOOD, artifacts_dir=ART, verdict=verdict)
-    text = format_plan(plan) + "\n" + format_verdict(verdict)
+    text = format_summary(plan) + "\n" + format_plan(plan) + "\n" + format_verdict(verdict)
     if os.environ.get("UPDATE_GOLDEN"):
         GOLDEN.write_text(text)
     assert text == GOLDEN.read_text()
@@ -82,19 +85,19 @@ def test_plan_data_for_the_executor() -> None:
         f"{ART}/server.log", 900.0, 20.0, "vllm")
     assert srv.version_command == ("vllm", "--version")
     assert any("EngineDeadError" in p for p in srv.fatal_patterns)
-    assert [(c.label, c.parser, c.result_path, c.env) for c in plan.clients] == [
+    assert [(r.label, c.parser, r.result_path, p.env) for c, p, r in runs(plan)] == [
         ("client:throughput[1]", "vllm-bench", f"{ART}/throughput-1.json", {"CONCURRENCY": "1"}),
         ("client:throughput[8]", "vllm-bench", f"{ART}/throughput-8.json", {"CONCURRENCY": "8"}),
         ("client:throughput[32]", "vllm-bench", f"{ART}/throughput-32.json",
          {"CONCURRENCY": "32"}),
         ("client:client2", "text", None, {}),
     ]
-    first = plan.clients[0]
+    client, _point, first = runs(plan)[0]
     assert first.command.endswith(
         f'--max-concurrency "${{CONCURRENCY:-8}}" --save-result --result-dir {ART} '
         "--result-filename throughput-1.json --base-url http://127.0.0.1:8000")
-    assert first.log_path == f"{ART}/throughput-1.log" and first.timeout == 1800.0
-    assert plan.clients[3].command == "curl -fsS http://127.0.0.1:8000/v1/models"
+    assert first.log_path == f"{ART}/throughput-1.log" and client.timeout == 1800.0
+    assert runs(plan)[3][2].command == "curl -fsS http://127.0.0.1:8000/v1/models"
 
 
 def test_port_override_is_added_to_the_server_and_clients() -> None:
@@ -102,7 +105,7 @@ def test_port_override_is_added_to_the_server_and_clients() -> None:
     plan = make_plan(rb, artifacts_dir=ART, overrides=PlanOverrides(port=8123))
     assert plan.server.command.endswith("--port 8000 --port 8123")
     assert plan.server.health_url == "http://127.0.0.1:8123/health"
-    assert plan.clients[0].command.endswith("--base-url http://127.0.0.1:8123")
+    assert runs(plan)[0][2].command.endswith("--base-url http://127.0.0.1:8123")
     assert "--port 8123 added to the server command" in plan.notes
 
 
@@ -132,9 +135,9 @@ def test_sglang_docker_plan() -> None:
     assert plan.server.health_url == "http://127.0.0.1:30000/health_generate"
     assert plan.server.metrics_url == "http://127.0.0.1:30000/server_info"
     assert plan.server.version_command == ()
-    c = plan.clients[0]
-    assert (c.parser, c.result_path) == ("sglang-bench", "x/serving.jsonl")
-    assert c.command.endswith("--output-file x/serving.jsonl --base-url http://127.0.0.1:30000")
+    c, _p, r = runs(plan)[0]
+    assert (c.parser, r.result_path) == ("sglang-bench", "x/serving.jsonl")
+    assert r.command.endswith("--output-file x/serving.jsonl --base-url http://127.0.0.1:30000")
 
 
 def test_block_cuda_visible_devices_is_kept() -> None:
@@ -154,15 +157,16 @@ def test_client_additions_per_tool() -> None:
              ("name=q", "lm_eval --model local-completions --tasks gsm8k"),
              ("name=wrapped kind=serving", "bash -c 'vllm bench serve --model m'"))
     plan = make_plan(rb, artifacts_dir="a", overrides=PlanOverrides(repeats=1, warmup=False))
-    cmds = {c.name: c for c in plan.clients}
+    cmds = {c.name: r for c, _p, r in runs(plan)}
+    parsers = {c.name: c.parser for c, _p, _r in runs(plan)}
     assert cmds["same"].command.endswith(
         "--base-url http://127.0.0.1:8000 --save-result --result-dir a "
         "--result-filename same.json")
     assert cmds["port"].command.endswith("--result-filename port.json")
     assert cmds["other"].command.endswith("--base-url http://127.0.0.1:8000")
-    assert (cmds["q"].command, cmds["q"].parser, cmds["q"].result_path) == (
+    assert (cmds["q"].command, parsers["q"], cmds["q"].result_path) == (
         "lm_eval --model local-completions --tasks gsm8k --output_path a/q", "lm-eval", "a/q")
-    assert (cmds["wrapped"].result_path, cmds["wrapped"].parser) == (None, "text")
+    assert (cmds["wrapped"].result_path, parsers["wrapped"]) == (None, "text")
     assert cmds["wrapped"].command == "bash -c 'vllm bench serve --model m'"
     assert "client wrapped: command is wrapped; results read from its output only" in plan.notes
 
@@ -170,8 +174,10 @@ def test_client_additions_per_tool() -> None:
 def test_sweep_and_client_overrides() -> None:
     rb = good_runbook("gptoss-120b-tp2")
     plan = make_plan(rb, artifacts_dir="a", overrides=PlanOverrides(
-        sweep_values=("2", "4"), clients=("throughput",), repeats=1, warmup=False))
-    assert [c.label for c in plan.clients] == ["client:throughput[2]", "client:throughput[4]"]
+        sweep=parse_sweep("CONCURRENCY=2,4"), clients=("throughput",), repeats=1,
+        warmup=False))
+    assert [r.label for _c, _p, r in runs(plan)] == [
+        "client:throughput[2]", "client:throughput[4]"]
     with pytest.raises(UsageError, match="no client 'thruput'; did you mean 'throughput'"):
         make_plan(rb, artifacts_dir="a", overrides=PlanOverrides(clients=("thruput",)))
 
@@ -179,21 +185,21 @@ def test_sweep_and_client_overrides() -> None:
 def test_serving_points_repeat_after_a_warm_up_run() -> None:
     rb = good_runbook("gptoss-120b-tp2")
     plan = make_plan(rb, artifacts_dir="a", overrides=PlanOverrides(
-        sweep_values=("2", "4"), clients=("throughput",)))
-    assert [(c.label, c.repeat, c.repeats, c.result_path) for c in plan.clients][:4] == [
+        sweep=parse_sweep("CONCURRENCY=2,4"), clients=("throughput",)))
+    assert [(r.label, r.repeat, c.repeats, r.result_path) for c, _p, r in runs(plan)][:4] == [
         ("client:throughput[2] warm-up", 0, 3, "a/throughput-2-warmup.json"),
         ("client:throughput[2] run 1/3", 1, 3, "a/throughput-2-r1.json"),
         ("client:throughput[2] run 2/3", 2, 3, "a/throughput-2-r2.json"),
         ("client:throughput[2] run 3/3", 3, 3, "a/throughput-2-r3.json"),
     ]
-    assert len(plan.clients) == 8 and {c.point_label for c in plan.clients} == {
-        "client:throughput[2]", "client:throughput[4]"}
+    assert len(runs(plan)) == 8 and [p.label for p in plan.variants[0].clients[0].points] == [
+        "client:throughput[2]", "client:throughput[4]"]
     # other kinds run once, without a warm-up; --repeats applies to every client
     plan = make_plan(rb, artifacts_dir="a", overrides=PlanOverrides(repeats=2, warmup=False))
-    assert [c.label for c in plan.clients if c.name == "client2"] == [
+    assert [r.label for c, _p, r in runs(plan) if c.name == "client2"] == [
         "client:client2 run 1/2", "client:client2 run 2/2"]
     plan = make_plan(rb, artifacts_dir="a")
-    assert [c.label for c in plan.clients if c.name == "client2"] == ["client:client2"]
+    assert [r.label for c, _p, r in runs(plan) if c.name == "client2"] == ["client:client2"]
 
 
 def test_grid_sweep_plans_every_combination() -> None:
@@ -201,13 +207,13 @@ def test_grid_sweep_plans_every_combination() -> None:
                                   'vllm bench serve --model m --random-input-len "${N:-512}" '
                                   '--max-concurrency "${C:-1}"'))
     plan = make_plan(rb, artifacts_dir="a", overrides=PlanOverrides(repeats=1, warmup=False))
-    assert [(c.point_value, c.env, c.result_path) for c in plan.clients] == [
+    assert [(p.value, p.env, r.result_path) for _c, p, r in runs(plan)] == [
         ("C=1,N=512", {"C": "1", "N": "512"}, "a/g-C_1_N_512.json"),
         ("C=1,N=2048", {"C": "1", "N": "2048"}, "a/g-C_1_N_2048.json"),
         ("C=8,N=512", {"C": "8", "N": "512"}, "a/g-C_8_N_512.json"),
         ("C=8,N=2048", {"C": "8", "N": "2048"}, "a/g-C_8_N_2048.json"),
     ]
-    assert plan.clients[0].sweep_vars == ("C", "N")
+    assert plan.variants[0].clients[0].sweep_vars == ("C", "N")
     assert "client g (serving) [C=1,N=512]:" in format_plan(plan)
 
 

@@ -34,7 +34,9 @@ def test_good_pages_give_two_runbooks_without_diagnostics() -> None:
     assert (s.requirements.gpus, s.requirements.arch, s.requirements.min_mem_gib) == (
         2, ("sm120",), 90.0)
     assert s.extra_env == (("HF_TOKEN", "hf_not_a_real_token"), ("VLLM_LOGGING_LEVEL", "INFO"))
-    assert [(c.name, c.kind, c.sweep_var, c.sweep_values, c.timeout) for c in rb.clients] == [
+    assert [(c.name, c.kind, c.sweep.vars[0] if c.sweep else None,
+             c.sweep.values(c.sweep.vars[0]) if c.sweep else (), c.timeout)
+            for c in rb.clients] == [
         ("throughput", "serving", "CONCURRENCY", ("1", "8", "32"), 1800.0),
         ("client2", "smoke", None, (), 1800.0),
     ]
@@ -87,7 +89,8 @@ EXPECTED_BAD = [
     "wiki/errors.md:47:70: RB004 error: bad value for env: 'B' is not NAME=VALUE",
     "wiki/errors.md:51:36: RB004 error: bad value for kind: 'servng' (expected serving, quality or "
     "smoke); did you mean 'serving'?",
-    "wiki/errors.md:51:48: RB004 error: bad value for sweep: 'C=1,1' repeats a value",
+    "wiki/errors.md:51:59: RB004 error: bad value for sweep: C=1 is given twice (it would run "
+    "the same point twice)",
     "wiki/errors.md:51:62: RB004 error: bad value for timeout: '-1' (expected a number above 0)",
 ]
 
@@ -279,16 +282,15 @@ def test_grid_sweep_of_two_variables() -> None:
     page = parse_page(GRID_PAGE, "wiki/grid.md")
     runbooks, diags = extract_runbooks([page])
     grid = runbooks.get("g").client("grid")
-    assert grid.sweep == (("CONCURRENCY", ("1", "8")), ("INPUT_LEN", ("512", "2048")))
-    assert (grid.sweep_var, grid.sweep_values) == ("CONCURRENCY", ("1", "8"))
-    assert grid.sweep_vars == ("CONCURRENCY", "INPUT_LEN")
-    assert grid.sweep_points() == (
+    assert grid.sweep.axes == (("CONCURRENCY", ("1", "8")), ("INPUT_LEN", ("512", "2048")))
+    assert grid.sweep.vars == ("CONCURRENCY", "INPUT_LEN")
+    assert grid.sweep.points() == (
         (("CONCURRENCY", "1"), ("INPUT_LEN", "512")), (("CONCURRENCY", "1"), ("INPUT_LEN", "2048")),
         (("CONCURRENCY", "8"), ("INPUT_LEN", "512")), (("CONCURRENCY", "8"), ("INPUT_LEN", "2048")),
     )
     plain = runbooks.get("g").client("plain")
-    assert plain.sweep_points() == ((("C", "1"),), (("C", "2"),))
+    assert plain.sweep.points() == ((("C", "1"),), (("C", "2"),))
     assert [d.message for d in diags] == [
-        "bad value for sweep: 'A=1;B=2;C=3' sweeps 3 variables (at most two: a grid)",
-        "bad value for sweep: 'A=1;A=2' names A twice",
+        "bad value for sweep: 3 variables (at most 2)",
+        "bad value for sweep: A is named twice",
     ]

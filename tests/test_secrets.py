@@ -12,7 +12,8 @@ from wikitools.pages import parse_page
 from wikitools.runbook.blocks.extract import extract_runbooks
 from wikitools.runbook.engines.secrets import is_secret, mask_data, mask_env, mask_text
 from wikitools.runbook.engines.shell import ShellSyntaxError, tokenize
-from wikitools.runbook.execution.plan import format_plan, make_plan
+from wikitools.runbook.execution.plan import make_plan
+from wikitools.runbook.execution.plantext import format_plan
 
 _ALNUM = "QmZtXkLpWvRnYsBcDfGhJkLmNpQrStUvWx7a9b2c4d6e8f0g1h3i5j"
 

@@ -56,7 +56,7 @@ import json
 import re
 import string
 from collections import Counter
-from collections.abc import Container, Iterable, Iterator
+from collections.abc import Callable, Container, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -408,16 +408,22 @@ def is_checked(page: Page, glossary_path: str) -> bool:
     return not GENERATED_MARK.match(page.text[:200])
 
 
+Rule = Callable[[Page, "Matcher"], list[Diagnostic]]
+
+
 def check_pages(
-    pages: Iterable[Page], glossary: Glossary, *, glossary_path: str | None = None
+    pages: Iterable[Page], glossary: Glossary, *, glossary_path: str | None = None,
+    rule: Rule | None = None,
 ) -> list[Diagnostic]:
-    """ACR001/ACR002 findings for every checked page, sorted."""
+    """The findings of `rule` for every checked page, sorted; by default the first-use rule
+    (ACR001/ACR002). The second-expansion rule is `wikitools.expansions.check_page`."""
     gpath = glossary_path or glossary.path
     matcher = Matcher(glossary)
+    check = rule or (lambda page, m: check_page(page, m, gpath))
     diags: list[Diagnostic] = []
     for page in pages:
         if is_checked(page, gpath):
-            diags.extend(check_page(page, matcher, gpath))
+            diags.extend(check(page, matcher))
     return sorted(diags, key=sort_key)
 
 

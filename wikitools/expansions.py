@@ -15,9 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from wikitools.acronyms import Matcher, Use, find_uses, is_checked
+from wikitools.acronyms import Matcher, Use, find_uses
 from wikitools.diagnostics import Diagnostic, Severity
-from wikitools.glossary import Glossary
 from wikitools.pages import Page
 
 CODE = "ACR003"
@@ -49,16 +48,3 @@ def check_page(
             )
         )
     return diags
-
-
-def check_pages(
-    pages: Iterable[Page], glossary: Glossary, *, glossary_path: str | None = None
-) -> list[Diagnostic]:
-    """ACR003 findings for every page the acronym checker checks, sorted."""
-    gpath = glossary_path or glossary.path
-    matcher = Matcher(glossary)
-    diags: list[Diagnostic] = []
-    for page in pages:
-        if is_checked(page, gpath):
-            diags.extend(check_page(page, matcher))
-    return sorted(diags)

@@ -162,7 +162,7 @@ def build_bundle(
     if not runbook.clients:
         out.append("(none on the page)")
     for c in runbook.clients:
-        sweep = f", sweep {c.sweep_var}={','.join(c.sweep_values)}" if c.sweep_var else ""
+        sweep = f", sweep {c.sweep.text()}" if c.sweep else ""
         out += [
             f"`{c.name}` ({c.kind}{sweep}):",
             "",

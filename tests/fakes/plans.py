@@ -7,9 +7,17 @@ import sys
 from pathlib import Path
 
 from wikitools.runbook.blocks.model import ClientBlock, Requirements, Runbook, ServerBlock
+from wikitools.runbook.blocks.sweep import Sweep
 from wikitools.runbook.engines.catalog import VLLM
 from wikitools.runbook.engines.types import ClientCommand, EngineCommand
-from wikitools.runbook.execution.model import Plan, PlannedClient, PlannedServer
+from wikitools.runbook.execution.model import (
+    Plan,
+    PlannedClient,
+    PlannedPoint,
+    PlannedRun,
+    PlannedServer,
+    PlannedVariant,
+)
 
 FAKES = Path(__file__).resolve().parent
 SERVER = FAKES / "fake_openai_server.py"
@@ -44,8 +52,8 @@ def fake_plan(
     )
     client_text = f"{sys.executable} {BENCH} --num-prompts 4 --max-concurrency ${{C:-1}}"
     client_block = ClientBlock(
-        runbook_id=runbook_id, name="bench", kind="serving", sweep_var="C",
-        sweep_values=sweep, timeout=client_timeout, page="wiki/fake.md", line=8, col=1,
+        runbook_id=runbook_id, name="bench", kind="serving", sweep=Sweep((("C", sweep),)),
+        timeout=client_timeout, page="wiki/fake.md", line=8, col=1,
         content=client_text + "\n", info="{ .bash .runbook-client for=" + runbook_id + " }",
         command=ClientCommand(text=client_text, tool="vllm-bench"),
     )
@@ -59,16 +67,18 @@ def fake_plan(
         ready_timeout=ready_timeout, stop_timeout=stop_timeout, engine="vllm",
         fatal_patterns=VLLM.fatal_log,
     )
-    clients = []
+    points = []
     for value in sweep:
         result = f"{art}/bench-{value}.json"
         cmd = (
             f"{client_text} --base-url {base} --save-result --result-dir {art} "
             f"--result-filename bench-{value}.json {bench_args}"
         ).strip()
-        clients.append(PlannedClient(
-            name="bench", kind="serving", sweep_var="C", point_value=value, command=cmd,
-            env={"C": value}, display_env={"C": value}, result_path=result,
-            log_path=f"{art}/bench-{value}.log", timeout=client_timeout, parser="vllm-bench",
-        ))
-    return Plan(runbook=runbook, artifacts_dir=art, server=server, clients=tuple(clients))
+        run = PlannedRun(1, f"client:bench[{value}]", cmd, cmd, result, f"{art}/bench-{value}.log")
+        points.append(PlannedPoint((("C", value),), value, f"client:bench[{value}]",
+                                   {"C": value}, {"C": value}, (run,)))
+    client = PlannedClient(name="bench", kind="serving", parser="vllm-bench",
+                           timeout=client_timeout, sweep_vars=("C",), repeats=1, warmup=False,
+                           points=tuple(points))
+    variant = PlannedVariant((), art, server, (client,))
+    return Plan(runbook=runbook, artifacts_dir=art, variants=(variant,))

@@ -12,3 +12,4 @@ ROOT_HELP = "wiki root (default: the wiki around the working directory)"
 def add_root(parser: argparse.ArgumentParser) -> None:
     """`--root DIR`; `cli.main` resolves it (None: the wiki around the working directory)."""
     parser.add_argument("--root", type=Path, default=None, help=ROOT_HELP)
+

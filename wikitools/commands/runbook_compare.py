@@ -14,7 +14,7 @@ from wikitools.runbook.blocks.extract import load_runbooks
 from wikitools.runbook.records.compare import Comparison, comparable, compare_records, last_two
 from wikitools.runbook.records.record import Record, RecordError, load_records, read_record
 from wikitools.runbook.records.stats import Spread
-from wikitools.runbook.rendering.render import engine_text, short_hardware
+from wikitools.runbook.rendering.describe import engine_text, short_hardware
 
 
 def add_parsers(sub: Any) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from wikitools.commands import add_root
+from wikitools.commands.runbook_options import add_run_options, run_options
 from wikitools.config import load_config, load_pages
 from wikitools.diagnostics import Diagnostic, Severity, sort_diagnostics, summary
 from wikitools.errors import UsageError
@@ -19,10 +20,10 @@ from wikitools.runbook.blocks.extract import load_runbooks
 from wikitools.runbook.blocks.model import Runbook
 from wikitools.runbook.blocks.scan import Suggestion, scan_pages
 from wikitools.runbook.engines.secrets import mask_env
-from wikitools.runbook.execution.plan import format_plan, format_verdict
+from wikitools.runbook.execution.plantext import format_plan, format_summary, format_verdict
 from wikitools.runbook.execution.preflight import required_gpus
 from wikitools.runbook.records.record import read_records
-from wikitools.runbook.session import RunOptions, prepare
+from wikitools.runbook.session import prepare
 
 
 def add_parsers(sub: Any) -> None:
@@ -46,15 +47,7 @@ def add_parsers(sub: Any) -> None:
                        "exit status is the verdict: 0 when the runbook could run on this host, "
                        "1 when preflight refuses (on a host without GPUs that is the expected "
                        "answer), 2 when the runbook, its blocks or an option are wrong.")
-    p.add_argument("ref", metavar="PAGE#ID", help="runbook id, or path/to/page.md#id")
-    p.add_argument("--force", action="store_true",
-                   help="accept another GPU architecture, busy GPUs or too little free memory")
-    p.add_argument("--port", type=int, help="serve on this port instead of the block's")
-    p.add_argument("--repeats", type=int, metavar="N",
-                   help="plan N measured runs per sweep point (default: 3 for serving clients)")
-    p.add_argument("--no-warmup", action="store_true",
-                   help="no unrecorded warm-up run before each serving point")
-    add_root(p)
+    add_run_options(p)
     p.set_defaults(handler=run_plan)
 
     p = sub.add_parser("scan", help="find plain shell blocks holding launchers; suggest the "
@@ -171,7 +164,7 @@ def _describe_clients(rb: Runbook) -> list[str]:
             ("dataset", c.dataset), ("prompts", c.num_prompts),
             ("max concurrency", c.max_concurrency), ("request rate", c.request_rate),
             ("url", c.url),
-            ("sweep", f"{cl.sweep_var}={','.join(cl.sweep_values)}" if cl.sweep_var else None),
+            ("sweep", cl.sweep.text() or None),
             ("timeout", f"{cl.timeout:g} s per point"),
         ]
         for label, value in fields:
@@ -195,11 +188,11 @@ def run_show(args: argparse.Namespace) -> int:
 
 
 def run_plan(args: argparse.Namespace) -> int:
-    prepared = prepare(args.ref, args.root, RunOptions(
-        port=args.port, force=args.force, repeats=args.repeats,
-        warmup=False if args.no_warmup else None))
+    prepared = prepare(args.ref, args.root, run_options(args))
     for d in prepared.warnings:
         print(d.format(), file=sys.stderr)
+    print(format_summary(prepared.plan, prepared.unset), end="")
+    print()
     print(format_plan(prepared.plan), end="")
     print()
     print(format_verdict(prepared.verdict), end="")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from wikitools.commands import add_root
+from wikitools.commands.runbook_options import add_run_options, run_options
 from wikitools.config import load_config, load_pages
 from wikitools.diagnostics import Severity, sort_diagnostics, summary
 from wikitools.errors import UsageError
@@ -20,11 +22,11 @@ from wikitools.pages import read_page
 from wikitools.runbook.blocks.extract import extract_runbooks
 from wikitools.runbook.engines.secrets import mask_text
 from wikitools.runbook.execution.execute import Event
-from wikitools.runbook.execution.plan import format_plan, format_verdict
+from wikitools.runbook.execution.plantext import format_plan, format_summary, format_verdict
 from wikitools.runbook.records.compare import Row
 from wikitools.runbook.records.record import Record, dumps
 from wikitools.runbook.rendering.render import render_pages
-from wikitools.runbook.session import RunOptions, RunResult, prepare, run_prepared
+from wikitools.runbook.session import RunResult, prepare, run_prepared
 
 
 def add_parsers(sub: Any) -> None:
@@ -35,24 +37,10 @@ def add_parsers(sub: Any) -> None:
         "runbooks/<id>/<run-id>.json and re-render the page's results regions. Exit 0 when "
         "every step passed, 1 when a step failed (the record says which), 2 on usage errors.",
     )
-    p.add_argument("ref", metavar="PAGE#ID", help="runbook id, or path/to/page.md#id")
-    p.add_argument("--sweep", metavar="VAR=v1,v2",
-                   help="run these sweep values instead of the block's")
-    p.add_argument("--client", action="append", metavar="NAME",
-                   help="run only this client (repeatable)")
+    add_run_options(p)
     p.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
-    p.add_argument("--force", action="store_true",
-                   help="run although preflight refuses (other GPU architecture, busy GPUs, "
-                   "too little free memory)")
-    p.add_argument("--port", type=int, help="serve on this port instead of the block's")
     p.add_argument("--no-render", action="store_true",
                    help="write the record but leave the pages alone")
-    p.add_argument("--repeats", type=int, metavar="N",
-                   help="measure every sweep point N times (default: 3 for serving clients, "
-                   "1 for quality and smoke clients); the record keeps every run")
-    p.add_argument("--no-warmup", action="store_true",
-                   help="skip the unrecorded warm-up run before each serving point")
-    add_root(p)
     p.set_defaults(handler=run_run)
 
     p = sub.add_parser(
@@ -115,11 +103,10 @@ class _Progress:
 
 def run_run(args: argparse.Namespace) -> int:
     err = Console(stderr=True, highlight=False)
-    options = RunOptions(port=args.port, sweep=args.sweep,
-                         clients=tuple(args.client) if args.client else None,
-                         force=args.force, render=not args.no_render, repeats=args.repeats,
-                         warmup=False if args.no_warmup else None)
+    options = replace(run_options(args), render=not args.no_render)
     prepared = prepare(args.ref, args.root, options)
+    print(format_summary(prepared.plan, prepared.unset), end="")
+    print()
     print(format_plan(prepared.plan), end="")
     print()
     print(format_verdict(prepared.verdict), end="", flush=True)
@@ -130,7 +117,7 @@ def run_run(args: argparse.Namespace) -> int:
         err.print("not run")
         return 1
 
-    progress = _Progress(err, len(prepared.plan.clients))
+    progress = _Progress(err, prepared.plan.runs)
     try:
         result = run_prepared(prepared, on_event=progress)
     finally:
@@ -203,27 +190,39 @@ def _summary(record: Record, path: str | None, rendered: list[str], err: Console
         out.append(f"run {record.run_id}: ok")
     else:
         out.append(f"run {record.run_id}: FAILED at {record.failed_step}: {record.message}")
-    t = record.timings
-    if "ready_s" in t:
-        out.append(f"  ready after {t['ready_s']:.1f} s; teardown {t.get('teardown_s', 0):.1f} s")
-    for client in record.clients:
-        for p in client.points:
-            label = f"{client.name}" + (f"[{client.sweep_var}={p.value}]" if p.value else "")
-            m = p.metrics
-            if p.status == "ok" and "output_throughput" in m:
-                out.append(f"  {label}: {m.get('completed')}/{m.get('num_prompts')} ok, "
-                           f"{m['output_throughput']:,.1f} output tok/s, median TTFT "
-                           f"{m.get('median_ttft_ms', float('nan')):,.1f} ms")
-            else:
-                out.append(f"  {label}: {p.status}" + (f" ({p.message})" if p.message else ""))
+    for variant in record.each_variant():
+        pad = "  "
+        if variant.coords:
+            state = "ok" if variant.ok else f"{variant.status}" + (
+                f" at {variant.failed_step}: {variant.message}" if variant.failed_step else "")
+            out.append(f"  variant {variant.name}: {state}")
+            pad = "    "
+        t = variant.timings
+        if "ready_s" in t:
+            out.append(f"{pad}ready after {t['ready_s']:.1f} s; teardown "
+                       f"{t.get('teardown_s', 0):.1f} s")
+        for client in variant.clients:
+            for p in client.points:
+                label = f"{client.name}" + (f"[{client.sweep_var}={p.value}]" if p.value
+                                            else "")
+                m = p.metrics
+                if p.status == "ok" and "output_throughput" in m:
+                    out.append(f"{pad}{label}: {m.get('completed')}/{m.get('num_prompts')} ok, "
+                               f"{m['output_throughput']:,.1f} output tok/s, median TTFT "
+                               f"{m.get('median_ttft_ms', float('nan')):,.1f} ms")
+                else:
+                    out.append(f"{pad}{label}: {p.status}"
+                               + (f" ({p.message})" if p.message else ""))
     if path is not None:
         out.append(f"record: {path}")
     out += [f"rendered: {p}" for p in rendered]
     print("\n".join(out))
-    if not record.ok and record.server.get("log_tail"):
-        err.print("last log lines:", markup=False)
-        for line in record.server["log_tail"][-15:]:
-            err.print("  " + line, markup=False, highlight=False)
+    for variant in record.each_variant():
+        if not variant.ok and variant.server.get("log_tail"):
+            where = f" (variant {variant.name})" if variant.coords else ""
+            err.print(f"last log lines{where}:", markup=False)
+            for line in variant.server["log_tail"][-15:]:
+                err.print("  " + line, markup=False, highlight=False)
 
 
 # --------------------------------------------------------------------------- render

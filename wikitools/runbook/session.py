@@ -5,6 +5,7 @@ elsewhere when it cannot be written) and re-render the pages that show it. Never
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,6 +17,8 @@ from wikitools.fsio import write_if_changed
 from wikitools.pages import Page
 from wikitools.runbook.blocks.extract import extract_runbooks
 from wikitools.runbook.blocks.model import Runbook, RunbookSet
+from wikitools.runbook.blocks.sweep import Sweep, SweepError, parse_sweep
+from wikitools.runbook.blocks.variables import unset_variables
 from wikitools.runbook.execution.execute import EventSink, execute
 from wikitools.runbook.execution.host import HostFacts, gather_host
 from wikitools.runbook.execution.model import Plan, Verdict
@@ -46,7 +49,8 @@ class RunOptions:
     """How to run: the command-line options of `wiki runbook run` as data."""
 
     port: int | None = None  # serve on this port instead of the block's
-    sweep: str | None = None  # "VAR=v1,v2": run these sweep values instead of the block's
+    sweep: str | None = None  # "VAR=v1,v2[;VAR2=…]": these sweep values instead of the block's
+    variant: str | None = None  # "KV=fp8[;MTP=3]": only the server variants it names
     clients: tuple[str, ...] | None = None  # run only these clients
     force: bool = False  # run although preflight refuses
     render: bool = True  # re-render the pages that show this runbook's results
@@ -68,6 +72,7 @@ class Prepared:
     plan: Plan
     started: datetime
     run_id: str
+    unset: tuple[tuple[str, str], ...] = ()  # (variable, which block reads it) not set here
     warnings: tuple[Diagnostic, ...] = ()  # block warnings of the runbook's page (RB014 …)
 
 
@@ -107,18 +112,20 @@ def prepare(
         raise UsageError("name a runbook: ID or path/to/page.md#ID")
     runbook = runbooks.get(selector)
     block_errors(runbook, diags)
-    sweep = parse_sweep(options.sweep, runbook)
+    sweep = option_sweep("--sweep", options.sweep)
+    variants = option_sweep("--variant", options.variant)
     facts = facts if facts is not None else gather_host()
     verdict = preflight(runbook, force=options.force, port=options.port, facts=facts)
     started = datetime.now(UTC)
     run_id = make_run_id(started, runbook.blocks_hash)
-    overrides = PlanOverrides(port=options.port, sweep_values=sweep, clients=options.clients,
-                              repeats=options.repeats, warmup=options.warmup)
+    overrides = PlanOverrides(port=options.port, sweep=sweep, variants=variants,
+                              clients=options.clients, repeats=options.repeats,
+                              warmup=options.warmup)
     plan = make_plan(runbook, root=config.root, artifacts_dir=artifacts_dir_for(runbook, run_id),
                      overrides=overrides, verdict=verdict)
     warnings = tuple(d for d in sort_diagnostics(diags) if d.path == runbook.page)
     return Prepared(config.root, options, runbook, runbooks, tuple(pages), verdict, plan,
-                    started, run_id, warnings)
+                    started, run_id, tuple(unset_variables(runbook, os.environ)), warnings)
 
 
 def block_errors(runbook: Runbook, diags: list[Diagnostic]) -> None:
@@ -212,20 +219,16 @@ def run_runbook(
     return run_prepared(prepared, on_event, handle_signals=handle_signals)
 
 
-def parse_sweep(text: str | None, runbook: Runbook) -> tuple[str, ...] | None:
-    """`VAR=v1,v2` → ("v1", "v2"), checked against the variables the runbook sweeps."""
+def option_sweep(option: str, text: str | None) -> Sweep | None:
+    """`--sweep` / `--variant` in the one sweep grammar; UsageError naming the option."""
     if text is None:
         return None
-    var, eq, values = text.partition("=")
-    var = var.strip()
-    vals = tuple(v.strip() for v in values.split(",") if v.strip())
-    if not eq or not var or not vals:
-        raise UsageError(f"--sweep {text!r}: expected VAR=v1,v2,…")
-    swept = sorted({c.sweep_var for c in runbook.clients if c.sweep_var})
-    if var not in swept:
-        have = ", ".join(swept) or "none"
-        raise UsageError(f"--sweep {var}: runbook '{runbook.id}' sweeps {have}")
-    return vals
+    try:
+        return parse_sweep(text)
+    except SweepError as exc:
+        where = f" (at character {exc.col + 1})" if exc.col else ""
+        raise UsageError(f"{option} {text!r}: {exc.message}{where}; expected "
+                         "VAR=v1,v2[;VAR2=…]") from None
 
 
 def render_runbook_pages(

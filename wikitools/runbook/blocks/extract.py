@@ -9,7 +9,7 @@ import math
 import re
 import subprocess
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from wikitools.diagnostics import Diagnostic, Severity, did_you_mean
@@ -22,6 +22,7 @@ from wikitools.runbook.blocks.model import (
     RunbookSet,
     ServerBlock,
 )
+from wikitools.runbook.blocks.sweep import Sweep, SweepError, parse_sweep
 from wikitools.runbook.engines import catalog as engines
 from wikitools.runbook.engines.command import parse_client_command, parse_server_command
 from wikitools.runbook.engines.shell import ShellSyntaxError, tokenize
@@ -33,7 +34,8 @@ FILE_CLASS = "runbook-file"
 ROLES = (SERVER_CLASS, CLIENT_CLASS, FILE_CLASS)
 FILE_ATTRS = ("for", "path")
 SERVER_ATTRS = ("engine", "gpus", "arch", "min_mem_gib", "port", "ready_timeout", "stop_timeout",
-                "env")
+                "env", "variants")
+MAX_VARIANTS = 32  # each variant starts a server of its own
 CLIENT_ATTRS = ("for", "name", "kind", "sweep", "timeout")
 KINDS = ("serving", "quality", "smoke")
 DEFAULT_READY_TIMEOUT = 900.0
@@ -255,6 +257,18 @@ def _server(ctx: _Ctx, files: dict[str, str] | None = None) -> ServerBlock | Non
              if "ready_timeout" in opts else None)
     stop = (_number(ctx, "stop_timeout", *opts["stop_timeout"])
             if "stop_timeout" in opts else None)
+    variants = Sweep()
+    if "variants" in opts:
+        variants = _sweep(ctx, "variants", *opts["variants"], max_vars=None)
+        if len(variants) > MAX_VARIANTS:
+            ctx.error("RB004", f"bad value for variants: {len(variants)} variants (at most "
+                      f"{MAX_VARIANTS}: each starts a server of its own)", opts["variants"][1])
+            variants = Sweep()
+        for var in variants.vars:
+            if not re.search(r"\$(?:\{" + var + r"\b|" + var + r"\b)", block.content):
+                ctx.error("RB004", f"bad value for variants: the server command does not read "
+                          f"${var} (write ${{{var}:-default}} where the setting goes)",
+                          opts["variants"][1])
     engine = engine_attr or cmd.engine
     return ServerBlock(
         runbook_id=rid,
@@ -271,6 +285,7 @@ def _server(ctx: _Ctx, files: dict[str, str] | None = None) -> ServerBlock | Non
         stop_timeout=stop if stop is not None else DEFAULT_STOP_TIMEOUT,
         extra_env=env,
         command=cmd,
+        variants=variants,
     )
 
 
@@ -282,34 +297,21 @@ class _PendingClient:
     name: str | None
     name_col: int
     kind: str | None
-    sweep_var: str | None
-    sweep_values: tuple[str, ...]
     timeout: float
-    sweep: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    sweep: Sweep = field(default_factory=Sweep)
 
 
-def _sweep(ctx: _Ctx, value: str, col: int) -> tuple[tuple[str, tuple[str, ...]], ...]:
-    """`VAR=v1,v2` or a grid of two variables `A=1,8;B=512,2048`; () after an RB004."""
-    out: list[tuple[str, tuple[str, ...]]] = []
-    for part in value.split(";"):
-        var, eq, rest = part.strip().partition("=")
-        values = tuple(v.strip() for v in rest.split(","))
-        if not eq or not ENV_NAME_RE.fullmatch(var.strip()) or not all(values):
-            ctx.error("RB004", f"bad value for sweep: '{value}' (expected \"VAR=v1,v2,…\", or "
-                      "two variables \"A=1,8;B=512,2048\" for a grid)", col)
-            return ()
-        if len(set(values)) != len(values):
-            ctx.error("RB004", f"bad value for sweep: '{value}' repeats a value", col)
-            return ()
-        out.append((var.strip(), values))
-    if len(out) > 2:
-        ctx.error("RB004", f"bad value for sweep: '{value}' sweeps {len(out)} variables (at "
-                  "most two: a grid)", col)
-        return ()
-    if len(out) == 2 and out[0][0] == out[1][0]:
-        ctx.error("RB004", f"bad value for sweep: '{value}' names {out[0][0]} twice", col)
-        return ()
-    return tuple(out)
+def _sweep(ctx: _Ctx, key: str, value: str, col: int, max_vars: int | None) -> Sweep:
+    """A `sweep=` or `variants=` value in the one sweep grammar; Sweep() after an RB004 located
+    at the fault inside the value."""
+    try:
+        return parse_sweep(value, max_vars=max_vars)
+    except SweepError as exc:
+        line = ctx.fence_line
+        at = line.find(value, col - 1 + len(key)) if value else -1
+        where = at + 1 + exc.col if at >= 0 else col
+        ctx.error("RB004", f"bad value for {key}: {exc.message}", where)
+        return Sweep()
 
 
 def _client(ctx: _Ctx) -> _PendingClient | None:
@@ -331,17 +333,12 @@ def _client(ctx: _Ctx) -> _PendingClient | None:
                       f"smoke){did_you_mean(value, KINDS)}", col)
         else:
             kind = value
-    sweep_var: str | None = None
-    sweep_values: tuple[str, ...] = ()
-    sweep = _sweep(ctx, *opts["sweep"]) if "sweep" in opts else ()
-    if sweep:
-        sweep_var, sweep_values = sweep[0]
+    sweep = _sweep(ctx, "sweep", *opts["sweep"], max_vars=2) if "sweep" in opts else Sweep()
     timeout = DEFAULT_CLIENT_TIMEOUT
     if "timeout" in opts:
         t = _number(ctx, "timeout", *opts["timeout"], allow_zero=False)
         timeout = t if t is not None else timeout
-    return _PendingClient(ctx, for_id, for_col, name, name_col, kind, sweep_var, sweep_values,
-                          timeout, sweep)
+    return _PendingClient(ctx, for_id, for_col, name, name_col, kind, timeout, sweep)
 
 
 def _server_ids(pages: list[Page]) -> dict[str, list[tuple[Page, int]]]:
@@ -483,8 +480,8 @@ def extract_runbooks(pages: Iterable[Page], root: Path | None = None,
         if ctx.failed or rid not in servers:
             continue
         clients.setdefault(rid, []).append(ClientBlock(
-            runbook_id=rid, name=name, kind=kind, sweep_var=pc.sweep_var,
-            sweep_values=pc.sweep_values, sweep=pc.sweep, timeout=pc.timeout, page=ctx.page.path,
+            runbook_id=rid, name=name, kind=kind,
+            sweep=pc.sweep, timeout=pc.timeout, page=ctx.page.path,
             line=ctx.block.line, col=ctx.block.col, content=ctx.block.content,
             info=ctx.block.info, command=cmd,
         ))

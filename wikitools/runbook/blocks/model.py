@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from wikitools.diagnostics import did_you_mean
 from wikitools.errors import UsageError
 from wikitools.fences import block_hash_info
+from wikitools.runbook.blocks.sweep import Sweep
 from wikitools.runbook.engines.types import ClientCommand, EngineCommand, Env
 
 
@@ -35,6 +36,8 @@ class ServerBlock:
     stop_timeout: float
     extra_env: Env
     command: EngineCommand
+    # `variants=`: each point starts a server of its own, with its values in the environment
+    variants: Sweep = field(default_factory=Sweep)
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,8 +45,6 @@ class ClientBlock:
     runbook_id: str
     name: str
     kind: str  # serving | quality | smoke
-    sweep_var: str | None  # the first swept variable
-    sweep_values: tuple[str, ...]
     timeout: float
     page: str
     line: int
@@ -51,24 +52,7 @@ class ClientBlock:
     content: str
     info: str
     command: ClientCommand
-    sweep: tuple[tuple[str, tuple[str, ...]], ...] = ()  # every swept variable; two: a grid
-
-    @property
-    def sweep_vars(self) -> tuple[str, ...]:
-        if self.sweep:
-            return tuple(var for var, _ in self.sweep)
-        return (self.sweep_var,) if self.sweep_var else ()
-
-    def sweep_points(self) -> tuple[tuple[tuple[str, str], ...], ...]:
-        """Each point's (variable, value) pairs, the first variable outermost; one empty point
-        when nothing is swept."""
-        axes = self.sweep
-        if not axes and self.sweep_var:
-            axes = ((self.sweep_var, self.sweep_values),)
-        points: list[tuple[tuple[str, str], ...]] = [()]
-        for var, values in axes:
-            points = [(*p, (var, v)) for p in points for v in values]
-        return tuple(points)
+    sweep: Sweep = field(default_factory=Sweep)  # `sweep=`: every swept variable; two make a grid
 
 
 @dataclass(frozen=True, slots=True)

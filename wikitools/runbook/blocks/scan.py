@@ -79,13 +79,6 @@ def _describe(cmd: EngineCommand) -> str:
     ) if x) + ")"
 
 
-def _gpus(cmd: EngineCommand) -> int:
-    dp = cmd.dp or 1
-    if cmd.engine == "sglang" and cmd.has_flag("--enable-dp-attention"):
-        dp = 1  # SGLang's DP attention runs its data-parallel ranks on the TP GPUs
-    return (cmd.tp or 1) * (cmd.pp or 1) * dp
-
-
 def scan_pages(pages: Iterable[Page], taken: Iterable[str] = ()) -> list[Suggestion]:
     out: list[Suggestion] = []
     used = set(taken)
@@ -143,7 +136,7 @@ def scan_pages(pages: Iterable[Page], taken: Iterable[str] = ()) -> list[Suggest
                 else:
                     rid, source = new_id(found), block.line
                 current = rid
-                attrs = f"engine={found.engine} gpus={_gpus(found)}"
+                attrs = f"engine={found.engine} gpus={found.gpus}"
                 out.append(Suggestion(
                     page.path, block.line, block.col, "server", _describe(found),
                     f"bash {{ #{rid} .runbook-server {attrs} }}", rid, block.end_line, source,

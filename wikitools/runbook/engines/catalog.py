@@ -54,6 +54,7 @@ class Engine:
     image_entrypoint: bool = False  # the image's entrypoint is the launcher (`IMAGE --flag …`)
     image_subcommand: str | None = None  # … also `IMAGE serve …`
     flags: FlagList | None = None  # the server flags it accepts (flag_lists.py, one version)
+    dp_on_tp_flag: str | None = None  # with it, data-parallel ranks run on the TP GPUs
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +151,7 @@ SGLANG = Engine(
     spec_flag_prefix="--speculative-",
     image_hint="sglang",
     flags=FlagList(flag_lists.SGLANG_VERSION, flag_lists.SGLANG_FLAGS),
+    dp_on_tp_flag="--enable-dp-attention",
 )
 
 LLAMA_CPP = Engine(
@@ -177,15 +179,17 @@ LLAMA_CPP = Engine(
 
 ENGINES: dict[str, Engine] = {e.name: e for e in (VLLM, SGLANG, LLAMA_CPP)}
 
-# docker / compose output lines that say why a container never started (added to an engine's
-# fatal patterns when the server runs in a container).
-DOCKER_FATAL_LOG = (
-    r"Unable to find image ",
-    r"^docker: Error response from daemon: ",
-    r"^Error response from daemon: ",
-    r"^ERROR: ",  # docker-compose 1.x
-    r"^Error: No such ",
-)
+# --------------------------------------------------------------------------- environment
+
+# NVLink multicast can put the GPUs of a shared NVSwitch host out of service for a long time, and
+# vLLM's FlashInfer all-reduce for TP >= 2 defaults to a backend that creates a multicast object.
+# Every server the executor starts has these values, and a block may not set others.
+MULTICAST_OFF: dict[str, str] = {
+    "NCCL_NVLS_ENABLE": "0",
+    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+    "NVSHMEM_DISABLE_NVLS": "1",
+    "VLLM_FLASHINFER_ALLREDUCE_BACKEND": "trtllm",
+}
 
 
 # --------------------------------------------------------------------------- client tools
@@ -264,6 +268,13 @@ CLIENT_TOOLS: dict[str, ClientTool] = {t.name: t for t in (
     ),
 )}
 TEXT_RESULT = ResultFormat("text", "text")
+# The flags the executor adds to a client command to say where its result goes, each followed
+# by its value (a run's own path: commands are compared without them).
+RESULT_PATH_FLAGS = frozenset(
+    flag for t in CLIENT_TOOLS.values()
+    for flag, value in zip(t.capture_args, t.capture_args[1:], strict=False)
+    if flag.startswith("-") and value.startswith("{")
+)
 
 # client flags → the ClientCommand field they set (tools without their own table)
 CLIENT_FLAG_KEYS = {
@@ -482,19 +493,6 @@ SERVER_INFO_SPEC_LENGTH = ("internal_states", "avg_spec_accept_length")
 
 
 # --------------------------------------------------------------------------- flags
-
-# docker run options that take a value (long names without '='; short ones)
-DOCKER_VALUE_FLAGS = {
-    "-e", "--env", "-v", "--volume", "-p", "--publish", "--gpus", "--ipc", "--shm-size", "--name",
-    "--network", "--net", "--entrypoint", "-w", "--workdir", "-u", "--user", "--ulimit",
-    "--runtime", "--env-file", "--mount", "-l", "--label", "--cpus", "--cpuset-cpus", "-m",
-    "--memory", "--device", "--add-host", "--cap-add", "--cap-drop", "--security-opt",
-    "--restart", "--platform", "--pull", "--pid", "--hostname", "-h", "--log-driver", "--log-opt",
-    "--memory-swap", "--group-add", "--stop-signal", "--stop-timeout", "--tmpfs", "--dns",
-    "--cgroupns", "--uts", "--userns", "--health-cmd", "--gpus-all", "--cidfile",
-    "--volumes-from", "--link", "--mac-address", "--ip", "--expose", "--label-file",
-}
-DOCKER_BOOL_SHORT = set("dit")  # -d -i -t and combinations (-it, -dit)
 
 # engine flags (all spellings) → the EngineCommand field they set (every engine)
 SERVER_FLAG_ALIASES = {

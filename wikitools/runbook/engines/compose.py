@@ -6,7 +6,6 @@ environment and image. What is a launcher inside that argv is `launcher`'s job."
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,6 +13,8 @@ from typing import Any
 import yaml
 
 from wikitools.errors import InputError
+from wikitools.runbook.engines import docker_cli as dk
+from wikitools.runbook.engines.shell import split_words
 from wikitools.yamlload import load_yaml
 
 # Compose interpolation: $$ (a literal $), ${VAR}, ${VAR:-default}, ${VAR-default},
@@ -97,13 +98,6 @@ def _strings(value: Any) -> list[str] | None:
     return [str(value)]
 
 
-def _split(text: str) -> list[str]:
-    try:
-        return shlex.split(text)
-    except ValueError:
-        return text.split()
-
-
 def _env_items(value: Any, host: Mapping[str, str]) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     if isinstance(value, dict):
@@ -146,7 +140,7 @@ def service_argv(entrypoint: Any, command: Any, host: Mapping[str, str]) -> tupl
     elif isinstance(entrypoint, list):
         ep_words = ep
     else:
-        ep_words = _split(ep[0])
+        ep_words = split_words(ep[0])
     ep_list = [interpolate(a, host) for a in ep_words]
     script = bool(ep_list) and re.fullmatch(r"-\w*c", ep_list[-1]) is not None
     if cmd is None:
@@ -157,7 +151,7 @@ def service_argv(entrypoint: Any, command: Any, host: Mapping[str, str]) -> tupl
             cmd_list = [" ".join(cmd_list)]
     else:
         text = interpolate(cmd[0], host)
-        cmd_list = [text] if script else _split(text)
+        cmd_list = [text] if script else split_words(text)
     return ep_list + cmd_list, entrypoint is not None
 
 
@@ -221,17 +215,17 @@ class ComposeCall:
 
     @property
     def files(self) -> tuple[str, ...]:
-        return tuple(_option_values(self.globals, ("-f", "--file")))
+        return tuple(_option_values(self.globals, dk.COMPOSE_FILE_FLAGS))
 
     @property
     def project(self) -> str | None:
-        values = _option_values(self.globals, ("-p", "--project-name"))
+        values = _option_values(self.globals, dk.COMPOSE_PROJECT_FLAGS)
         return values[-1] if values else None
 
     @property
     def detached(self) -> bool:
         return self.subcommand == "up" and any(
-            a in ("-d", "--detach") or (re.fullmatch(r"-[a-zA-Z]+", a) is not None and "d" in a)
+            a in dk.DETACH_FLAGS or (re.fullmatch(r"-[a-zA-Z]+", a) is not None and "d" in a)
             for a in self.args)
 
     @property
@@ -243,19 +237,12 @@ class ComposeCall:
             if skip:
                 skip = False
                 continue
-            if a in _UP_VALUE_OPTIONS:
+            if a in dk.COMPOSE_UP_VALUE_FLAGS:
                 skip = True
                 continue
             if not a.startswith("-"):
                 out.append(a)
         return tuple(out)
-
-
-_GLOBAL_VALUE_OPTIONS = {"-f", "--file", "-p", "--project-name", "--env-file",
-                         "--project-directory", "--profile", "--ansi", "--parallel", "-H",
-                         "--host", "--context", "-c"}
-_UP_VALUE_OPTIONS = {"-t", "--timeout", "--scale", "--exit-code-from", "--pull", "--wait-timeout",
-                     "--attach", "--no-attach"}
 
 
 def _option_values(args: tuple[str, ...], names: tuple[str, ...]) -> list[str]:
@@ -276,10 +263,10 @@ def _option_values(args: tuple[str, ...], names: tuple[str, ...]) -> list[str]:
 
 def compose_call(argv: list[str], i: int) -> ComposeCall | None:
     """Read `docker compose …` or `docker-compose …` starting at argv[i]; None otherwise."""
-    if i < len(argv) and argv[i].rsplit("/", 1)[-1] == "docker-compose":
+    if i < len(argv) and argv[i].rsplit("/", 1)[-1] == dk.COMPOSE_PROGRAM:
         program: tuple[str, ...] = (argv[i],)
         j = i + 1
-    elif argv[i : i + 2] and argv[i].rsplit("/", 1)[-1] in ("docker", "podman") and \
+    elif argv[i : i + 2] and argv[i].rsplit("/", 1)[-1] in dk.COMPOSE_HOSTS and \
             argv[i + 1 : i + 2] == ["compose"]:
         program = (argv[i], "compose")
         j = i + 2
@@ -289,7 +276,7 @@ def compose_call(argv: list[str], i: int) -> ComposeCall | None:
     while j < len(argv) and argv[j].startswith("-"):
         a = argv[j]
         globals_.append(a)
-        if "=" not in a and a in _GLOBAL_VALUE_OPTIONS and j + 1 < len(argv):
+        if "=" not in a and a in dk.COMPOSE_GLOBAL_VALUE_FLAGS and j + 1 < len(argv):
             globals_.append(argv[j + 1])
             j += 1
         j += 1

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from wikitools.runbook.engines import catalog as engines
+from wikitools.runbook.engines import docker_cli as dk
 from wikitools.runbook.engines.compose import (
     DEFAULT_FILES,
     ComposeCall,
@@ -17,16 +18,11 @@ from wikitools.runbook.engines.compose import (
     parse_compose,
 )
 from wikitools.runbook.engines.found import ANY_FILE, Found, Scope
-from wikitools.runbook.engines.shell import Word, basename
+from wikitools.runbook.engines.shell import Word, basename, split_words
 from wikitools.runbook.engines.types import ContainerUse
 
 # find(argv, words, scope, depth, top) -> Found | None
 Find = Callable[[list[str], "list[Word] | None", Scope, int, bool], "Found | None"]
-
-# docker exec / compose exec options that take a value
-_EXEC_VALUE = {"-e", "--env", "-w", "--workdir", "-u", "--user", "--env-file", "--detach-keys",
-               "--index"}
-
 
 def not_top(use: ContainerUse) -> ContainerUse:
     return replace(use, top_level=False)
@@ -53,43 +49,44 @@ def docker_run(
         if eq:
             value: str | None = val
             j += 1
-        elif flag in engines.DOCKER_VALUE_FLAGS:
+        elif flag in dk.RUN_VALUE_FLAGS:
             value = argv[j + 1] if j + 1 < len(argv) else None
             j += 2
-        elif re.fullmatch(r"-[a-zA-Z]+", flag) and flag[-1] in "evpwuml" and set(flag[1:-1]) <= (
-            engines.DOCKER_BOOL_SHORT
-        ):
+        elif re.fullmatch(r"-[a-zA-Z]+", flag) and flag[-1] in dk.RUN_VALUE_SHORT and set(
+            flag[1:-1]) <= dk.RUN_BOOL_SHORT:
             # combined short flags ending with a value flag, e.g. -itv /x:/y is rare; -e handled
             detached = detached or "d" in flag[1:-1]
             value = argv[j + 1] if j + 1 < len(argv) else None
             flag = "-" + flag[-1]
             j += 2
         else:
-            if flag in ("-d", "--detach") or (re.fullmatch(r"-[dit]+", flag) and "d" in flag):
+            if flag in dk.DETACH_FLAGS or (
+                    re.fullmatch(r"-[a-zA-Z]+", flag) and set(flag[1:]) <= dk.RUN_BOOL_SHORT
+                    and "d" in flag):
                 detached = True
-            elif flag == "--rm":
+            elif flag == dk.REMOVE_FLAG:
                 remove = True
             value = None
             j += 1
         if value is None:
             continue
-        if flag in ("-e", "--env"):
+        if flag in dk.ENV_FLAGS:
             k, eq2, v = value.partition("=")
             denv.append((k, v if eq2 else f"${{{k}}}"))  # bare `-e K` passes the host's K
-        elif flag == "--gpus":
+        elif flag == dk.GPUS_FLAG:
             gpus = value
-        elif flag == "--entrypoint":
+        elif flag == dk.ENTRYPOINT_FLAG:
             entrypoint = value
-        elif flag in ("-p", "--publish"):
+        elif flag in dk.PUBLISH_FLAGS:
             ports.append(value)
-        elif flag == "--name":
+        elif flag == dk.NAME_FLAG:
             name = value
     if j >= len(argv):
         return None
     image = argv[j]
     cmd = argv[j + 1 :]
     if entrypoint:
-        cmd = entrypoint.split() + cmd
+        cmd = split_words(entrypoint) + cmd
     sub_words = words[j + 1 :] if words is not None and not entrypoint else None
     found = find(cmd, sub_words, scope, depth + 1, False) if cmd else None
     if found is None:
@@ -138,10 +135,10 @@ def docker_exec(argv: list[str], j: int, spelling: str, env: list[tuple[str, str
     denv: list[tuple[str, str]] = []
     while j < len(argv) and argv[j].startswith("-"):
         flag, eq, val = argv[j].partition("=")
-        value = val if eq else (argv[j + 1] if flag in _EXEC_VALUE and j + 1 < len(argv)
+        value = val if eq else (argv[j + 1] if flag in dk.EXEC_VALUE_FLAGS and j + 1 < len(argv)
                                 else None)
-        j += 1 if eq or flag not in _EXEC_VALUE else 2
-        if flag in ("-e", "--env") and value:
+        j += 1 if eq or flag not in dk.EXEC_VALUE_FLAGS else 2
+        if flag in dk.ENV_FLAGS and value:
             k, eq2, v = value.partition("=")
             denv.append((k, v if eq2 else f"${{{k}}}"))
     if j + 1 >= len(argv):
@@ -166,7 +163,7 @@ def compose_up(call: ComposeCall, scope: Scope, depth: int, env: list[tuple[str,
     if call.subcommand == "exec":
         return docker_exec([*call.program, "exec", *call.args], len(call.program) + 1,
                            f"{spelling} exec", env, scope, depth, find)
-    if call.subcommand not in ("up", "run", "start", "create"):
+    if call.subcommand not in dk.COMPOSE_START_SUBCOMMANDS:
         return None
     names = call.files or DEFAULT_FILES
     path = next((n for n in names if n in scope.files), None)

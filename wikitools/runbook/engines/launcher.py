@@ -13,6 +13,7 @@ import re
 from collections.abc import Mapping
 
 from wikitools.runbook.engines import catalog as engines
+from wikitools.runbook.engines import docker_cli
 from wikitools.runbook.engines import launch_containers as lc
 from wikitools.runbook.engines.compose import compose_call
 from wikitools.runbook.engines.found import ANY_FILE, Found, Scope
@@ -169,7 +170,7 @@ def _find(argv: list[str], words: list[Word] | None, scope: Scope, depth: int = 
         if composed is not None and not top and composed.container is not None:
             composed.container = lc.not_top(composed.container)
         return composed
-    if base in ("docker", "podman", "nerdctl"):
+    if base in docker_cli.CONTAINER_PROGRAMS:
         sub = argv[i + 1 : i + 3]
         if sub[:1] == ["run"] or sub == ["container", "run"]:
             j = i + 2 if argv[i + 1] == "run" else i + 3
@@ -352,7 +353,7 @@ def docker_run_offset(text: str) -> int | None:
     for cmd in cmds:
         argv = cmd.argv
         i = _strip_prefixes(argv, [], [])
-        if i + 1 >= len(argv) or basename(argv[i]) not in ("docker", "podman", "nerdctl"):
+        if i + 1 >= len(argv) or basename(argv[i]) not in docker_cli.CONTAINER_PROGRAMS:
             continue
         if argv[i + 1] == "run":
             return cmd.words[i + 1].end

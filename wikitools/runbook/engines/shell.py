@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass, field
 
 from wikitools.errors import InputError
+from wikitools.runbook.engines import docker_cli
 
 # --------------------------------------------------------------------------- shell words
 
@@ -99,6 +100,17 @@ def tokenize(text: str) -> list[Word]:
         if word is not None:
             out.append(word)
     return out
+
+
+def split_words(text: str) -> list[str]:
+    """The words of one command line as the shell reads them (quotes removed, nothing
+    expanded; operators are words, line breaks are spaces): what Compose and Docker make of a
+    `command:`/`--entrypoint` string. Text the shell cannot read (an unclosed quote) is split
+    at white space, as those tools' users would read it."""
+    try:
+        return [w.value for w in tokenize(text) if not (w.op and w.value == "\n")]
+    except ShellSyntaxError:
+        return text.split()
 
 
 def _at_word_start(text: str, i: int) -> bool:
@@ -379,12 +391,12 @@ def _collect_env(text: str, out: list[tuple[str, str, str]], depth: int) -> None
         if i == len(argv) and i == 1:
             out[-1] = (out[-1][0], out[-1][1], "assign")
         for j, a in enumerate(rest):
-            if a in ("-e", "--env") and j + 1 < len(rest):
+            if a in docker_cli.ENV_FLAGS and j + 1 < len(rest):
                 k, eq, v = rest[j + 1].partition("=")
                 if eq:
                     out.append((k, v, "docker-e"))
-            elif a.startswith("--env="):
-                k, eq, v = a[len("--env="):].partition("=")
+            elif a.startswith("--") and a.partition("=")[0] in docker_cli.ENV_FLAGS:
+                k, eq, v = a.partition("=")[2].partition("=")
                 if eq:
                     out.append((k, v, "docker-e"))
             elif a.startswith("-") and "c" in a[1:] and not a.startswith("--") and depth < 4:

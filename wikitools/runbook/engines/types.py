@@ -74,6 +74,15 @@ class EngineCommand:
     def has_flag(self, name: str) -> bool:
         return any(key == name for key, _ in self.flags)
 
+    @property
+    def gpus(self) -> int:
+        """Tensor × pipeline × data parallel sizes (1 each by default); data-parallel ranks
+        that run on the tensor-parallel GPUs (SGLang's DP attention) add none."""
+        eng = engines.engine(self.engine)
+        shared = eng is not None and eng.dp_on_tp_flag is not None and self.has_flag(
+            eng.dp_on_tp_flag)
+        return (self.tp or 1) * (self.pp or 1) * (1 if shared else self.dp or 1)
+
 
 @dataclass(frozen=True, slots=True)
 class ClientCommand:

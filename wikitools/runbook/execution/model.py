@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from wikitools.runbook.blocks.model import Runbook
+from wikitools.runbook.blocks.sweep import Coords
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,51 +103,100 @@ class PlannedServer:
 
 
 @dataclass(frozen=True, slots=True)
-class PlannedClient:
-    name: str
-    kind: str
-    sweep_var: str | None
-    point_value: str | None  # sweep value for this point (None when no sweep)
+class PlannedRun:
+    """One execution of a point's command: the warm-up (repeat 0, not recorded) or measured run
+    `repeat` of `repeats`."""
+
+    repeat: int
+    label: str  # the step's name in the record: `client:<name>[<point>] run 2/3`
     command: str  # final shell text, run as `bash -c command`
-    env: dict[str, str] = field(hash=False, compare=False)
-    display_env: dict[str, str] = field(hash=False, compare=False)
-    display_command: str = ""
-    result_path: str | None = None  # where the client's JSON result lands (None: stdout only)
-    log_path: str = ""  # stdout+stderr of this point
-    timeout: float = 1800.0
-    parser: str = "text"  # a client tool name (its result format) or "text"
-    repeat: int = 1  # which run of this point: 1..repeats; 0 is the unrecorded warm-up run
-    repeats: int = 1  # measured runs of this point
-    coords: tuple[tuple[str, str], ...] = ()  # (variable, value) of every swept variable
-    sweep_vars: tuple[str, ...] = ()  # every swept variable of the block (two for a grid)
+    display_command: str
+    result_path: str | None  # where the client's JSON result lands (None: stdout only)
+    log_path: str  # stdout+stderr of this run
 
     @property
     def warmup(self) -> bool:
         return self.repeat == 0
 
-    @property
-    def point_label(self) -> str:
-        """client:<name> or client:<name>[<value>]: the point, whichever run of it."""
-        point = f"[{self.point_value}]" if self.point_value is not None else ""
-        return f"client:{self.name}{point}"
+
+@dataclass(frozen=True, slots=True)
+class PlannedPoint:
+    """One sweep point of a client (the only point of a client without a sweep) and its runs."""
+
+    coords: Coords  # (variable, value) of every swept variable, in sweep order
+    value: str | None  # the point's name: point_name(coords)
+    label: str  # client:<name> or client:<name>[<value>]
+    env: dict[str, str] = field(hash=False, compare=False)  # the swept variables (and variant's)
+    display_env: dict[str, str] = field(hash=False, compare=False)
+    runs: tuple[PlannedRun, ...] = ()  # the warm-up first when there is one
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedClient:
+    """A client block as planned: client -> points -> runs, in the order they execute."""
+
+    name: str
+    kind: str
+    parser: str  # a client tool name (its result format) or "text"
+    timeout: float  # per run
+    sweep_vars: tuple[str, ...]  # every swept variable of the block (two for a grid)
+    repeats: int  # measured runs of each point
+    warmup: bool  # an unrecorded run before each point's measured runs
+    points: tuple[PlannedPoint, ...]
 
     @property
-    def label(self) -> str:
-        """Step name in the record: the point, then `warm-up` or `run i/n` when repeated."""
-        if self.warmup:
-            return f"{self.point_label} warm-up"
-        return self.point_label + (f" run {self.repeat}/{self.repeats}" if self.repeats > 1
-                                   else "")
+    def display_command(self) -> str:
+        """The command as the record shows it: the first measured run's."""
+        for point in self.points:
+            for run in point.runs:
+                if not run.warmup:
+                    return run.display_command
+        return self.points[0].runs[0].display_command if self.points else ""
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedVariant:
+    """One server configuration and the clients run against it. A server without `variants=`
+    has one, with no coordinates; each of several starts, serves and stops before the next."""
+
+    coords: Coords  # (variable, value) of the server's variant variables; () without variants
+    artifacts_dir: str  # the run's folder, or a folder per variant inside it
+    server: PlannedServer
+    clients: tuple[PlannedClient, ...]
+
+    @property
+    def name(self) -> str | None:
+        """`KV=fp8,MTP=3`, None for the one variant of a server without variants."""
+        return ",".join(f"{k}={v}" for k, v in self.coords) if self.coords else None
+
+    def step(self, name: str) -> str:
+        """A step's name in the record: `[KV=fp8,MTP=3] start`; `start` without variants."""
+        return f"[{self.name}] {name}" if self.coords else name
+
+    @property
+    def runs(self) -> int:
+        return sum(len(p.runs) for c in self.clients for p in c.points)
 
 
 @dataclass(frozen=True, slots=True)
 class Plan:
-    """Everything a run does. Paths are POSIX and relative to the wiki root; the executor runs
-    each command with `bash -c` in the root, with os.environ updated by `env`."""
+    """Everything a run does: its variants in order, each a server and its clients. Paths are
+    POSIX and relative to the wiki root; the executor runs each command with `bash -c` in the
+    root (or the variant's folder for Compose), with os.environ updated by `env`."""
 
     runbook: Runbook
     artifacts_dir: str  # relative to the root, POSIX: .artifacts/<id>/<run-id>
-    server: PlannedServer
-    clients: tuple[PlannedClient, ...]
+    variants: tuple[PlannedVariant, ...]
     verdict: Verdict | None = None  # None when preflight was not run (plan without host checks)
     notes: tuple[str, ...] = ()  # human-readable remarks (overrides applied, inferred values)
+    variant_vars: tuple[str, ...] = ()  # the server's variant variables; () without variants
+
+    @property
+    def server(self) -> PlannedServer:
+        """The first variant's server: port, host and engine are the same in every variant."""
+        return self.variants[0].server
+
+    @property
+    def runs(self) -> int:
+        """Client runs in all (warm-ups included): what a progress bar counts."""
+        return sum(v.runs for v in self.variants)

@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from wikitools.runbook.blocks.model import Runbook, ServerBlock
+from wikitools.runbook.engines.catalog import MULTICAST_OFF
 from wikitools.runbook.engines.shell import env_assignments, expand
 from wikitools.runbook.execution.containers import DockerFacts, gather_docker, short
 from wikitools.runbook.execution.host import HostFacts, gather_host, port_free, summarise_topology
@@ -22,11 +23,10 @@ NO_DRIVER = "nvidia-smi not found: no NVIDIA driver on this host"
 
 
 def required_gpus(server: ServerBlock) -> int:
-    """gpus= when stated, else tensor × pipeline × data parallel sizes (1 each by default)."""
+    """gpus= when stated, else what the command's parallel sizes need."""
     if server.requirements.gpus is not None:
         return server.requirements.gpus
-    c = server.command
-    return (c.tp or 1) * (c.pp or 1) * (c.dp or 1)
+    return server.command.gpus
 
 
 def block_env(server: ServerBlock) -> dict[str, str]:
@@ -59,16 +59,6 @@ def _visible_filter(value: str, gpus: list[GpuInfo]) -> list[GpuInfo] | None:
 def _arch_ok(gpu: GpuInfo, arch: tuple[str, ...]) -> bool:
     return not arch or gpu.arch in arch or any(a.rstrip("af") == gpu.arch for a in arch)
 
-
-# NVLink multicast can put the GPUs of a shared NVSwitch host out of service for a long time, and
-# vLLM's FlashInfer all-reduce for TP >= 2 defaults to a backend that creates a multicast object.
-# Every server the executor starts has these values, and a block may not set others.
-MULTICAST_OFF: dict[str, str] = {
-    "NCCL_NVLS_ENABLE": "0",
-    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
-    "NVSHMEM_DISABLE_NVLS": "1",
-    "VLLM_FLASHINFER_ALLREDUCE_BACKEND": "trtllm",
-}
 
 
 def multicast_overrides(server: ServerBlock) -> list[str]:

@@ -9,6 +9,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from wikitools.runbook.engines.catalog import RESULT_PATH_FLAGS
+from wikitools.runbook.engines.shell import shell_quote, split_words
 from wikitools.runbook.records.record import ClientResult, Record
 from wikitools.runbook.records.stats import NOISY_SPREAD, Spread
 
@@ -153,7 +155,7 @@ def provenance_differences(old: Record, new: Record) -> list[Difference]:
 
 def _word_diff(old: str, new: str) -> tuple[str, str]:
     """The words only one of two commands has, each side in order (`…` marks a gap)."""
-    a, b = old.replace("\\\n", " ").split(), new.replace("\\\n", " ").split()
+    a, b = split_words(old), split_words(new)
     left: list[str] = []
     right: list[str] = []
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
@@ -167,22 +169,26 @@ def _word_diff(old: str, new: str) -> tuple[str, str]:
             right.append(a[i1 - 1])
         left += a[i1:i2]
         right += b[j1:j2]
-    return " ".join(left), " ".join(right)
+    return _join(left), _join(right)
 
 
 def _strip_result(command: str) -> str:
     """A client command without the flags the executor adds per run (result file names)."""
-    words = command.split()
-    keep, skip = [], False
-    for w in words:
+    keep: list[str] = []
+    skip = False
+    for w in split_words(command):
         if skip:
             skip = False
             continue
-        if w in ("--result-dir", "--result-filename", "--output-file", "--output_path"):
+        if w in RESULT_PATH_FLAGS:
             skip = True
             continue
         keep.append(w)
-    return " ".join(keep)
+    return _join(keep)
+
+
+def _join(words: list[str]) -> str:
+    return " ".join(w if w == "…" else shell_quote(w) for w in words)
 
 
 def comparable(records: Sequence[Record]) -> list[Record]:

@@ -4,24 +4,28 @@ start time.
 
 Schema 2 adds the repeats of each sweep point (`samples`, every one kept; `metrics` is their
 median), grid-sweep coordinates, and the GPU state before and after the run (`gpu_state`).
-Schema 1 records are read as points of one sample each."""
+Schema 1 records are read as points of one sample each.
+
+Schema 3 adds server variants: a runbook whose server block names `variants=` records every
+variant in `variants` (its coordinates, status, engine facts, server, markers, timings, GPU state
+and clients), and the top-level `engine`, `server`, `markers`, `timings`, `gpu_state` and
+`clients` stay empty. A record without variants is written as schema 2, unchanged; readers see
+every record through `Record.each_variant()`."""
 
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import secrets
 import stat
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Self
+from typing import Any
 
-from wikitools.errors import InputError
 from wikitools.runbook.engines.secrets import mask_data
 from wikitools.runbook.records.schema import (
     ENGINE,
@@ -31,16 +35,19 @@ from wikitools.runbook.records.schema import (
     METRICS,
     SERVER,
     TIMINGS,
-    SchemaError,
+    RecordData,
+    RecordError,
     locate,
     matching,
-    read_dataclass,
     shaped,
 )
 from wikitools.runbook.records.stats import Spread, median_metrics, spread_of
 
-SCHEMA_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+SCHEMA_VERSION = 2  # a record without variants
+VARIANTS_VERSION = 3  # a record with server variants
+READABLE_VERSIONS = (1, 2, 3)
+# What each variant has of its own; at the top level only in a record without variants.
+PER_VARIANT = ("engine", "server", "markers", "timings", "gpu_state", "clients")
 RECORDS_DIR = "runbooks"
 
 
@@ -49,42 +56,8 @@ STAMP = r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?Z"
 RUN_ID_PATTERN = r"\d{8}T\d{6}(?:\.\d{3})?Z-[0-9a-f]{8}(?:-[0-9a-f]{4}|-[0-9a-f]{8})?"
 RUNBOOK_ID_PATTERN = r"[a-z0-9][a-z0-9._-]*"
 RUN_STATUS = r"ok|failed"
+VARIANT_STATUS = r"ok|failed|skipped"
 STEP_STATUS = r"ok|failed|timeout|skipped"
-
-
-def _fields(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """`asdict`'s mapping of a record dataclass; a point's coords are stored as a mapping."""
-    return {k: (dict(v) if k == "coords" else v) for k, v in pairs}
-
-
-def plain(value: Any) -> Any:
-    """JSON-ready data: mappings as dicts, tuples and lists as lists (after `asdict`); a
-    non-finite number (a client's NaN) as null, so that no record holds one."""
-    if isinstance(value, Mapping):
-        return {k: plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [plain(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
-class RecordData:
-    """The one `to_dict` and `from_dict` of every record dataclass: the JSON data is the
-    dataclass's fields (see schema.py, which reads them back checking every field)."""
-
-    __slots__ = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        return plain(asdict(self, dict_factory=_fields))  # type: ignore[call-overload]
-
-    @classmethod
-    def from_dict(cls, data: Any) -> Self:
-        """Read and check; raises RecordError naming the field that does not fit."""
-        try:
-            return read_dataclass(cls, data)
-        except SchemaError as exc:
-            raise RecordError(str(exc), field=exc.path) from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +131,45 @@ class ClientResult(RecordData):
 
 
 @dataclass(frozen=True, slots=True)
+class VariantResult(RecordData):
+    """One server configuration of a run and what was measured against it. A record without
+    variants has one, with no coordinates, made from its top-level fields. Its coordinates are
+    stored as a list of pairs: the block's order."""
+
+    coords: tuple[tuple[str, str], ...] = ()  # (variable, value), in the block's order
+    # ok | failed | skipped (not started: an earlier variant failed hard)
+    status: str = field(default="ok", metadata=matching(VARIANT_STATUS))
+    failed_step: str | None = None
+    message: str | None = None
+    engine: Mapping[str, Any] = field(default_factory=dict, metadata=shaped(ENGINE))
+    server: Mapping[str, Any] = field(default_factory=dict, metadata=shaped(SERVER))
+    markers: Mapping[str, Any] = field(default_factory=dict, metadata=shaped(MARKERS))
+    timings: Mapping[str, Any] = field(default_factory=dict, metadata=shaped(TIMINGS))
+    gpu_state: Mapping[str, Any] = field(default_factory=dict, metadata=shaped(GPU_STATE))
+    clients: tuple[ClientResult, ...] = ()
+
+    @property
+    def name(self) -> str | None:
+        """`KV=fp8,MTP=3`; None for the one variant of a server without variants."""
+        return ",".join(f"{k}={v}" for k, v in self.coords) if self.coords else None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def coord(self, var: str) -> str | None:
+        return dict(self.coords).get(var)
+
+    def client(self, name: str | None) -> ClientResult | None:
+        return next((c for c in self.clients if c.name == name), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = RecordData.to_dict(self)
+        data["coords"] = [list(kv) for kv in self.coords]  # ordered: the block's order
+        return data
+
+
+@dataclass(frozen=True, slots=True)
 class Record(RecordData):
     runbook: str = field(metadata=matching(RUNBOOK_ID_PATTERN))
     page: str
@@ -179,16 +191,50 @@ class Record(RecordData):
     gpu_state: Mapping[str, Any] = field(  # {"before": …, "after": …}
         default_factory=dict, metadata=shaped(GPU_STATE))
     schema_version: int = SCHEMA_VERSION
+    variants: tuple[VariantResult, ...] = ()  # schema 3: every server variant, in run order
+
+    def __post_init__(self) -> None:
+        if self.variants and self.schema_version < VARIANTS_VERSION:
+            object.__setattr__(self, "schema_version", VARIANTS_VERSION)
 
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+    @property
+    def variant_vars(self) -> tuple[str, ...]:
+        """The server's variant variables (none for a record without variants)."""
+        return tuple(k for k, _ in self.variants[0].coords) if self.variants else ()
+
+    def each_variant(self) -> tuple[VariantResult, ...]:
+        """Every server variant of the run; one without coordinates, made from the top-level
+        fields, for a record without variants."""
+        if self.variants:
+            return self.variants
+        return (VariantResult((), self.status, self.failed_step, self.message, self.engine,
+                              self.server, self.markers, self.timings, self.gpu_state,
+                              self.clients),)
+
+    def variant(self, coords: tuple[tuple[str, str], ...]) -> VariantResult | None:
+        """The variant at `coords` (order of the pairs does not matter)."""
+        want = sorted(coords)
+        return next((v for v in self.each_variant() if sorted(v.coords) == want), None)
 
     def client(self, name: str | None) -> ClientResult | None:
         for c in self.clients:
             if c.name == name:
                 return c
         return None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = RecordData.to_dict(self)
+        if self.variants:
+            data["variants"] = [v.to_dict() for v in self.variants]
+            for key in PER_VARIANT:
+                del data[key]
+        else:
+            del data["variants"]
+        return data
 
     @classmethod
     def from_dict(cls, data: Any) -> Record:
@@ -214,7 +260,7 @@ def _from_schema_1(data: dict[str, Any]) -> dict[str, Any]:
     clients = data.get("clients")
     if not isinstance(clients, list):
         return data
-    out = []
+    out: list[Any] = []
     for c in clients:
         if isinstance(c, dict) and isinstance(c.get("points"), list):
             var = c.get("sweep_var")
@@ -244,21 +290,6 @@ def point_from_samples(value: str | None, samples: Sequence[Sample],
         samples=tuple(samples),
         coords=tuple(sorted(coords)),
     )
-
-
-class RecordError(InputError):
-    """A record file that cannot be read (unknown schema version, a field that does not fit the
-    schema, broken JSON), or cannot be written. `path`, `line`, `col` and `field` locate it
-    when known."""
-
-    def __init__(self, message: str, *, path: str | None = None, line: int = 1, col: int = 1,
-                 field: str | None = None, detail: str | None = None) -> None:
-        super().__init__(message)
-        self.path = path
-        self.line = line
-        self.col = col
-        self.field = field
-        self.detail = detail if detail is not None else message
 
 
 # --------------------------------------------------------------------------- ids and times
@@ -447,6 +478,7 @@ __all__ = [
     "RecordError",
     "Sample",
     "Step",
+    "VariantResult",
     "dumps",
     "latest_record",
     "load_records",

@@ -22,8 +22,8 @@ import re
 import types
 import typing
 from collections.abc import Mapping
-from dataclasses import MISSING, fields, is_dataclass
-from typing import Any, TypeVar, Union
+from dataclasses import MISSING, asdict, fields, is_dataclass
+from typing import Any, Self, TypeVar, Union
 
 from wikitools.errors import InputError
 
@@ -255,7 +255,9 @@ def _value(hint: Any, value: Any, path: str, meta: Mapping[str, Any]) -> Any:
         return value
     if origin is tuple:
         args = typing.get_args(hint)
-        if args == (tuple[str, str], Ellipsis):  # (name, value) pairs, stored as an object
+        if args == (tuple[str, str], Ellipsis):  # (name, value) pairs: an object, or a list
+            if isinstance(value, list):  # of pairs when their order matters
+                return tuple(_pair(item, _at(path, i)) for i, item in enumerate(value))
             if not isinstance(value, dict):
                 raise SchemaError(path, f"expected an object, got {_kind(value)}")
             return tuple(sorted((str(k), _string(v, _at(path, str(k)), None))
@@ -270,6 +272,12 @@ def _value(hint: Any, value: Any, path: str, meta: Mapping[str, Any]) -> Any:
         check_shape(value, JSON, path)
         return value
     raise AssertionError(f"no reader for {hint!r} at {path}")  # pragma: no cover
+
+
+def _pair(item: Any, path: str) -> tuple[str, str]:
+    if not isinstance(item, list) or len(item) != 2:
+        raise SchemaError(path, f"expected a [name, value] pair, got {_kind(item)}")
+    return _string(item[0], _at(path, 0), None), _string(item[1], _at(path, 1), None)
 
 
 def read_dataclass(cls: type[T], data: Any, path: str = "") -> T:
@@ -297,6 +305,61 @@ def read_dataclass(cls: type[T], data: Any, path: str = "") -> T:
             continue
         values[f.name] = _value(hints[f.name], raw, where, f.metadata)
     return cls(**values)
+
+
+# --------------------------------------------------------------------------- record data
+
+
+def _fields(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """`asdict`'s mapping of a record dataclass; a point's coords are stored as a mapping."""
+    return {k: (dict(v) if k == "coords" else v) for k, v in pairs}
+
+
+def plain(value: Any) -> Any:
+    """JSON-ready data: mappings as dicts, tuples and lists as lists (after `asdict`); a
+    non-finite number (a client's NaN) as null, so that no record holds one."""
+    if isinstance(value, Mapping):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+class RecordData:
+    """The one `to_dict` and `from_dict` of every record dataclass: the JSON data is the
+    dataclass's fields (see schema.py, which reads them back checking every field)."""
+
+    __slots__ = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return plain(asdict(self, dict_factory=_fields))  # type: ignore[call-overload]
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Self:
+        """Read and check; raises RecordError naming the field that does not fit."""
+        try:
+            return read_dataclass(cls, data)
+        except SchemaError as exc:
+            raise RecordError(str(exc), field=exc.path) from None
+
+
+
+
+class RecordError(InputError):
+    """A record file that cannot be read (unknown schema version, a field that does not fit the
+    schema, broken JSON), or cannot be written. `path`, `line`, `col` and `field` locate it
+    when known."""
+
+    def __init__(self, message: str, *, path: str | None = None, line: int = 1, col: int = 1,
+                 field: str | None = None, detail: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.line = line
+        self.col = col
+        self.field = field
+        self.detail = detail if detail is not None else message
 
 
 # --------------------------------------------------------------------------- locations

@@ -7,14 +7,13 @@ byte-deterministic: fixed formats, no ids from counters shared between charts, n
 
 from __future__ import annotations
 
-import functools
 import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from html import escape
 
-import jinja2
+from wikitools.runbook.rendering.templates import environment
 
 WIDTH = 320
 HEIGHT = 220
@@ -101,15 +100,6 @@ class _Scale:
         return self.a + (v - self.lo) / (self.hi - self.lo) * (self.b - self.a)
 
 
-@functools.cache
-def _env() -> jinja2.Environment:
-    return jinja2.Environment(
-        loader=jinja2.PackageLoader("wikitools", "templates"),
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        autoescape=True,
-    )
 
 
 def _x_positions(chart: Chart) -> tuple[_Scale, list[tuple[float, str]]]:
@@ -168,7 +158,7 @@ def render_chart(chart: Chart) -> str:
             legend.append({"cls": drawn["cls"], "name": drawn["name"], "x": LEFT,
                            "y": HEIGHT + 6 + 14 * i})
         height += 14 * len(series) + 2
-    svg = _env().get_template("chart.svg.j2").render(
+    svg = environment().get_template("chart.svg.j2").render(
         width=WIDTH, height=height, left=LEFT, right=WIDTH - RIGHT, top=TOP,
         bottom=HEIGHT - BOTTOM,
         title=chart.title, x_label=chart.x_label, y_label=chart.y_label,
@@ -223,7 +213,7 @@ def render_heat(heat: Heat) -> str:
                 "title": f"{heat.row_label}={heat.rows[r]}, {heat.col_label}={heat.cols[c]}: "
                 + ("not measured" if v is None else f"{v:,.1f}{heat.unit}"),
             })
-    svg = _env().get_template("heat.svg.j2").render(
+    svg = environment().get_template("heat.svg.j2").render(
         width=width, height=height, left=LEFT + 16, top=TOP + 16, cell_w=cell_w, cell_h=cell_h,
         title=heat.title, row_label=heat.row_label, col_label=heat.col_label,
         rows=list(heat.rows), cols=list(heat.cols), cells=cells,

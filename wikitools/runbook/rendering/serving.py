@@ -18,9 +18,9 @@ from wikitools.runbook.rendering.charts import (
     render_chart,
     render_heat,
 )
+from wikitools.runbook.rendering.describe import DASH, cell, fmt
 from wikitools.runbook.rendering.escape import md_text
 
-DASH = "–"
 MIN_SAMPLE_S = 10.0  # a benchmark run shorter than this measures start-up and tail effects
 
 # (header, metric key, format) of the full table, after the swept variable(s).
@@ -42,17 +42,6 @@ SHORT_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("TTFT (ms)", "median_ttft_ms", "{:,.1f}"),
     ("TPOT (ms)", "median_tpot_ms", "{:,.2f}"),
 )
-
-
-def fmt(value: Any, pattern: str) -> str:
-    """A number in an explicit format; a dash when missing or not a number."""
-    n = number(value)
-    return DASH if n is None else pattern.format(value)
-
-
-def cell(text: str) -> str:
-    """Text safe inside a Markdown table cell."""
-    return " ".join(str(text).split()).replace("|", "\\|")
 
 
 def with_spread(spread: Spread | None, pattern: str) -> str:

@@ -17,8 +17,8 @@ from wikitools.pages import Page
 from wikitools.runbook.blocks.model import Runbook, RunbookSet
 from wikitools.runbook.engines import catalog as engines
 from wikitools.runbook.records.record import Record, RecordError, load_records
+from wikitools.runbook.rendering.describe import record_archs
 from wikitools.runbook.rendering.escape import jinja_inert
-from wikitools.runbook.rendering.render import record_archs
 
 HOME_ARCH = "sm120"  # the cards this wiki is about
 CONFIG_KEY = "measured_badges"  # wiki.yml: where `wiki runbook render` writes the badge partial

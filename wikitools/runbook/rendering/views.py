@@ -1,0 +1,227 @@
+"""The views of a results region, each a template filled from records: serving and quality
+tables, run history, trade-off charts; which records and which client a view shows."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from wikitools.runbook.blocks.model import Runbook
+from wikitools.runbook.blocks.regions import (
+    Region,
+)
+from wikitools.runbook.engines.failure import better_message
+from wikitools.runbook.records.gpustate import describe_state
+from wikitools.runbook.records.record import (
+    ClientResult,
+    Record,
+    record_rel_path,
+)
+from wikitools.runbook.rendering import serving
+from wikitools.runbook.rendering.charts import XY, Chart, Series, figure, render_chart
+from wikitools.runbook.rendering.describe import (
+    DASH,
+    cell,
+    day,
+    engine_text,
+    fmt,
+    hardware,
+    headline,
+    pipeline_check,
+    record_archs,
+    server_facts,
+    short_hardware,
+)
+from wikitools.runbook.rendering.escape import escaped, md_code, md_text
+from wikitools.runbook.rendering.templates import environment
+
+
+def _serving_client(runbook: Runbook | None, record: Record, wanted: str | None) -> str | None:
+    return _client_of_kind(runbook, record, wanted, "serving")
+
+
+def _client_of_kind(runbook: Runbook | None, record: Record, wanted: str | None,
+                    kind: str) -> str | None:
+    """The client a view shows: the one named, else the page's first of `kind`, else the
+    record's first of `kind`."""
+    if wanted:
+        return wanted
+    if runbook is not None:
+        for block in sorted(runbook.clients, key=lambda c: c.line):
+            if block.kind == kind:
+                return block.name
+    for result in record.clients:
+        if result.kind == kind:
+            return result.name
+    return None
+
+
+def _shown_common(record: Record) -> dict[str, Any]:
+    return {
+        "date": day(record.started_at),
+        "hardware": hardware(record),
+        "engine": engine_text(record),
+        "server_facts": server_facts(record),
+        "record_path": record_rel_path(record),
+        "blocks_short": record.blocks_hash.split(":", 1)[-1][:8],
+        "pipeline_check": pipeline_check(record),
+        "gpu_before": describe_state(escaped(record.gpu_state.get("before")), "before the run"),
+        "gpu_after": describe_state(escaped(record.gpu_state.get("after")), "after the clients"),
+        "cpu_only": bool(record.host.get("cpu_only")),
+    }
+
+
+def serving_table(record: Record, client_name: str | None) -> dict[str, Any]:
+    shown = _shown_common(record)
+    client = record.client(client_name)
+    if client is None:
+        shown.update(header=[], aligns=[], rows=[], short=None, charts="", grid=None, note="")
+        return shown
+    show_accept = shown["pipeline_check"] is None and any(
+        isinstance(p.metrics.get("spec_decode_acceptance"), int | float) for p in client.points
+    )
+    full = serving.full_table(client, show_accept)
+    shown.update(full, short=serving.short_table(client), charts=serving.sweep_charts(client),
+                 grid=serving.grid_view(client), note=serving.repeats_note(client))
+    return shown
+
+
+def quality_table(record: Record, client_name: str | None) -> dict[str, Any]:
+    shown = _shown_common(record)
+    client = record.client(client_name)
+    rows: list[list[str]] = []
+    for point in client.points if client else ():
+        tasks = point.metrics.get("tasks") or {}
+        for task in sorted(tasks):
+            values = tasks[task]
+            for key in sorted(values):
+                metric, _, flt = key.partition(",")
+                if metric.endswith("_stderr"):
+                    continue
+                err = values.get(f"{metric}_stderr,{flt}" if flt else f"{metric}_stderr")
+                rows.append([cell(md_text(task)), cell(md_text(metric)), cell(md_text(flt or DASH)),
+                             fmt(values[key], "{:.4f}"), fmt(err, "{:.4f}")])
+    shown["rows"] = rows
+    return shown
+
+
+def for_region(region: Region, records: list[Record]) -> list[Record]:
+    """The records a region shows: all, or those measured on the region's `arch=`."""
+    if not region.archs:
+        return records
+    wanted = set(region.archs)
+    return [r for r in records if record_archs(r) & wanted]
+
+
+def render_region(
+    region: Region, runbook: Runbook | None, records: list[Record], *, ref: str,
+    others: Mapping[str, list[Record]] | None = None,
+) -> str:
+    """The Markdown body of one region (each line ending in LF; a blank line first and last).
+    `others`: the records of the runbooks a trade-off region compares with (`with=`)."""
+    records = for_region(region, records)
+    runbook_id = region.runbook or ""
+    page_hash = runbook.blocks_hash if runbook is not None else ""
+    ctx: dict[str, Any] = {
+        "runbook_id": runbook_id,
+        "on_arch": " on " + ", ".join(region.archs) if region.archs else "",
+        "ref": ref,
+        "client": region.client,
+        "page_blocks_short": page_hash.split(":", 1)[-1][:8],
+        "current": records[-1] if records else None,
+        "failed": None,
+        "shown": None,
+        "stale": False,
+    }
+    if region.view == "history":
+        rows = [
+            [day(r.started_at), md_code(r.run_id), r.status, cell(engine_text(r)),
+             cell(hardware(r)), headline(r)]
+            for r in reversed(records)
+        ]
+        return _finish(environment().get_template("history.md.j2").render(
+            ctx, rows=rows, trend=history_trend(records, runbook, region.client)))
+    if region.view == "tradeoff":
+        return _finish(_tradeoff(region, runbook, records, others or {}, ctx))
+    # A run refused by preflight measured nothing and says only that a host lacked something.
+    records = [r for r in records if r.failed_step != "preflight"]
+    ctx["current"] = records[-1] if records else None
+    if records:
+        latest = records[-1]
+        ok = next((r for r in reversed(records) if r.ok), None)
+        if not latest.ok:
+            ctx["failed"] = {
+                "date": day(latest.started_at),
+                "record_path": record_rel_path(latest),
+                "step": md_code(latest.failed_step),
+                "message": md_text(better_message(
+                    latest.message, latest.server.get("log_tail") or ()) or "no message"),
+            }
+        if ok is not None:
+            if region.view == "quality":
+                name = _client_of_kind(runbook, ok, region.client, "quality")
+                ctx["client"] = name
+                ctx["shown"] = quality_table(ok, name)
+            else:
+                name = _serving_client(runbook, ok, region.client)
+                ctx["client"] = name
+                ctx["shown"] = serving_table(ok, name)
+            ctx["stale"] = bool(page_hash) and ok.blocks_hash != page_hash
+    template = "quality.md.j2" if region.view == "quality" else "serving.md.j2"
+    return _finish(environment().get_template(template).render(ctx))
+
+
+def _latest_ok_serving(runbook: Runbook | None, records: list[Record], wanted: str | None,
+                       ) -> tuple[Record, ClientResult] | None:
+    ok = next((r for r in reversed(records) if r.ok and r.failed_step != "preflight"), None)
+    if ok is None:
+        return None
+    client = ok.client(_serving_client(runbook, ok, wanted))
+    return (ok, client) if client is not None else None
+
+
+def _tradeoff(region: Region, runbook: Runbook | None, records: list[Record],
+              others: Mapping[str, list[Record]], ctx: dict[str, Any]) -> str:
+    entries = []
+    missing = []
+    ids = [region.runbook or "", *region.compared]
+    for rid in ids:
+        recs = records if rid == region.runbook else for_region(region, list(others.get(rid, [])))
+        got = _latest_ok_serving(runbook if rid == region.runbook else None, recs, region.client)
+        if got is None:
+            missing.append(rid)
+        else:
+            entries.append((rid, got[0], got[1]))
+    shown = serving.tradeoff(entries)
+    sources = [f"`{record_rel_path(r)}` ({day(r.started_at)}, {cell(hardware(r))}; "
+               f"{cell(engine_text(r))})" for _, r, _ in entries]
+    return environment().get_template("tradeoff.md.j2").render(
+        ctx, tradeoff=shown, sources=sources, missing=missing)
+
+
+def history_trend(records: list[Record], runbook: Runbook | None, wanted: str | None) -> str:
+    """Best median output tok/s of each successful run, one line per hardware; '' when fewer
+    than two runs have a number."""
+    by_hw: dict[str, list[tuple[int, float]]] = {}
+    dates: list[str] = []
+    oks = [r for r in records if r.ok]
+    for i, rec in enumerate(oks):
+        client = rec.client(_serving_client(runbook, rec, wanted))
+        values = [p.metrics.get("output_throughput") for p in client.points
+                  if p.status == "ok"] if client else []
+        nums = [v for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+        if not nums:
+            continue
+        dates.append(f"{day(rec.started_at)[5:]} #{i + 1}")
+        by_hw.setdefault(short_hardware(rec), []).append((len(dates) - 1, max(nums)))
+    if len(dates) < 2:
+        return ""
+    chart = Chart("Best output throughput per run", "run (month-day #)", "tok/s",
+                  tuple(Series(hw, tuple(XY(float(x), y) for x, y in pts))
+                        for hw, pts in sorted(by_hw.items())), x_ticks=tuple(dates))
+    return figure([render_chart(chart)])
+
+
+def _finish(text: str) -> str:
+    """One blank line after the start marker and before the end marker; no trailing spaces."""
+    lines = [line.rstrip() for line in text.strip("\n").split("\n")]
+    return "\n" + "\n".join(lines) + "\n\n"
