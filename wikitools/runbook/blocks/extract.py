@@ -156,8 +156,12 @@ def _check_flags(ctx: _Ctx, cmd: EngineCommand) -> None:
     if eng is None or eng.flags is None:
         return
     flags = eng.flags
+    # spellings the catalog already reads as another flag (`--tp` for the tensor-parallel size,
+    # as community pages write it) are the catalog's call, not a typo
+    known = {*engines.SERVER_FLAG_ALIASES, *eng.flag_aliases, *engines.CANONICAL_FLAGS,
+             *eng.canonical_flags}
     for name in dict.fromkeys(cmd.written_flags):
-        if flags.accepts(name):
+        if name in known or flags.accepts(name):
             continue
         line, col = _locate_word(ctx, name)
         typo = flags.typo_of(name)
