@@ -43,11 +43,19 @@ def test_misspelled_acronym_after_its_expansion_suggests_the_term(
                      "(or add a row for it to wiki/glossary.md)"]
 
 
-def test_unknown_acronym_close_to_a_term_suggests_it(
+def test_unknown_acronym_with_a_terms_letters_transposed_suggests_it(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    found = _findings(tmp_path, "The GPU (graphics processing unit) has a KVV store.", capsys)
-    assert found == ['wiki/a.md:3:42: ACR002 error: unknown acronym "KVV": did you mean "KV"? '
+    found = _findings(tmp_path, "The MoE (Mixture of Experts) model; its MEO layers.", capsys)
+    assert found == ['wiki/a.md:3:41: ACR002 error: unknown acronym "MEO": did you mean "MoE"? '
                      "(or add a row for it to wiki/glossary.md)"]
+
+
+def test_unknown_acronym_one_letter_from_a_term_is_not_guessed(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # CPU is not a misspelt GPU: a one-letter change is as often another acronym
+    found = _findings(tmp_path, "The GPU (graphics processing unit) and the CPU.", capsys)
+    assert found == ['wiki/a.md:3:44: ACR002 error: unknown acronym "CPU": add a row for it to '
+                     "wiki/glossary.md"]
 
 
 def test_unknown_acronym_far_from_every_term_has_no_hint(

@@ -3,8 +3,8 @@
 
 Codes: ACR001 (error) first use not expanded; ACR002 (error) unknown acronym: the contributing
 guide asks for a glossary row with every new acronym, so the check insists on it (with a "did
-you mean" when the glossary has a term whose expansion stands beside it or whose spelling is
-close: "MEO (Mixture of Experts)" → MoE); ACR004 (error) a term written all in capitals that
+you mean" when the glossary has a term whose expansion stands beside it or whose letters it
+transposes: "MEO (Mixture of Experts)" → MoE); ACR004 (error) a term written all in capitals that
 the glossary writes in mixed case (MOE for MoE), once per page.
 
 Where it looks. Only `Page.spans` (prose the reader sees); code, HTML, comments, front matter,
@@ -60,7 +60,7 @@ from collections.abc import Callable, Container, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from wikitools.diagnostics import Diagnostic, closest, sort_key
+from wikitools.diagnostics import Diagnostic, sort_key
 from wikitools.errors import ConfigError
 from wikitools.glossary import Entry, Glossary
 from wikitools.pages import Page
@@ -321,7 +321,7 @@ def find_uses(page: Page, matcher: Matcher, settled: Container[str] = frozenset(
 
 def _near_miss(matcher: Matcher, token: str, text: str, start: int, end: int) -> str | None:
     """The glossary term an unknown acronym probably misspells: the one whose expansion is
-    written beside it ("MEO (Mixture of Experts)" → MoE), else the closest spelling."""
+    written beside it ("MEO (Mixture of Experts)" → MoE), else one with the same letters."""
     opens_before = text[max(0, start - 6) : start].rstrip(" *_").endswith(("(", "["))
     opens_after = "(" in text[end : end + 12] or "[" in text[end : end + 12]
     if opens_before or opens_after:
@@ -332,9 +332,11 @@ def _near_miss(matcher: Matcher, token: str, text: str, start: int, end: int) ->
             if (opens_before and before.search(text, max(0, start - 400), start)) or (
                     opens_after and after.match(text[end : end + 400])):
                 return entry.term
-    by_upper = {e.term.upper(): e.term for e in matcher.glossary.entries}
-    near = closest(token.upper(), by_upper, cutoff=0.6)
-    return by_upper[near] if near is not None else None
+    # by spelling, only the same letters in another order (MEO for MoE): a one-letter change
+    # is as often another acronym (CPU and GPU, TPU and TP)
+    letters = sorted(token.upper())
+    return next((e.term for e in matcher.glossary.entries
+                 if not e.name and len(e.term) > 2 and sorted(e.term.upper()) == letters), None)
 
 
 def check_page(
