@@ -33,9 +33,6 @@ vllm bench serve --model org/model --num-prompts 4
 TYPO = ("wiki/typo.md:9:3: RB014 error: unknown flag '--tensor-paralel-size': vLLM "
         f"{flag_lists.VLLM_VERSION} has no such server flag; did you mean "
         "'--tensor-parallel-size'?")
-FORK = (f"wiki/typo.md:11:36: RB014 warning: flag '--some-fork-flag' is not a server flag of "
-        f"vLLM {flag_lists.VLLM_VERSION}, the version the flag list was read from: another "
-        "version's or a fork's flag, or a mistake")
 
 
 @pytest.fixture
@@ -68,7 +65,8 @@ def test_misspelled_engine_flag_is_reported_by_check(
         tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rc = main(["check", "--root", str(tree)])
     out = capsys.readouterr().out
-    assert [line for line in out.splitlines() if " RB014 " in line] == [TYPO, FORK]
+    # a flag far from every real one (a fork's, another version's) is not judged
+    assert [line for line in out.splitlines() if " RB014 " in line] == [TYPO]
     assert rc == 1
 
 
@@ -76,7 +74,7 @@ def test_misspelled_engine_flag_is_reported_by_show(
         tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rc = main(["runbook", "show", RB, "--root", str(tree)])
     err = capsys.readouterr().err
-    assert TYPO in err and FORK in err and rc == 1
+    assert TYPO in err and "--some-fork-flag" not in err and rc == 1
 
 
 def test_misspelled_engine_flag_stops_plan_naming_the_line(

@@ -80,7 +80,7 @@ def check_anchors(links: Mapping[str, tuple[LinkFact, ...]],
             if found is None or found[0] not in anchors:
                 continue
             page, fragment = found
-            if fragment in anchors[page]:
+            if fragment in anchors[page] or fragment.lower() == "top":  # `#top`: the page's top
                 continue
             where = "this page" if page == path else f"'{page}'"
             hint = did_you_mean(fragment, anchors[page], cutoff=0.6)

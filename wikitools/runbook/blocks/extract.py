@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from wikitools.diagnostics import Diagnostic, Severity, did_you_mean
+from wikitools.diagnostics import Diagnostic, did_you_mean
 from wikitools.pages import CodeBlock, Page
 from wikitools.runbook.blocks.model import (
     ClientBlock,
@@ -147,10 +147,10 @@ def _file(ctx: _Ctx) -> FileBlock | None:
 
 
 def _check_flags(ctx: _Ctx, cmd: EngineCommand) -> None:
-    """RB014 for each flag the engine's own parser (flag_lists.py, one version) would refuse,
-    located where the block writes it: an error for a near miss of a real flag (a typo: did
-    you mean …), a warning for a flag the list lacks altogether (another version's or a fork's
-    flag). The runbook stays readable; plan and run refuse it through its page's block errors,
+    """RB014 for each flag that misspells, by one or two letters, a flag the engine's own parser
+    defines (flag_lists.py, one version), located where the block writes it, with the flag it
+    means. A flag the list lacks altogether is not judged: it may be another version's or a
+    fork's. The runbook stays readable; plan and run refuse it through its page's block errors,
     naming this line."""
     eng = engines.engine(cmd.engine) if cmd.engine else None
     if eng is None or eng.flags is None:
@@ -163,22 +163,14 @@ def _check_flags(ctx: _Ctx, cmd: EngineCommand) -> None:
     for name in dict.fromkeys(cmd.written_flags):
         if name in known or flags.accepts(name):
             continue
-        line, col = _locate_word(ctx, name)
         typo = flags.typo_of(name)
-        where = f"{eng.display_name} {flags.version}"
-        if typo is not None:
-            ctx.diags.append(Diagnostic(
-                ctx.page.path, line, col, "RB014",
-                f"unknown flag '{name}': {where} has no such server flag; did you mean "
-                f"'{typo}'?"))
+        if typo is None:
             continue
-        near = flags.suggestion(name)
-        hint = f" (closest: '{near}')" if near else ""
+        line, col = _locate_word(ctx, name)
         ctx.diags.append(Diagnostic(
             ctx.page.path, line, col, "RB014",
-            f"flag '{name}' is not a server flag of {where}, the version the flag list was "
-            f"read from{hint}: another version's or a fork's flag, or a mistake",
-            Severity.WARNING))
+            f"unknown flag '{name}': {eng.display_name} {flags.version} has no such server "
+            f"flag; did you mean '{typo}'?"))
 
 
 def _locate_word(ctx: _Ctx, word: str) -> tuple[int, int]:
