@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: site test setup engine docker browser check serve clean browser-check
+.PHONY: site test test-fast setup engine docker browser check serve clean browser-check
 
 site: setup
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
@@ -16,6 +16,13 @@ test: setup engine docker browser
 	$(BIN)/pytest -q
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 	$(BIN)/python scripts/check-browser.py --site site
+
+# The edit loop: lint, types and the tests that need no engine, Docker daemon, Ray cluster or
+# browser (about a minute and a half on a quiet 2-core machine). `make test` runs everything.
+test-fast: setup
+	$(BIN)/ruff check wikitools tests scripts benchmarks
+	$(BIN)/mypy
+	$(BIN)/pytest -q -m "not engine and not docker and not gpu and not ray"
 
 setup: $(STAMP)
 

@@ -10,6 +10,11 @@ opens it in headless Chromium through Playwright.
   flags and an environment variable.
 * Phone fold: opens every page under wiki/models/ that holds a runbook server block at 390x844
   and checks that its first code block starts within the first screen.
+* Landing: the queries a reader types after an error (an error string, a flag, `sm_120`) must
+  put the page that answers them among the first few results, not merely somewhere.
+* Phone tables: on every page at 390 px, with collapsed boxes opened, each table wider than the
+  screen scrolls inside its own frame and keeps its first column in view when scrolled; no
+  page scrolls sideways.
 
 Exit 0 when everything passes, 1 when a check fails, 2 when Chromium or Playwright is missing.
 
@@ -34,7 +39,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# query -> a page (site-relative URL prefix) that must be among the first results
+# query -> the page (site-relative URL prefix) that must be among the first TOP results
 QUERIES = {
     "enable_thinking": "topics/thinking-mode/",
     "31089": "models/gpt-oss-120b/triton-vs-marlin/",
@@ -42,6 +47,19 @@ QUERIES = {
     "NCCL_P2P_DISABLE": "hardware/multi-gpu-nccl/",
     "index_topk_pattern": "models/glm-5.2/",
     "--moe-backend": "engines/vllm-sm120/",
+}
+# What a reader types when something broke, or a flag or name they met elsewhere: the page that
+# answers it must come first or nearly (within the first LANDS results), not merely appear.
+LANDS = 3
+LANDING = {
+    "--kv-cache-dtype": "topics/kv-cache-sessions/",
+    "sm_120": "hardware/sm120-vs-sm100/",
+    "DeepSeek": "topics/speculative-decoding/",
+    "CUDA error": "troubleshooting/",
+    "illegal memory access": "troubleshooting/",
+    "no kernel image": "troubleshooting/",
+    "NCCL_P2P_LEVEL": "hardware/multi-gpu-nccl/",
+    "unhandled system error": "troubleshooting/",
 }
 CHROMIUM_FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -100,13 +118,71 @@ def first_code_top(browser: Any, base: str, paths: list[str]) -> dict[str, int]:
         context.close()
 
 
+def site_pages() -> list[str]:
+    """Site paths of every page under wiki/."""
+    out = []
+    for path in sorted((ROOT / "wiki").rglob("*.md")):
+        rel = path.relative_to(ROOT / "wiki").with_suffix("").as_posix()
+        if rel.split("/")[-1].startswith("_"):
+            continue
+        out.append("" if rel == "index" else rel.removesuffix("index") if rel.endswith("/index")
+                   else rel + "/")
+    return out
+
+
+# For each table on the page (collapsed boxes opened first): does it fit, and if not, does it
+# scroll inside its own frame with the first column staying in view when scrolled?
+_TABLES_JS = """() => {
+  document.querySelectorAll('article details').forEach(d => { d.open = true; });
+  const bad = [];
+  let wide = 0;
+  document.querySelectorAll('article table').forEach((table, i) => {
+    const frame = table.closest('.md-typeset__scrollwrap') || table.parentElement;
+    if (!frame.clientWidth || table.scrollWidth <= frame.clientWidth + 1) return;
+    wide += 1;
+    const scrolls = ['auto', 'scroll'].includes(getComputedStyle(frame).overflowX);
+    const cell = table.querySelector('tbody td:first-child') || table.querySelector('td');
+    let stays = false;
+    if (scrolls && cell) {
+      frame.scrollLeft = 120;
+      const gap = cell.getBoundingClientRect().left - frame.getBoundingClientRect().left;
+      stays = frame.scrollLeft > 0 && Math.abs(gap) <= 2;
+      frame.scrollLeft = 0;
+    }
+    if (!scrolls || !stays) {
+      const head = (table.querySelector('th') || {}).textContent || '';
+      bad.push(`table ${i + 1} ("${head.trim()}"): ` +
+               (scrolls ? 'first column scrolls away' : 'does not scroll inside its frame'));
+    }
+  });
+  const overflow = document.documentElement.scrollWidth - window.innerWidth;
+  if (overflow > 1) bad.push(`page scrolls sideways by ${overflow} px`);
+  return {bad, wide};
+}"""
+
+
+def tables_on_phone(browser: Any, base: str, paths: list[str]) -> dict[str, dict[str, Any]]:
+    """Per page: the tables that a 390 px wide phone cannot read, and how many were wider
+    than the screen."""
+    context = browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True)
+    try:
+        page = context.new_page()
+        out = {}
+        for path in paths:
+            page.goto(base + path)
+            out[path] = page.evaluate(_TABLES_JS)
+        return out
+    finally:
+        context.close()
+
+
 def search(browser: Any, base: str) -> dict[str, list[str]]:
     """The result list (site paths, best first) for each query."""
     found: dict[str, list[str]] = {}
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     try:
         page.goto(base)
-        for query in QUERIES:
+        for query in [*QUERIES, *LANDING]:
             page.click("label.md-search__icon, .md-search__input")
             box = page.locator("input.md-search__input")
             box.fill("")
@@ -158,6 +234,7 @@ def main(argv: list[str] | None = None) -> int:
                 try:
                     found = search(browser, base)
                     tops = first_code_top(browser, base, runbook_pages())
+                    tables = tables_on_phone(browser, base, site_pages())
                 finally:
                     browser.close()
         finally:
@@ -170,11 +247,27 @@ def main(argv: list[str] | None = None) -> int:
         failures += not ok
         shown = ", ".join(dict.fromkeys(p or "/" for p in pages)) or "no results"
         print(f"{'ok  ' if ok else 'FAIL'} search {query!r}: expects {expected}; found {shown}")
+    for query, expected in LANDING.items():
+        pages = list(dict.fromkeys(found.get(query, [])))  # one entry per page, best first
+        ok = any(p.startswith(expected) for p in pages[:LANDS])
+        failures += not ok
+        shown = ", ".join(p or "/" for p in pages[:LANDS]) or "no results"
+        print(f"{'ok  ' if ok else 'FAIL'} search {query!r} lands on {expected} "
+              f"(top {LANDS}: {shown})")
     for path, top in tops.items():
         ok = 0 <= top <= PHONE["height"] - FIRST_LINE
         failures += not ok
         print(f"{'ok  ' if ok else 'FAIL'} phone {path}: first command at {top} px "
               f"(screen {PHONE['height']} px)")
+    wide = sum(r["wide"] for r in tables.values())
+    for path, result in tables.items():
+        for problem in result["bad"]:
+            failures += 1
+            print(f"FAIL phone {path or '/'}: {problem}")
+    print(f"{'ok  ' if wide else 'FAIL'} phone tables: {len(tables)} pages at "
+          f"{PHONE['width']} px, {wide} tables wider than the screen checked for scrolling and "
+          "a sticky first column")
+    failures += not wide  # a check that met no wide table proved nothing
     return 1 if failures else 0
 
 

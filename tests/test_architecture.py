@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ast
+import importlib.util
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -56,3 +58,41 @@ def test_every_stage_says_what_it_owns() -> None:
 def test_no_stray_modules_beside_the_stages() -> None:
     top = sorted(p.name for p in PACKAGE.glob("*.py"))
     assert top == ["__init__.py", "session.py"]
+
+
+MAX_LINES = 500
+
+
+def test_no_module_is_over_500_lines() -> None:
+    too_long = {
+        str(p.relative_to(PACKAGE.parent.parent)): n
+        for p in sorted(PACKAGE.parent.rglob("*.py"))
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+    }
+    assert too_long == {}
+
+
+def _module_map() -> Any:
+    path = PACKAGE.parent.parent / "scripts" / "module-map.py"
+    spec = importlib.util.spec_from_file_location("module_map", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_module_map_in_architecture_md_is_current(capsys: pytest.CaptureFixture[str]) -> None:
+    assert _module_map().main(["--check"]) == 0, capsys.readouterr().err
+
+
+def test_the_module_map_check_fails_on_a_stale_map(tmp_path: Path) -> None:
+    mapper = _module_map()
+    (tmp_path / "wikitools").mkdir()
+    (tmp_path / "wikitools" / "a.py").write_text('"""Module a. More."""\n', encoding="utf-8")
+    (tmp_path / "ARCHITECTURE.md").write_text(
+        f"# map\n\n{mapper.START}\nold\n{mapper.END}\n", encoding="utf-8")
+    assert mapper.main(["--check", "--root", str(tmp_path)]) == 1
+    assert mapper.main(["--root", str(tmp_path)]) == 0
+    text = (tmp_path / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    assert "| `a.py` | 1 | Module a. |" in text
+    assert mapper.main(["--check", "--root", str(tmp_path)]) == 0

@@ -17,6 +17,7 @@ from wikitools.runbook.rendering.charts import (
     render_chart,
     render_heat,
 )
+from wikitools.runbook.rendering.serving import tradeoff
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -140,3 +141,31 @@ def test_heat_and_ticks():
     assert nice_ticks(3.45) == [0.0, 1.0, 2.0, 3.0, 4.0]
     svg = render_heat(Heat("t", "A", "B", ("1",), ("x", "y"), ((1.0, None),)))
     assert ET.fromstring(svg).find(f"{SVG}title").text == "t"
+
+
+def test_tradeoff_chart_says_on_the_image_when_a_line_is_stale(tmp_path):
+    """A trade-off that puts a run measured with older blocks (one run per point) beside a
+    fresh three-run line names both problems inside the SVG, not only in the page text."""
+    root = make_wiki(tmp_path)
+    page = (root / "wiki/fake.md").read_text()
+    page += ("\n<!-- wiki:results runbook=fake-rb view=tradeoff with=other-rb -->\n"
+             "<!-- wiki:end -->\n\n"
+             "```{ .bash #other-rb .runbook-server engine=vllm gpus=0 }\nvllm serve m2\n```\n")
+    (root / "wiki/fake.md").write_text(page)
+    base = record(root)
+    fresh = ClientResult("bench", "serving", "cmd", "C",
+                         (_point("1", [500.0, 510.0, 490.0]), _point("8", [3000.0] * 3, 4.0)))
+    rewrite(root, replace(base, clients=(fresh,)))
+    old_hash = "sha256:" + "0" * 64
+    once = ClientResult("bench", "serving", "cmd", "C", (_point("1", [400.0]),))
+    write_record(root, replace(base, runbook="other-rb", blocks_hash=old_hash,
+                               run_id="20261130T100000Z-00000000", clients=(once,)))
+    chart = _svgs(apply(root).split("view=tradeoff")[1])[0]
+    notes = [t.text for t in chart.iter(f"{SVG}text") if t.get("class") == "wiki-chart-note"]
+    said = " ".join(notes).replace("&#", "")
+    assert "stale" in said and "Runs per point differ" in said, notes
+    legend = [t.text for t in chart.iter(f"{SVG}text") if t.text and "(stale)" in t.text]
+    assert len(legend) == 1
+    # Two fresh lines with equal runs per point carry no note.
+    shown = tradeoff([("fake-rb", base, fresh, False), ("other-rb", base, fresh, False)])
+    assert "wiki-chart-note" not in shown["chart"] and "(stale)" not in shown["chart"]

@@ -40,7 +40,8 @@ CAPTURES = Path(__file__).resolve().parent / "fixtures" / "nvidia-smi"
 ENGINE_BIN = Path(os.environ.get("WIKI_ENGINE_VENV", REPO / ".venv-engine")) / "bin"
 HAVE_ENGINE = (ENGINE_BIN / "vllm").is_file()
 
-pytestmark = pytest.mark.skipif(why_not() is not None, reason=str(why_not()))
+pytestmark = [pytest.mark.ray,
+              pytest.mark.skipif(why_not() is not None, reason=str(why_not()))]
 
 
 # --------------------------------------------------------------------------- the cluster

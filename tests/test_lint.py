@@ -34,7 +34,7 @@ def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, list[
 
 
 def test_lint_clean_page(tmp_path: Path, capsys) -> None:
-    make_tree(tmp_path, {"wiki/a.md": "---\ntitle: A\nstatus: current\n---\nSee [b](b.md).\n",
+    make_tree(tmp_path, {"wiki/a.md": "---\ntitle: A\nstatus: unverified\n---\nSee [b](b.md).\n",
                          "wiki/b.md": "# B\n"})
     code, out, err = run(["lint", "--root", str(tmp_path)], capsys)
     assert (code, out) == (0, [])
@@ -42,15 +42,15 @@ def test_lint_clean_page(tmp_path: Path, capsys) -> None:
 
 
 def test_lint_status_and_did_you_mean(tmp_path: Path, capsys) -> None:
-    make_tree(tmp_path, {"wiki/a.md": "---\ntitle: A\nstatus: Curent\n---\n",
+    make_tree(tmp_path, {"wiki/a.md": "---\ntitle: A\nstatus: Reviwed\n---\n",
                          "wiki/b.md": "---\ntitle: B\nstatus: shipped\n---\n"})
     code, out, _ = run(["lint", "--root", str(tmp_path)], capsys)
     assert code == 1
     assert out == [
-        "wiki/a.md:3:9: FM003 error: unknown status 'Curent' (allowed: current, experimental, "
-        "historical, unverified); did you mean 'current'?",
-        "wiki/b.md:3:9: FM003 error: unknown status 'shipped' (allowed: current, experimental, "
-        "historical, unverified)",
+        "wiki/a.md:3:9: FM003 error: unknown status 'Reviwed' (allowed: measured, reviewed, "
+        "experimental, historical, unverified); did you mean 'reviewed'?",
+        "wiki/b.md:3:9: FM003 error: unknown status 'shipped' (allowed: measured, reviewed, "
+        "experimental, historical, unverified)",
     ]
 
 
@@ -199,7 +199,7 @@ GLOSSARY = "# Glossary\n\n| Acronym | Meaning |\n|---|---|\n| TP | Tensor Parall
 def _fresh_tree(root: Path, capsys) -> Path:
     make_tree(root, {
         "wiki/glossary.md": GLOSSARY,
-        "wiki/a.md": "---\ntitle: A\nstatus: current\n---\nUse Tensor Parallelism (TP) here.\n",
+        "wiki/a.md": "---\ntitle: A\nstatus: unverified\n---\nUse Tensor Parallelism (TP) here.\n",
     })
     assert main(["index", "--root", str(root)]) == 0
     assert main(["glossary", "--root", str(root)]) in (0, 2)
@@ -302,7 +302,7 @@ def test_fact_cache_keeps_acronym_findings_per_glossary(
 def test_lint_yaml_comment_cuts_value(tmp_path: Path, capsys) -> None:
     make_tree(tmp_path, {"wiki/a.md": (
         "---\ntitle: \"Fine #1 in quotes\"\ndescription: Uses PR #31089 here\n"
-        "status: current  # a real comment after a value\ntags: [a, b] # ok\n---\n# A\n"
+        "status: unverified  # a real comment after a value\ntags: [a, b] # ok\n---\n# A\n"
     )})
     code, out, _ = run(["lint", "--root", str(tmp_path)], capsys)
     assert code == 0
@@ -358,3 +358,18 @@ def test_typo_in_a_server_attribute_does_not_point_at_another_pages_runbook(
         "its server block (wiki/a.md:3) has errors"
     ]
     assert not any("qwen-tp1" in line for line in mine)
+
+
+def test_a_line_starting_with_a_hash_is_flagged_outside_fences(tmp_path: Path, capsys) -> None:
+    """Python-Markdown makes `#31782.` at a line start a heading, inside an admonition too;
+    a `#` comment in a fenced block (also one nested in an admonition) is code."""
+    make_tree(tmp_path, {"wiki/a.md": (
+        "---\ntitle: A\n---\n\n# A\n\n!!! note\n    Read vLLM issue\n    #31782. Then go on.\n\n"
+        "```bash\n#!/bin/sh\n# a comment\n```\n\n!!! tip\n    ```bash\n    #no-space comment\n"
+        "    ```\n\nThe ## heading and a #tag inside a line are fine.\n"
+    )})
+    code, out, _ = run(["lint", "--root", str(tmp_path)], capsys)
+    assert code == 1
+    assert out == ["wiki/a.md:9:5: PG007 error: line starts with '#' and no space: the site "
+                   "renders it as a heading (GitHub does not); rewrap the sentence so the '#' is "
+                   "not first on its line"]

@@ -25,7 +25,7 @@ from wikitools.pages import read_page
 ROOT = Path(__file__).resolve().parent.parent
 MKDOCS = Path(sys.executable).parent / "mkdocs"
 SELFTEST = "zz-site-selftest"
-ALLOWED_STATUS = ("current", "experimental", "historical", "unverified")
+ALLOWED_STATUS = ("measured", "reviewed", "experimental", "historical", "unverified")
 
 # Conditional loaders inside the theme's JavaScript bundle: mermaid is fetched only for pages
 # with a mermaid diagram (checked below: none), the ResizeObserver polyfill only by browsers
@@ -249,6 +249,12 @@ def test_status_badges(built: tuple[Path, Path]) -> None:
             continue
         out = _page_html(site, src).read_text(encoding="utf-8")
         assert f'class="wiki-status wiki-status--{status}"' in out, f"{src}: no status chip"
+        label = re.search(r'<span class="wiki-status__label">([^<]*)</span>', out)
+        assert label is not None, f"{src}: chip without a label"
+        if status == "reviewed":  # a review says when it was done
+            assert label.group(1) == f"Reviewed {_front_matter(text)['reviewed']}", src
+        if _front_matter(text).get("hub") is True:
+            assert "least proven status of its family" in out, f"{src}: hub chip"
         checked += 1
     assert checked >= 1
     page = _page_html(site, f"{SELFTEST}.md").read_text(encoding="utf-8")

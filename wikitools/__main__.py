@@ -1,3 +1,5 @@
+"""`python -m wikitools`: the same as the `wiki` command."""
+
 from wikitools.cli import main
 
 raise SystemExit(main())

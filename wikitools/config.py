@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 CONFIG_NAME = "wiki.yml"
 MKDOCS_NAME = "mkdocs.yml"
-DEFAULT_STATUSES = ("current", "experimental", "historical", "unverified")
+DEFAULT_STATUSES = ("measured", "reviewed", "experimental", "historical", "unverified")
 # Gitignore-style patterns (as MkDocs' exclude_docs): a pattern without a slash matches a
 # name at any depth, `dir/` a folder anywhere, a leading `/` anchors at the root.
 DEFAULT_EXCLUDE = (

@@ -202,7 +202,8 @@ def _diag_in(t: tuple[Any, ...]) -> Diagnostic:
 def _facts_out(f: Facts) -> tuple[Any, ...]:
     e = f.entry
     return (
-        (e.path, e.title, e.status, e.description, e.first),
+        (e.path, e.title, e.status, e.description, e.first, e.family, e.hub,
+         e.status_at),
         _diag_out(f.untitled) if f.untitled else None,
         f.raw_findings,
         f.links,
@@ -214,8 +215,11 @@ def _facts_out(f: Facts) -> tuple[Any, ...]:
 
 def _facts_in(t: tuple[Any, ...]) -> Facts:
     entry, untitled, findings, links, acronyms, runbooks, anchors = t
-    return Facts(Entry(*entry), _diag_in(untitled) if untitled else None, findings, links,
-                 acronyms, runbooks, anchors)
+    path, title, status, description, first, family, hub, at = entry
+    # marshal keeps the (line, col) tuple; be explicit about it
+    return Facts(Entry(path, title, status, description, first, family, hub, tuple(at)),
+                 _diag_in(untitled) if untitled else None, findings, links, acronyms, runbooks,
+                 anchors)
 
 
 def _context(config: WikiConfig) -> tuple[Any, ...]:

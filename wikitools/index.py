@@ -33,6 +33,9 @@ class Entry:
     status: str | None
     description: str | None
     first: bool  # hub, README.md or index.md: listed before its neighbours
+    family: str | None = None  # front matter `family`: the hub of that family lists the page
+    hub: bool = False  # front matter `hub: true`
+    status_at: tuple[int, int] = (1, 1)  # line and column of the `status:` value
 
 
 def natural_key(text: str) -> tuple[tuple[int, int | str], ...]:
@@ -56,6 +59,16 @@ def encode_path(path: str) -> str:
     if _PLAIN_PATH.fullmatch(path):
         return path
     return "".join(chr(b) if b in _UNRESERVED else f"%{b:02X}" for b in path.encode("utf-8"))
+
+
+def front_matter_position(page: Page, key: str) -> tuple[int, int]:
+    """Line and column of the value of top-level front matter `key` (1, 1 if not found)."""
+    pattern = re.compile(rf"^{re.escape(key)}\s*:\s*")
+    for number, line in enumerate(page.lines[1 : page.front_matter_end], start=2):
+        m = pattern.match(line)
+        if m:
+            return number, m.end() + 1
+    return 1, 1
 
 
 def title_of(page: Page) -> tuple[str, Diagnostic | None]:
@@ -95,7 +108,9 @@ def make_entry(page: Page) -> tuple[Entry, Diagnostic | None]:
     title, diag = title_of(page)
     status = page.front_matter.get("status")
     name = PurePosixPath(page.path).name.casefold()
-    first = page.front_matter.get("hub") is True or name in _FIRST_NAMES
+    hub = page.front_matter.get("hub") is True
+    first = hub or name in _FIRST_NAMES
+    family = page.front_matter.get("family")
     return (
         Entry(
             path=page.path,
@@ -103,6 +118,9 @@ def make_entry(page: Page) -> tuple[Entry, Diagnostic | None]:
             status=str(status).strip() if isinstance(status, str) and status.strip() else None,
             description=_short(page.description),
             first=first,
+            family=family.strip() if isinstance(family, str) and family.strip() else None,
+            hub=hub,
+            status_at=front_matter_position(page, "status"),
         ),
         diag,
     )

@@ -5,8 +5,11 @@ short by a YAML comment (warning), PG003 more than one
 level-1 heading, LNK001 link to a file that does not exist, LNK002 page that no chain of links
 from the home page reaches (warning), LNK003 link to an anchor the page does not have
 (wikitools.anchors), IDX001 page without a title (shared with the index),
-FM006 page marked `current` whose runbooks have no successful record on their target
-architecture, RB013 container block that a runbook could not run (warning: a compose file
+FM006 status that claims more than the records prove (`measured` without successful records
+on the target architecture or without runbooks, `reviewed` on a page with runbooks), FM007
+`reviewed` without a valid `reviewed:` date, FM008 hub whose status is not derived from its
+pages, PG007 line that Python-Markdown would turn into a heading (`#31782.` at a line
+start), RB013 container block that a runbook could not run (warning: a compose file
 without an engine launcher, `docker compose up` without its file, a `docker exec` server).
 FM001/FM002/PG001/PG002 come from the parser.
 """
@@ -14,6 +17,7 @@ FM001/FM002/PG001/PG002 come from the parser.
 from __future__ import annotations
 
 import bisect
+import datetime
 import posixpath
 import re
 from collections.abc import Callable, Iterable, Iterator
@@ -25,7 +29,8 @@ from urllib.parse import unquote
 from wikitools.anchors import check_anchors, page_anchors
 from wikitools.config import WikiConfig
 from wikitools.diagnostics import Diagnostic, Severity, closest, did_you_mean
-from wikitools.index import title_of
+from wikitools.index import Entry, front_matter_position, make_entry, title_of
+from wikitools.statuses import RETIRED, REVIEWED, entry_findings
 
 if TYPE_CHECKING:
     from wikitools.pages import Page
@@ -33,6 +38,7 @@ if TYPE_CHECKING:
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 _LIST_KEYS = ("tags",)
 _STRING_KEYS = ("title", "description", "status", "family")
+_ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
 LinkFact = tuple[str, str, int, int]  # kind (link or image), target, line, col
@@ -46,19 +52,23 @@ def lint_pages(config: WikiConfig, pages: list[Page]) -> list[Diagnostic]:
     links = {page.path: page_links(page) for page in pages}
     out.extend(link_findings(config, links))
     out.extend(check_anchors(links, {page.path: page_anchors(page) for page in pages}))
-    out.extend(current_status_findings(config, pages))
+    out.extend(status_findings(config, [make_entry(page)[0] for page in pages], pages))
     return out
 
 
-def current_status_findings(config: WikiConfig, pages: Iterable[Page]) -> list[Diagnostic]:
-    """FM006 for `status: current` pages whose runbooks have no record on their target.
-    Only pages with runbook blocks can have any, so callers may pass just those."""
+def status_findings(
+    config: WikiConfig, entries: Iterable[Entry], runbook_pages: Iterable[Page]
+) -> list[Diagnostic]:
+    """What each page's status may claim (FM006, FM008): the records of the pages that hold
+    runbooks (callers may pass just those pages), and every page's entry for the hubs."""
     from wikitools.runbook.blocks.extract import extract_runbooks
-    from wikitools.runbook.rendering.status import check_current_pages
+    from wikitools.runbook.rendering.status import check_runbook_claims
 
-    pages = list(pages)
+    pages = list(runbook_pages)
     runbooks, _ = extract_runbooks(pages)
-    return check_current_pages(pages, runbooks, config.root, _fm_position)
+    with_runbooks = {rb.page for rb in runbooks}
+    return [*check_runbook_claims(pages, runbooks, config.root, _fm_position),
+            *entry_findings(entries, with_runbooks)]
 
 
 def page_findings(config: WikiConfig, page: Page) -> list[Diagnostic]:
@@ -103,14 +113,7 @@ class _Exists:
         return self.cache[rel]
 
 
-def _fm_position(page: Page, key: str) -> tuple[int, int]:
-    """Line and column of the value of top-level front matter `key` (1, 1 if not found)."""
-    pattern = re.compile(rf"^{re.escape(key)}\s*:\s*")
-    for number, line in enumerate(page.lines[1 : page.front_matter_end], start=2):
-        m = pattern.match(line)
-        if m:
-            return number, m.end() + 1
-    return 1, 1
+_fm_position = front_matter_position
 
 
 # Only free-text keys: there a ` #` is almost surely part of the text (`PR #31089`), while
@@ -147,16 +150,72 @@ def check_front_matter(config: WikiConfig, page: Page) -> Iterator[Diagnostic]:
     if isinstance(status, str) and status not in config.statuses:
         row, col = _fm_position(page, "status")
         allowed = ", ".join(config.statuses)
-        suffix = did_you_mean(status.strip().lower(), config.statuses)
+        retired = RETIRED.get(status.strip().lower())
+        suffix = f"; {retired}" if retired else did_you_mean(status.strip().lower(),
+                                                             config.statuses)
         yield Diagnostic(
             page.path, row, col, "FM003", f"unknown status {status!r} (allowed: {allowed}){suffix}"
         )
+    yield from check_reviewed(page, status)
+
+
+def check_reviewed(page: Page, status: object) -> Iterator[Diagnostic]:
+    """FM007: `reviewed` needs the date of the review (`reviewed: YYYY-MM-DD`), and a date
+    needs to be one."""
+    value = page.front_matter.get("reviewed")
+    if value is None:
+        if status == REVIEWED:
+            line, col = _fm_position(page, "status")
+            yield Diagnostic(page.path, line, col, "FM007",
+                             "status 'reviewed' needs the date of the review: add "
+                             "'reviewed: YYYY-MM-DD' (the day the prose was checked against "
+                             "its sources)")
+        return
+    text = value.isoformat() if isinstance(value, datetime.date) else value
+    if not isinstance(text, str) or not _ISO_DATE.fullmatch(text):
+        line, col = _fm_position(page, "reviewed")
+        yield Diagnostic(page.path, line, col, "FM007",
+                         f"front matter 'reviewed' must be a date as YYYY-MM-DD, not {value!r}")
+
+
+# Python-Markdown (the site's renderer) reads `#` + text at the start of any line of a block as
+# a heading, space or not; CommonMark (GitHub, our parser) needs the space. A wrapped "issue
+# #31782." became a level-1 heading on the site that way.
+_HASH_LINE = re.compile(r"^( *)(#{1,6})(?=[^\s#])")
+_FENCE_LINE = re.compile(r"^ *(`{3,}|~{3,})")
+
+
+def hash_lines(page: Page) -> Iterator[tuple[int, int]]:
+    """(line, col) of each line outside code fences (admonition bodies included) that starts
+    with `#` and no space: a heading on the site, plain text on GitHub."""
+    fence: str | None = None
+    for number, line in enumerate(page.lines, start=1):
+        if number <= page.front_matter_end:
+            continue
+        m = _FENCE_LINE.match(line)
+        if m:
+            mark = m.group(1)
+            if fence is None:
+                fence = mark
+            elif mark[0] == fence[0] and len(mark) >= len(fence) and not line.strip()[len(mark):]:
+                fence = None
+            continue
+        if fence is None:
+            h = _HASH_LINE.match(line)
+            if h:
+                yield number, len(h.group(1)) + 1
 
 
 def check_headings(page: Page) -> Iterator[Diagnostic]:
     _, missing = title_of(page)
     if missing:
         yield missing
+    for line, col in hash_lines(page):
+        yield Diagnostic(
+            page.path, line, col, "PG007",
+            "line starts with '#' and no space: the site renders it as a heading (GitHub does "
+            "not); rewrap the sentence so the '#' is not first on its line",
+        )
     h1s = [h for h in page.headings if h.level == 1]
     for extra in h1s[1:]:
         yield Diagnostic(

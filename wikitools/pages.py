@@ -11,11 +11,10 @@ import stat
 from pathlib import Path
 from typing import Any
 
-import yaml
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-from wikitools.diagnostics import Diagnostic, Severity, yaml_problem
+from wikitools.diagnostics import Diagnostic, Severity
 from wikitools.fences import parse_fence_info
 from wikitools.page_model import (
     Cell,
@@ -29,7 +28,7 @@ from wikitools.page_model import (
     Table,
     TextSpan,
 )
-from wikitools.yamlload import load_yaml
+from wikitools.page_source import flatten_containers, indent, take_front_matter
 
 __all__ = [
     "Cell",
@@ -47,17 +46,8 @@ __all__ = [
     "read_page",
 ]
 
-# libyaml's loader when present: front matter is parsed once per page, and the pure-Python
-# loader costs about a millisecond each (seconds on a large wiki).
 _MD = MarkdownIt("commonmark", {"html": True}).enable("table")
 
-# Material containers whose bodies are indented by four spaces: admonitions, collapsible
-# admonitions and content tabs. Plain CommonMark would read those bodies as indented code.
-_CONTAINER = re.compile(
-    r'^(?:(?P<admonition>!!!|\?\?\?\+?)[ \t]+(?P<kind>[\w-]+)|(?P<tab>===[!+]?)[ \t]+(?=["\'])'
-    r')(?P<rest>.*)$'
-)
-_FENCE_OPEN = re.compile(r"^ {0,3}(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
 _BARE_URL = re.compile(r"\b(?:https?|ftp)://[^\s<>()\[\]`]+|\bwww\.[^\s<>()\[\]`]+")
 _URL_TRAILING = ".,;:!?'\")*_"
 _QUOTE_PREFIX = re.compile(r"^(?:[ \t]*>)+")
@@ -121,107 +111,11 @@ def parse_page(text: str, path: str = "<string>") -> Page:
     text = text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
     page = Page(path=path, text=text)
     lines = text.split("\n")
-    body_lines = _take_front_matter(page, lines)
-    body_lines = _flatten_containers(page, body_lines)
+    body_lines = take_front_matter(page, lines)
+    body_lines = flatten_containers(page, body_lines)
     tokens = _MD.parse("\n".join(body_lines))
     _Walker(page, lines).walk(tokens)
     return page
-
-
-# --------------------------------------------------------------------------- front matter
-
-
-def _yaml_problem(page: Page, exc: yaml.YAMLError) -> dict[str, Any]:
-    """Record a located FM001 for malformed front matter; the page then has none."""
-    mark_line, mark_col, problem = yaml_problem(exc)
-    line = mark_line + 2 if mark_line is not None else 1
-    col = mark_col + 1 if mark_col is not None else 1
-    page.problems.append(
-        Diagnostic(page.path, line, col, "FM001", f"malformed front matter: {problem}")
-    )
-    return {}
-
-
-def _take_front_matter(page: Page, lines: list[str]) -> list[str]:
-    """Parse a leading `---` YAML block; return the lines with it blanked (numbers kept)."""
-    if not lines or lines[0].rstrip() != "---":
-        return list(lines)
-    end = next((i for i in range(1, len(lines)) if lines[i].rstrip() in ("---", "...")), None)
-    if end is None:
-        page.problems.append(
-            Diagnostic(
-                page.path, 1, 1, "FM001", "front matter starts with '---' but is never closed"
-            )
-        )
-        return list(lines)
-    source = "\n".join(lines[1:end])
-    try:
-        data = load_yaml(source) if source.strip() else {}
-    except yaml.YAMLError:
-        data = None
-    if data is None and source.strip():
-        try:  # the pure-Python loader words its errors the same on every machine
-            data = load_yaml(source, yaml.SafeLoader)
-        except yaml.YAMLError as exc:
-            data = _yaml_problem(page, exc)
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        page.problems.append(
-            Diagnostic(page.path, 2, 1, "FM002", "front matter must be a mapping of keys to values")
-        )
-        data = {}
-    page.front_matter = {str(k): v for k, v in data.items()}
-    page.front_matter_end = end + 1
-    return [""] * (end + 1) + lines[end + 1 :]
-
-
-# --------------------------------------------------------------------------- containers
-
-
-def _indent(line: str) -> int:
-    return len(line) - len(line.lstrip(" "))
-
-
-def _flatten_containers(page: Page, lines: list[str]) -> list[str]:
-    """Dedent the bodies of admonitions and content tabs so that markdown-it parses them as
-    ordinary Markdown. Line numbers are kept; columns are read back from the original lines."""
-    out: list[str] = []
-    depth = 0  # open containers; each one removed four columns from its body
-    fence: tuple[str, int] | None = None  # (char, length) of an open fence in the dedented text
-    for number, original in enumerate(lines, start=1):
-        line, removed = original, 0
-        if depth and line.strip():
-            if fence is None:
-                while depth and _indent(line) < 4 * depth:
-                    depth -= 1
-            cut = min(4 * depth, _indent(line))
-            line, removed = line[cut:], cut
-        elif not line.strip():
-            line, removed = "", 0
-        if fence is not None:
-            stripped = line.strip()
-            char, length = fence
-            if stripped.startswith(char * length) and not stripped.strip(char):
-                fence = None
-        else:
-            opened = _FENCE_OPEN.match(line)
-            match = _CONTAINER.match(line) if _indent(line) == 0 else None
-            if opened:
-                fence = (opened["fence"][0], len(opened["fence"]))
-            elif match:
-                _add_container_title(page, original, removed, number, match["rest"])
-                depth += 1
-                line = ""
-        out.append(line)
-    return out
-
-
-def _add_container_title(page: Page, original: str, removed: int, number: int, rest: str) -> None:
-    title = re.search(r'"([^"]*)"', rest)
-    if title and title.group(1).strip():
-        col = original.index('"', removed) + 2
-        page.spans.append(TextSpan(title.group(1), number, col, "admonition_title"))
 
 
 # --------------------------------------------------------------------------- token walk
@@ -351,7 +245,7 @@ class _Walker:
 
     def _indented(self, tok: Token) -> None:
         start, end = _span(tok)
-        col0 = _indent(self.lines[start]) if start < len(self.lines) else 0
+        col0 = indent(self.lines[start]) if start < len(self.lines) else 0
         self.page.code_blocks.append(
             CodeBlock(start + 1, col0 + 1, tok.content, start + 1, end, fenced=False, closed=True)
         )

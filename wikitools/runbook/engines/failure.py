@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from wikitools.runbook.engines import catalog as engines
+from wikitools.runbook.engines import log_catalog
 
-_PREFIX = re.compile(engines.LOG_LINE_PREFIX)
+_PREFIX = re.compile(log_catalog.LOG_LINE_PREFIX)
 # "RuntimeError: …", "torch.OutOfMemoryError: …", "ValueError", "KeyboardInterrupt"
 _EXCEPTION = re.compile(
     r"^((?:[A-Za-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Warning))(?::\s+(.*))?$"

@@ -7,13 +7,13 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from wikitools.runbook.engines import catalog as engines
+from wikitools.runbook.engines import log_catalog
 
 
 def scan_markers(lines: list[str] | tuple[str, ...]) -> dict[str, Any]:
     """Backend and capacity facts from server log lines; the first match of each marker wins."""
     found: dict[str, Any] = {}
-    pending = list(engines.LOG_MARKERS)
+    pending = list(log_catalog.LOG_MARKERS)
     for line in lines:
         if not pending:
             break
@@ -55,7 +55,7 @@ def parse_prometheus(text: str) -> list[tuple[str, dict[str, str], float]]:
 def spec_counters(text: str) -> dict[str, float]:
     """Totals of the spec-decode counters (summed over engines); empty when not exposed."""
     totals: dict[str, float] = {}
-    names = {v: k for k, v in engines.SPEC_COUNTERS.items()}
+    names = {v: k for k, v in log_catalog.SPEC_COUNTERS.items()}
     for name, _labels, value in parse_prometheus(text):
         if name in names:
             totals[names[name]] = totals.get(names[name], 0.0) + value
@@ -83,10 +83,10 @@ def metrics_markers(text: str) -> dict[str, Any]:
     """KV-cache facts from a Prometheus `/metrics` (the cache-config metric's labels)."""
     out: dict[str, Any] = {}
     for name, labels, _value in parse_prometheus(text):
-        if name == engines.CACHE_CONFIG_METRIC and "cache_config" not in out:
+        if name == log_catalog.CACHE_CONFIG_METRIC and "cache_config" not in out:
             out["cache_config"] = {k: labels[k] for k in sorted(labels)
-                                   if k in engines.CACHE_CONFIG_KEYS}
-        elif name == engines.GPU_BLOCKS_METRIC and "num_gpu_blocks" not in out:
+                                   if k in log_catalog.CACHE_CONFIG_KEYS}
+        elif name == log_catalog.GPU_BLOCKS_METRIC and "num_gpu_blocks" not in out:
             out["num_gpu_blocks"] = int(_value)
     cfg = out.get("cache_config", {})
     for key in ("kv_cache_size_tokens", "num_gpu_blocks", "block_size"):
@@ -99,7 +99,7 @@ def metrics_markers(text: str) -> dict[str, Any]:
 def server_info_markers(data: Mapping[str, Any]) -> dict[str, Any]:
     """A `/server_info` answer: backends, KV capacity and version."""
     out: dict[str, Any] = {}
-    for key in engines.SERVER_INFO_KEYS:
+    for key in log_catalog.SERVER_INFO_KEYS:
         if data.get(key) is not None:
             out[key if key != "version" else "engine_version"] = data[key]
     return out

@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 
 from wikitools.runbook.engines import catalog as engines
+from wikitools.runbook.engines import log_catalog
 from wikitools.runbook.engines.markers import (
     metrics_markers,
     server_info_markers,
@@ -147,7 +148,7 @@ def spec_delta(
             return {}
         with httpx.Client(timeout=http_timeout) as http:
             info = get_json(http, base_url(srv) + eng.server_info_paths[0])
-        states_key, length_key = engines.SERVER_INFO_SPEC_LENGTH
+        states_key, length_key = log_catalog.SERVER_INFO_SPEC_LENGTH
         states = info.get(states_key) if isinstance(info, dict) else None
         if isinstance(states, list) and states and isinstance(states[0], dict):
             length = states[0].get(length_key)

@@ -47,6 +47,22 @@ class Chart:
     x_ticks: tuple[str, ...] = ()  # categorical x: one label per distinct x position
     log_x: bool = False
     extra_css: tuple[str, ...] = field(default=())
+    # Warnings drawn inside the image under the legend, so that a copied or shared chart
+    # still says what is wrong with it (a stale run, unequal run counts).
+    notes: tuple[str, ...] = ()
+
+
+NOTE_CHARS = 56  # characters per note line at font-size 10 in the 320-unit-wide chart
+
+
+def wrap(text: str, width: int = NOTE_CHARS) -> list[str]:
+    lines: list[str] = []
+    for word in text.split():
+        if lines and len(lines[-1]) + 1 + len(word) <= width:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return lines
 
 
 def _num(value: float) -> str:
@@ -158,13 +174,19 @@ def render_chart(chart: Chart) -> str:
             legend.append({"cls": drawn["cls"], "name": drawn["name"], "x": LEFT,
                            "y": HEIGHT + 6 + 14 * i})
         height += 14 * len(series) + 2
+    notes = []
+    for line in (ln for note in chart.notes for ln in wrap(note)):
+        notes.append({"x": 8, "y": height + 8, "text": line})
+        height += 13
+    if notes:
+        height += 4
     svg = environment().get_template("chart.svg.j2").render(
         width=WIDTH, height=height, left=LEFT, right=WIDTH - RIGHT, top=TOP,
         bottom=HEIGHT - BOTTOM,
         title=chart.title, x_label=chart.x_label, y_label=chart.y_label,
         xticks=[(_num(x), t) for x, t in xticks],
         yticks=[(_num(yscale(t)), tick_label(t)) for t in yticks],
-        series=series, legend=legend,
+        series=series, legend=legend, notes=notes,
     )
     return _one_line(svg)
 
@@ -229,4 +251,4 @@ def figure(svgs: Sequence[str], caption: str = "") -> str:
 
 
 __all__ = ["XY", "Chart", "Heat", "Series", "figure", "nice_ticks", "render_chart",
-           "render_heat", "tick_label"]
+           "render_heat", "tick_label", "wrap"]

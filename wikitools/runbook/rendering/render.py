@@ -110,7 +110,8 @@ def render_pages(
                 diags.append(_unknown_runbook(replace(region, attrs=(("runbook", unknown[0]),)),
                                               by_id, dict(runbooks.broken)))
                 continue
-            body = render_region(region, runbook, records, ref=runbook.ref, others=others)
+            body = render_region(region, runbook, records, ref=runbook.ref, others=others,
+                                 hashes={rid: by_id[rid].blocks_hash for rid in region.compared})
             new_body = indent_body(body, region.indent)
             if new_body != region.body or region.sum is None:
                 bodies[region.start] = body

@@ -255,11 +255,22 @@ def gpu_count(record: Record) -> int:
     return int(n) if isinstance(n, int) and n > 0 else 1
 
 
-def tradeoff(entries: Sequence[tuple[str, Record, ClientResult]]) -> dict[str, Any]:
-    """Output tok/s per GPU against tok/s per user (1000 / median TPOT), one line per runbook."""
+def tradeoff(entries: Sequence[tuple[str, Record, ClientResult, bool]]) -> dict[str, Any]:
+    """Output tok/s per GPU against tok/s per user (1000 / median TPOT), one line per runbook.
+    Each entry: runbook id, its latest good record, the client shown, and whether that record
+    is stale (measured with other blocks than the page has). A stale line, or lines measured
+    with different numbers of runs per point, are named on the chart itself."""
     series, rows = [], []
-    short = short_names([name for name, _, _ in entries])
-    for (name, record, client), label in zip(entries, short, strict=True):
+    short = short_names([name for name, _, _, _ in entries])
+    runs = {label: max((len(p.samples) for p in client.points), default=0) or 1
+            for (_, _, client, _), label in zip(entries, short, strict=True)}
+    notes = [f"{label}: stale, measured with commands the page no longer has; re-run it "
+             "before comparing."
+             for (_, _, _, stale), label in zip(entries, short, strict=True) if stale]
+    if len(set(runs.values())) > 1:
+        notes.append("Runs per point differ: " + ", ".join(
+            f"{label} {n} run{'s' * (n != 1)}" for label, n in runs.items()) + ".")
+    for (name, record, client, stale), label in zip(entries, short, strict=True):
         gpus = gpu_count(record)
         pts = []
         for point in client.points:
@@ -274,10 +285,10 @@ def tradeoff(entries: Sequence[tuple[str, Record, ClientResult]]) -> dict[str, A
                           if client.sweep_var else ""))
             rows.append([cell(md_text(name)), str(gpus), cell(md_text(point.value or DASH)),
                          f"{per_user:,.1f}", f"{per_gpu:,.1f}"])
-        series.append(Series(label, tuple(pts)))
-    var = next((c.sweep_var for _, _, c in entries if c.sweep_var), None) or "point"
+        series.append(Series(label + (" (stale)" if stale else ""), tuple(pts)))
+    var = next((c.sweep_var for _, _, c, _ in entries if c.sweep_var), None) or "point"
     chart = Chart("Throughput per GPU vs speed per user", "tok/s per user (1000 / TPOT)",
-                  "output tok/s per GPU", tuple(series))
+                  "output tok/s per GPU", tuple(series), notes=tuple(notes))
     has_points = any(s.points for s in series)
     return {
         "chart": figure([render_chart(chart)], f"Each marker is one {var} value; up and to the "

@@ -1,7 +1,7 @@
 """What a page's runbooks have really been measured on, from the records: on their target
 architecture (SM120 for this wiki: date, engine), only on other hardware, or not at all. Feeds
-the measured badge beside each page's status chip and the lint that keeps `status: current`
-honest. The front matter `status:` keeps its own meaning for the prose."""
+the measured badge beside each page's status chip and the lint that keeps `status: measured`
+honest: only records can make a page `measured`."""
 
 from __future__ import annotations
 
@@ -140,28 +140,39 @@ def badges_change(root: Path, runbooks: RunbookSet) -> tuple[str, str, str] | No
     return path.relative_to(config.root).as_posix(), current, text
 
 
-def check_current_pages(
+def check_runbook_claims(
     pages: Iterable[Page], runbooks: RunbookSet, root: Path,
     position: Callable[[Page, str], tuple[int, int]],
 ) -> list[Diagnostic]:
-    """FM006 for a page marked `status: current` whose runbooks have no successful record on
-    their target architecture."""
+    """FM006 for a page with runbooks whose status claims more than its records prove:
+    `measured` while a runbook has no successful record on its target architecture, or
+    `reviewed` (a review of prose says nothing about a recipe that nobody has run)."""
     per_page = measurements(runbooks, root)
     out = []
     for page in pages:
-        if page.front_matter.get("status") != "current" or page.path not in per_page:
+        status = page.front_matter.get("status")
+        if status not in ("measured", "reviewed") or page.path not in per_page:
             continue
-        missing = [m for m in per_page[page.path] if m.state != "target"]
+        items = per_page[page.path]
+        missing = [m for m in items if m.state != "target"]
+        line, col = position(page, "status")
+        if status == "reviewed":
+            want = "measured" if not missing else "unverified"
+            out.append(Diagnostic(
+                page.path, line, col, "FM006",
+                f"page holds runbooks, so its status comes from their run records, not from a "
+                f"review of its prose: use '{want}'",
+            ))
+            continue
         if not missing:
             continue
-        line, col = position(page, "status")
         names = ", ".join(f"'{m.runbook}'" for m in missing)
         elsewhere = [m for m in missing if m.state == "other"]
         note = (f" (measured only on {', '.join(sorted({a for m in elsewhere for a in m.archs}))})"
                 if elsewhere else "")
         out.append(Diagnostic(
             page.path, line, col, "FM006",
-            f"page is marked 'current' but runbook{'s' * (len(missing) > 1)} {names} "
+            f"page is marked 'measured' but runbook{'s' * (len(missing) > 1)} {names} "
             f"{'have' if len(missing) > 1 else 'has'} no successful record on "
             f"{missing[0].target}{note}; use status 'unverified' until one is committed",
         ))
@@ -174,7 +185,7 @@ __all__ = [
     "Measured",
     "badge",
     "badges_change",
-    "check_current_pages",
+    "check_runbook_claims",
     "measure",
     "measurements",
     "partial_text",

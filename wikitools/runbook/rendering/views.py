@@ -115,9 +115,11 @@ def for_region(region: Region, records: list[Record]) -> list[Record]:
 def render_region(
     region: Region, runbook: Runbook | None, records: list[Record], *, ref: str,
     others: Mapping[str, list[Record]] | None = None,
+    hashes: Mapping[str, str] | None = None,
 ) -> str:
     """The Markdown body of one region (each line ending in LF; a blank line first and last).
-    `others`: the records of the runbooks a trade-off region compares with (`with=`)."""
+    `others`: the records of the runbooks a trade-off region compares with (`with=`);
+    `hashes`: their blocks hashes on the page, to tell a stale record."""
     records = for_region(region, records)
     runbook_id = region.runbook or ""
     page_hash = runbook.blocks_hash if runbook is not None else ""
@@ -141,7 +143,7 @@ def render_region(
         return _finish(environment().get_template("history.md.j2").render(
             ctx, rows=rows, trend=history_trend(records, runbook, region.client)))
     if region.view == "tradeoff":
-        return _finish(_tradeoff(region, runbook, records, others or {}, ctx))
+        return _finish(_tradeoff(region, runbook, records, others or {}, hashes or {}, ctx))
     # A run refused by preflight measured nothing and says only that a host lacked something.
     records = [r for r in records if r.failed_step != "preflight"]
     ctx["current"] = records[-1] if records else None
@@ -180,7 +182,8 @@ def _latest_ok_serving(runbook: Runbook | None, records: list[Record], wanted: s
 
 
 def _tradeoff(region: Region, runbook: Runbook | None, records: list[Record],
-              others: Mapping[str, list[Record]], ctx: dict[str, Any]) -> str:
+              others: Mapping[str, list[Record]], hashes: Mapping[str, str],
+              ctx: dict[str, Any]) -> str:
     entries = []
     missing = []
     ids = [region.runbook or "", *region.compared]
@@ -190,10 +193,13 @@ def _tradeoff(region: Region, runbook: Runbook | None, records: list[Record],
         if got is None:
             missing.append(rid)
         else:
-            entries.append((rid, got[0], got[1]))
+            own = runbook.blocks_hash if rid == region.runbook and runbook else ""
+            page_hash = own or hashes.get(rid, "")
+            stale = bool(page_hash) and got[0].blocks_hash != page_hash
+            entries.append((rid, got[0], got[1], stale))
     shown = serving.tradeoff(entries)
     sources = [f"`{record_rel_path(r)}` ({day(r.started_at)}, {cell(hardware(r))}; "
-               f"{cell(engine_text(r))})" for _, r, _ in entries]
+               f"{cell(engine_text(r))})" for _, r, _, _ in entries]
     return environment().get_template("tradeoff.md.j2").render(
         ctx, tradeoff=shown, sources=sources, missing=missing)
 

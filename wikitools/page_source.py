@@ -1,0 +1,112 @@
+"""The passes over a page's source before markdown-it reads it: the front matter taken off and
+parsed (located FM001/FM002 problems), and the bodies of Material containers (admonitions,
+content tabs) dedented so that they parse as ordinary Markdown. Line numbers never change."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import yaml
+
+from wikitools.diagnostics import Diagnostic, yaml_problem
+from wikitools.page_model import Page, TextSpan
+from wikitools.yamlload import load_yaml
+
+# Material containers whose bodies are indented by four spaces: admonitions, collapsible
+# admonitions and content tabs. Plain CommonMark would read those bodies as indented code.
+_CONTAINER = re.compile(
+    r'^(?:(?P<admonition>!!!|\?\?\?\+?)[ \t]+(?P<kind>[\w-]+)|(?P<tab>===[!+]?)[ \t]+(?=["\'])'
+    r')(?P<rest>.*)$'
+)
+_FENCE_OPEN = re.compile(r"^ {0,3}(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
+
+
+def _yaml_problem(page: Page, exc: yaml.YAMLError) -> dict[str, Any]:
+    """Record a located FM001 for malformed front matter; the page then has none."""
+    mark_line, mark_col, problem = yaml_problem(exc)
+    line = mark_line + 2 if mark_line is not None else 1
+    col = mark_col + 1 if mark_col is not None else 1
+    page.problems.append(
+        Diagnostic(page.path, line, col, "FM001", f"malformed front matter: {problem}")
+    )
+    return {}
+
+
+def take_front_matter(page: Page, lines: list[str]) -> list[str]:
+    """Parse a leading `---` YAML block; return the lines with it blanked (numbers kept)."""
+    if not lines or lines[0].rstrip() != "---":
+        return list(lines)
+    end = next((i for i in range(1, len(lines)) if lines[i].rstrip() in ("---", "...")), None)
+    if end is None:
+        page.problems.append(
+            Diagnostic(
+                page.path, 1, 1, "FM001", "front matter starts with '---' but is never closed"
+            )
+        )
+        return list(lines)
+    source = "\n".join(lines[1:end])
+    try:
+        data = load_yaml(source) if source.strip() else {}
+    except yaml.YAMLError:
+        data = None
+    if data is None and source.strip():
+        try:  # the pure-Python loader words its errors the same on every machine
+            data = load_yaml(source, yaml.SafeLoader)
+        except yaml.YAMLError as exc:
+            data = _yaml_problem(page, exc)
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        page.problems.append(
+            Diagnostic(page.path, 2, 1, "FM002", "front matter must be a mapping of keys to values")
+        )
+        data = {}
+    page.front_matter = {str(k): v for k, v in data.items()}
+    page.front_matter_end = end + 1
+    return [""] * (end + 1) + lines[end + 1 :]
+
+
+def indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" "))
+
+
+def flatten_containers(page: Page, lines: list[str]) -> list[str]:
+    """Dedent the bodies of admonitions and content tabs so that markdown-it parses them as
+    ordinary Markdown. Line numbers are kept; columns are read back from the original lines."""
+    out: list[str] = []
+    depth = 0  # open containers; each one removed four columns from its body
+    fence: tuple[str, int] | None = None  # (char, length) of an open fence in the dedented text
+    for number, original in enumerate(lines, start=1):
+        line, removed = original, 0
+        if depth and line.strip():
+            if fence is None:
+                while depth and indent(line) < 4 * depth:
+                    depth -= 1
+            cut = min(4 * depth, indent(line))
+            line, removed = line[cut:], cut
+        elif not line.strip():
+            line, removed = "", 0
+        if fence is not None:
+            stripped = line.strip()
+            char, length = fence
+            if stripped.startswith(char * length) and not stripped.strip(char):
+                fence = None
+        else:
+            opened = _FENCE_OPEN.match(line)
+            match = _CONTAINER.match(line) if indent(line) == 0 else None
+            if opened:
+                fence = (opened["fence"][0], len(opened["fence"]))
+            elif match:
+                _add_container_title(page, original, removed, number, match["rest"])
+                depth += 1
+                line = ""
+        out.append(line)
+    return out
+
+
+def _add_container_title(page: Page, original: str, removed: int, number: int, rest: str) -> None:
+    title = re.search(r'"([^"]*)"', rest)
+    if title and title.group(1).strip():
+        col = original.index('"', removed) + 2
+        page.spans.append(TextSpan(title.group(1), number, col, "admonition_title"))
