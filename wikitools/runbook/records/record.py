@@ -252,7 +252,7 @@ class Record(RecordData):
             data["finished_at"] = data["started_at"]
         if version == 1:
             data = _from_schema_1(data)
-        return super(Record, cls).from_dict(data)  # type: ignore[return-value]
+        return super(Record, cls).from_dict(data)
 
 
 def _from_schema_1(data: dict[str, Any]) -> dict[str, Any]:
