@@ -5,15 +5,15 @@ validated with located RB diagnostics."""
 
 from __future__ import annotations
 
-import math
 import re
-import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from wikitools.diagnostics import Diagnostic, did_you_mean
 from wikitools.pages import CodeBlock, Page
+from wikitools.runbook.blocks.copies import find_originals
+from wikitools.runbook.blocks.flagcheck import flag_findings
 from wikitools.runbook.blocks.model import (
     ClientBlock,
     FileBlock,
@@ -26,7 +26,6 @@ from wikitools.runbook.blocks.sweep import Sweep, SweepError, parse_sweep
 from wikitools.runbook.engines import catalog as engines
 from wikitools.runbook.engines.command import parse_client_command, parse_server_command
 from wikitools.runbook.engines.shell import ShellSyntaxError, tokenize
-from wikitools.runbook.engines.types import EngineCommand
 
 SERVER_CLASS = "runbook-server"
 CLIENT_CLASS = "runbook-client"
@@ -146,45 +145,6 @@ def _file(ctx: _Ctx) -> FileBlock | None:
                      col=block.col, content=block.content, info=block.info)
 
 
-def _check_flags(ctx: _Ctx, cmd: EngineCommand) -> None:
-    """RB014 for each flag that misspells, by one or two letters, a flag the engine's own parser
-    defines (flag_lists.py, one version), located where the block writes it, with the flag it
-    means. A flag the list lacks altogether is not judged: it may be another version's or a
-    fork's. The runbook stays readable; plan and run refuse it through its page's block errors,
-    naming this line."""
-    eng = engines.engine(cmd.engine) if cmd.engine else None
-    if eng is None or eng.flags is None:
-        return
-    flags = eng.flags
-    # spellings the catalog already reads as another flag (`--tp` for the tensor-parallel size,
-    # as community pages write it) are the catalog's call, not a typo
-    known = {*engines.SERVER_FLAG_ALIASES, *eng.flag_aliases, *engines.CANONICAL_FLAGS,
-             *eng.canonical_flags}
-    for name in dict.fromkeys(cmd.written_flags):
-        if name in known or flags.accepts(name):
-            continue
-        typo = flags.typo_of(name)
-        if typo is None:
-            continue
-        line, col = _locate_word(ctx, name)
-        ctx.diags.append(Diagnostic(
-            ctx.page.path, line, col, "RB014",
-            f"unknown flag '{name}': {eng.display_name} {flags.version} has no such server "
-            f"flag; did you mean '{typo}'?"))
-
-
-def _locate_word(ctx: _Ctx, word: str) -> tuple[int, int]:
-    """Line and column of `word` as a whole word in the block's content (the first content
-    line when the block does not hold it: a compose file block does)."""
-    lines = ctx.page.text.split("\n")
-    pattern = re.compile(rf"(?<![\w-]){re.escape(word)}(?![\w-])")
-    for number in range(ctx.block.content_line, ctx.block.end_line + 1):
-        found = pattern.search(lines[number - 1]) if number - 1 < len(lines) else None
-        if found:
-            return number, found.start() + 1
-    return ctx.block.content_line, 1
-
-
 def _server(ctx: _Ctx, files: dict[str, str] | None = None) -> ServerBlock | None:
     block = ctx.block
     rid = block.attrs.id
@@ -200,7 +160,7 @@ def _server(ctx: _Ctx, files: dict[str, str] | None = None) -> ServerBlock | Non
     if "env" in opts:
         env = _parse_env(ctx, *opts["env"])
     cmd = parse_server_command(block.content, dict(env), files)
-    _check_flags(ctx, cmd)
+    ctx.diags.extend(flag_findings(ctx.page, block, cmd))
     engine_attr = None
     if "engine" in opts:
         value, col = opts["engine"]
@@ -337,43 +297,14 @@ def _client(ctx: _Ctx) -> _PendingClient | None:
     return _PendingClient(ctx, for_id, for_col, name, name_col, kind, timeout, sweep)
 
 
-def _server_ids(pages: list[Page]) -> dict[str, list[tuple[Page, int]]]:
-    """Each id of a server block and where it stands (page, line), in page order."""
-    out: dict[str, list[tuple[Page, int]]] = {}
+def _server_ids(pages: list[Page]) -> dict[str, list[tuple[str, int]]]:
+    """Each id of a server block and where it stands (page path, line), in page order."""
+    out: dict[str, list[tuple[str, int]]] = {}
     for page in pages:
         for block in page.code_blocks:
             if is_runbook_block(block) and not block.attrs.error and block.attrs.id and \
                     SERVER_CLASS in block.attrs.classes:
-                out.setdefault(block.attrs.id, []).append((page, block.line))
-    return out
-
-
-def _introduced(root: Path, path: str, rid: str) -> float:
-    """When git first saw `#rid` in the page (commit time); infinity when it never did (a copy
-    not yet committed) or the wiki is not in a git repository."""
-    try:
-        proc = subprocess.run(
-            ["git", "-C", str(root), "log", "--format=%ct", "--reverse", "-S", f"#{rid}",
-             "--", path], capture_output=True, text=True, timeout=30, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return math.inf
-    first = proc.stdout.split()
-    return float(first[0]) if proc.returncode == 0 and first else math.inf
-
-
-def _originals(pages: list[Page], root: Path | None) -> dict[str, tuple[str, int]]:
-    """For each id that several server blocks share: where the original stands (page path,
-    line). The original is the block git saw first; a block git has not seen is a copy; without
-    git history to tell, the first in page order."""
-    out = {}
-    for rid, places in _server_ids(pages).items():
-        if len(places) < 2:
-            continue
-        def age(place: tuple[Page, int], rid: str = rid) -> tuple[float, str, int]:
-            when = _introduced(root, place[0].path, rid) if root is not None else math.inf
-            return (when, place[0].path, place[1])
-        page, line = min(places, key=age)
-        out[rid] = (page.path, line)
+                out.setdefault(block.attrs.id, []).append((page.path, block.line))
     return out
 
 
@@ -388,7 +319,7 @@ def extract_runbooks(pages: Iterable[Page], root: Path | None = None,
     broken: dict[str, str] = {}  # ids of servers that exist but have errors → "path:line"
     pending: list[_PendingClient] = []
     pages = sorted(pages, key=lambda p: p.path)
-    originals = _originals(pages, root)
+    originals = find_originals(_server_ids(pages), root)
     duplicates: dict[str, list[str]] = {rid: [f"{p}:{n}"] for rid, (p, n) in originals.items()}
     files: dict[str, list[tuple[FileBlock, _Ctx]]] = {}
     for page in pages:
