@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: site test test-fast setup engine docker browser check serve clean browser-check
+.PHONY: site test test-fast setup engine docker browser check serve clean browser-check publish
 
 site: setup
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
@@ -42,6 +42,18 @@ docker:
 
 check: setup
 	$(BIN)/wiki check
+
+# Publish the site to the gh-pages branch of PUBLISH_REMOTE: the checks, then `mkdocs gh-deploy`
+# (a strict build, committed on top of the branch and pushed). The branch is first brought up to
+# date from the remote, so every publish is a fast-forward, also from a fresh clone; nothing is
+# ever force-pushed.
+PUBLISH_REMOTE ?= origin
+publish: setup
+	$(BIN)/wiki check
+	if git ls-remote --exit-code --heads $(PUBLISH_REMOTE) gh-pages >/dev/null; then \
+	  git fetch $(PUBLISH_REMOTE) gh-pages:gh-pages; fi
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs gh-deploy --strict --remote-name $(PUBLISH_REMOTE) \
+	  --remote-branch gh-pages
 
 # `exec`: the server's parent is make itself, so stopping make (by its PID too) stops the server.
 SERVE_ADDR ?= 127.0.0.1:8000

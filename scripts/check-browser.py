@@ -8,8 +8,8 @@ opens it in headless Chromium through Playwright.
 * Search: types each query into Material's search box and reads the result list. The queries
   are the code identifiers readers search for: a JSON key, a pull request number, command-line
   flags and an environment variable.
-* Phone fold: opens every page under wiki/models/ that holds a runbook server block at 390x844
-  and checks that its first code block starts within the first screen.
+* Phone fold: opens every page under wiki/models/ that holds a runbook server block (hubs
+  aside) at 390x844 and checks that its first code block starts within the first screen.
 * Landing: the queries a reader types after an error (an error string, a flag, `sm_120`) must
   put the page that answers them among the first few results, not merely somewhere.
 * Phone tables: on every page at 390 px, with collapsed boxes opened, each table wider than the
@@ -29,6 +29,7 @@ import argparse
 import functools
 import http.server
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -54,7 +55,7 @@ LANDS = 3
 LANDING = {
     "--kv-cache-dtype": "topics/kv-cache-sessions/",
     "sm_120": "hardware/sm120-vs-sm100/",
-    "DeepSeek": "topics/speculative-decoding/",
+    "DeepSeek": "models/deepseek-v4-flash/",
     "CUDA error": "troubleshooting/",
     "illegal memory access": "troubleshooting/",
     "no kernel image": "troubleshooting/",
@@ -93,10 +94,13 @@ def serve(site: Path) -> tuple[http.server.ThreadingHTTPServer, str]:
 
 
 def runbook_pages() -> list[str]:
-    """Site paths of the model pages that hold a runbook server block."""
+    """Site paths of the model pages that hold a runbook server block. Hubs are left out: they
+    open with what the model is and where its pages are, and a runbook on a hub comes later."""
     out = []
     for path in sorted((ROOT / "wiki" / "models").rglob("*.md")):
-        if ".runbook-server" in path.read_text(encoding="utf-8"):
+        text = path.read_text(encoding="utf-8")
+        hub = re.search(r"^hub:\s*true\s*$", text.split("\n---", 1)[0], re.MULTILINE)
+        if ".runbook-server" in text and not hub:
             rel = path.relative_to(ROOT / "wiki").with_suffix("").as_posix()
             out.append(rel.removesuffix("index") if rel.endswith("/index") else rel + "/")
     return out

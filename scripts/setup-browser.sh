@@ -6,13 +6,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p .cache
+# apt_get: apt-get once the apt/dpkg lock is free (waits, bounded, saying so on stderr)
+APT_LOG_TAG=setup-browser
+source scripts/apt-lock.sh
 if ! command -v chromium >/dev/null 2>&1; then
   export DEBIAN_FRONTEND=noninteractive
   echo "[setup-browser] installing Debian's chromium"
-  apt-get install -y -q chromium >.cache/apt-chromium.log 2>&1 || {
-    apt-get update -q >>.cache/apt-chromium.log 2>&1
-    apt-get install -y -q chromium >>.cache/apt-chromium.log 2>&1
-  } || { echo "[setup-browser] apt-get failed; see .cache/apt-chromium.log" >&2; exit 1; }
+  APT_LOG=.cache/apt-chromium.log
+  : >"$APT_LOG"
+  apt_get install -y -q chromium || { apt_get update -q && apt_get install -y -q chromium; } ||
+    { echo "[setup-browser] apt-get failed; see .cache/apt-chromium.log" >&2; exit 1; }
 fi
 .venv/bin/pip install -q -e '.[browser]'
 echo "[setup-browser] $(chromium --version 2>/dev/null | head -n 1)"

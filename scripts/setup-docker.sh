@@ -45,12 +45,15 @@ unavailable() {
 
 daemon_answers() { timeout 20 docker info >/dev/null 2>&1; }
 
+# apt_get: apt-get once the apt/dpkg lock is free (waits, bounded, saying so)
+APT_LOG_TAG=setup-docker
+source "$(dirname "${BASH_SOURCE[0]}")/apt-lock.sh"
+
 apt_install() {
   export DEBIAN_FRONTEND=noninteractive
-  apt-get install -y -q "$@" >"$CACHE/apt.log" 2>&1 || {
-    apt-get update -q >>"$CACHE/apt.log" 2>&1
-    apt-get install -y -q "$@" >>"$CACHE/apt.log" 2>&1
-  }
+  local APT_LOG="$CACHE/apt.log"
+  : >"$APT_LOG"
+  apt_get install -y -q "$@" || { apt_get update -q && apt_get install -y -q "$@"; }
 }
 
 # ----------------------------------------------------------------------------- the daemon

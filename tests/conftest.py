@@ -11,6 +11,14 @@ import pytest
 os.environ["WIKI_CACHE_DIR"] = "off"
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _own_lock_state(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Lock keys and port locks of the tests' runs in a folder of their own, never the user's."""
+    folder = tmp_path_factory.mktemp("wiki-state")
+    folder.chmod(0o700)
+    os.environ["WIKI_STATE_DIR"] = str(folder)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--update-goldens",

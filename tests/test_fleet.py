@@ -7,6 +7,8 @@ import json
 import os
 import re
 import shutil
+import subprocess
+import sys
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,6 +23,7 @@ from wikitools.fleet import node
 from wikitools.fleet.records import LOST_POINT, Progress, lost_record, opening_record
 from wikitools.fleet.select import ARCH_SHARE, demand, fits, is_stale, never_run, place, select
 from wikitools.runbook.blocks.extract import load_runbooks
+from wikitools.runbook.execution import locks
 from wikitools.runbook.execution.execute import execute
 from wikitools.runbook.execution.model import Verdict
 from wikitools.runbook.records.record import Record, dumps, write_record
@@ -205,19 +208,45 @@ def test_summary_table() -> None:
 
 def test_ports_are_held_per_host(tree: Path, monkeypatch: pytest.MonkeyPatch,
                                  tmp_path: Path) -> None:
-    monkeypatch.setattr(node.tempfile, "gettempdir", lambda: str(tmp_path))
+    monkeypatch.setenv(locks.STATE_ENV, str(tmp_path / "state"))
+    folder = tmp_path / "state" / node.PORTS_DIR
     runbooks, _, _ = load_runbooks(tree)
     rb = next(r for r in runbooks if r.id == "fake-sm90")
     with node._port_for(rb, None) as first, node._port_for(rb, None) as second:
         assert first == rb.server.port  # the block's port, when free
         assert second != first  # held by the first run
-        assert (tmp_path / node.PORTS_DIR / str(second)).read_text() == str(os.getpid())
-    assert list((tmp_path / node.PORTS_DIR).iterdir()) == []
-    (tmp_path / node.PORTS_DIR / str(rb.server.port)).write_text("999999999")  # dead holder
-    with node._port_for(rb, None) as again:
-        assert again == rb.server.port
+        assert (folder / str(second)).read_text() == f"{os.getpid()}\n"
+    assert list(folder.iterdir()) == []
     with node._port_for(rb, 12345) as asked:
         assert asked == 12345
+
+
+def test_a_lost_nodes_port_hold_is_removed_from_the_port_folder(
+        tree: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A node killed while holding a port leaves its hold file; the next run on the host, and
+    the driver's tidy-up after a lost node, remove it (its lock is free: its holder is gone)."""
+    monkeypatch.setenv(locks.STATE_ENV, str(tmp_path / "state"))
+    runbooks, _, _ = load_runbooks(tree)
+    rb = next(r for r in runbooks if r.id == "fake-sm90")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\n"
+         "from wikitools.fleet import node\n"
+         "held = node._hold(node.ports_dir(), 23456)\n"
+         "print('held', flush=True)\n"
+         "time.sleep(300)\n"],
+        stdout=subprocess.PIPE, text=True, env={**os.environ})
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        assert node.remove_stale_holds() == []  # held: kept
+    finally:
+        holder.kill()  # the node is lost: nothing of it runs any more
+        holder.wait()
+    assert (node.ports_dir() / "23456").exists()
+    assert node.remove_stale_holds() == ["23456"]
+    assert list(node.ports_dir().iterdir()) == []
+    (node.ports_dir() / "23457").write_text("1\n")
+    with node._port_for(rb, None):
+        assert not (node.ports_dir() / "23457").exists()
 
 
 def test_run_job_runs_the_executor_and_sends_progress(tree: Path, tmp_path: Path,
@@ -226,7 +255,7 @@ def test_run_job_runs_the_executor_and_sends_progress(tree: Path, tmp_path: Path
     fakes = Path(__file__).resolve().parent / "fakes"
     monkeypatch.setenv("PATH", f"{fakes / 'bin'}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("WIKI_NVIDIA_SMI", str(tmp_path / "no-nvidia-smi"))
-    monkeypatch.setattr(node.tempfile, "gettempdir", lambda: str(tmp_path))
+    monkeypatch.setenv(locks.STATE_ENV, str(tmp_path / "state"))
     runbooks, _, _ = load_runbooks(tree)
     rb = next(r for r in runbooks if r.id == "fake-sm90")
     sent: list[dict] = []

@@ -326,8 +326,9 @@ def test_ctrl_c_cancels_and_every_node_tears_down(cluster: RayCluster, tree: Pat
     assert wait_no_leftovers(cluster) == []
 
 
-def test_a_node_lost_mid_run_is_a_recorded_failure(cluster: RayCluster, tree: Path,
-                                                   main_run: Fleet) -> None:
+@pytest.fixture(scope="module")
+def lost_run(cluster: RayCluster, tree: Path, main_run: Fleet) -> Fleet:
+    """A fleet run whose node (worker-k, started for it) is killed mid-run."""
     smi = fake_smi(cluster.smi, "rtxpro6000-x2", CAPTURES)  # type: ignore[attr-defined]
     cluster.start_node("worker-k", num_gpus=2, resources={"sm120": 1},
                        env={"PATH": f"{FAKE_BIN}{os.pathsep}{os.environ['PATH']}",
@@ -335,7 +336,14 @@ def test_a_node_lost_mid_run_is_a_recorded_failure(cluster: RayCluster, tree: Pa
     run = Fleet(cluster, tree, "fake-tp2")
     run.wait_for(r"\[worker-k\] fake-tp2: client:bench\[1\]", 60)
     cluster.kill_node("worker-k")
-    assert run.wait(timeout=90) == 1, run.output
+    run.code = run.wait(timeout=90)  # type: ignore[attr-defined]
+    return run
+
+
+def test_a_node_lost_mid_run_is_a_recorded_failure(cluster: RayCluster, tree: Path,
+                                                   lost_run: Fleet) -> None:
+    run = lost_run
+    assert run.code == 1, run.output  # type: ignore[attr-defined]
     rows = summary(run.stdout)
     assert rows["fake-tp2"][:2] == ["worker-k", "lost at client:bench[1] warm-up"], run.output
     (path,) = records(tree, "fake-tp2")
@@ -348,6 +356,26 @@ def test_a_node_lost_mid_run_is_a_recorded_failure(cluster: RayCluster, tree: Pa
     assert [s["name"] for s in data["steps"]][:4] == ["preflight", "start", "ready", "warmup"]
     assert cluster.node_pids("worker-k") == []
     assert wait_no_leftovers(cluster) == []
+
+
+def test_a_lost_nodes_port_hold_is_removed_from_the_fleets_port_folder(lost_run: Fleet) -> None:
+    folder = Path(os.environ["WIKI_STATE_DIR"]) / "fleet-ports"
+    assert sorted(p.name for p in folder.iterdir()) == [], lost_run.output
+
+
+def test_ray_output_on_stdout_carries_a_node_prefix(main_run: Fleet, lost_run: Fleet) -> None:
+    """stdout holds the summary and the pages rendered; anything else a node or Ray says (a
+    raylet's crash dump when a node is lost) is a line with its node's name in front."""
+    for run in (main_run, lost_run):
+        lines = run.stdout.splitlines()
+        start = next(i for i, line in enumerate(lines) if line.startswith("runbook "))
+        before = lines[:start]
+        assert all(re.match(r"^\[[^\]]+\] ", line) for line in before), run.output
+
+
+def test_progress_hub_lives_on_the_head_node(main_run: Fleet) -> None:
+    assert "[driver] -: progress collected on the head node head" in main_run.lines, \
+        main_run.output
 
 
 def test_a_task_that_fails_on_its_node_is_reported_without_a_record(

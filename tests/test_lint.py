@@ -202,7 +202,6 @@ def _fresh_tree(root: Path, capsys) -> Path:
         "wiki/a.md": "---\ntitle: A\nstatus: unverified\n---\nUse Tensor Parallelism (TP) here.\n",
     })
     assert main(["index", "--root", str(root)]) == 0
-    assert main(["glossary", "--root", str(root)]) in (0, 2)
     capsys.readouterr()
     return root
 
@@ -235,13 +234,13 @@ def test_check_reports_runbook_block_and_region_findings(tmp_path: Path, capsys)
     assert any(line.startswith("wiki/b.md:7:1: RB009 error: ") for line in found), found
 
 
-def test_check_reports_stale_abbreviations(tmp_path: Path, capsys) -> None:
+def test_check_demands_no_generated_abbreviations_file(tmp_path: Path, capsys) -> None:
+    """Tooltips come from the MkDocs plugin at build time: no file for `wiki check` to police."""
     root = _fresh_tree(tmp_path, capsys)
     (root / "includes").mkdir(exist_ok=True)
     (root / "includes" / "abbreviations.md").write_text("stale\n")
     code, out, _ = run(["check", "--root", str(root)], capsys)
-    assert code == 1
-    assert any(" ACR100 error: would change: includes/abbreviations.md" in line for line in out)
+    assert (code, out) == (0, [])
 
 
 def _count_parses(monkeypatch) -> list[str]:

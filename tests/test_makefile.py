@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 from fakes.plans import free_port
 
+from wikitools.runbook.execution.processes import children_of, process_state
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -21,16 +23,6 @@ def _listening(port: int) -> bool:
     with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.3):
         return True
     return False
-
-
-def _children(pid: int) -> list[int]:
-    out = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError):
-            text = stat.read_text()
-            if text[text.rfind(")") + 2 :].split()[1] == str(pid):
-                out.append(int(stat.parent.name))
-    return out
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
@@ -47,7 +39,7 @@ def test_make_serve_stopped_by_pid_leaves_nothing_serving() -> None:
         while not _listening(port) and time.monotonic() < deadline and make.poll() is None:
             time.sleep(0.2)
         assert _listening(port), "mkdocs serve did not come up"
-        server = _children(make.pid)
+        server = children_of(make.pid)
         assert server, "make started the server as its own child"
         os.kill(make.pid, signal.SIGTERM)  # by PID, as a user or a script would
         make.wait(timeout=10)
@@ -55,9 +47,7 @@ def test_make_serve_stopped_by_pid_leaves_nothing_serving() -> None:
         while _listening(port) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert not _listening(port), "the site is still served after make was stopped"
-        assert all(not Path(f"/proc/{pid}").exists() or
-                   Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] == "Z"
-                   for pid in server)
+        assert all(process_state(pid) in ("", "Z") for pid in server)
     finally:
         for pid in server:
             with contextlib.suppress(ProcessLookupError):

@@ -305,17 +305,17 @@ def test_cli_plan_without_nvidia_smi(tmp_path: Path, capsys: pytest.CaptureFixtu
 RUN_ID_DIR = ".artifacts/r/20261130T100000Z-0123abcd"
 
 
-def test_docker_run_plan_reads_the_container_id_from_a_cidfile() -> None:
+def test_docker_run_plan_labels_the_container_with_the_runs_tag() -> None:
     rb = one("gpus=0", "docker run -d --rm --name \"srv-${TAG:-x}\" --network host \\\n"
                 "  -e HF_TOKEN=hf_secret -e VLLM_CPU_KVCACHE_SPACE=1 img \\\n"
                 "  vllm serve m --port 8000")
     plan = make_plan(rb, artifacts_dir=RUN_ID_DIR)
     srv = plan.server
     assert srv.command.startswith(
-        f"docker run --cidfile {RUN_ID_DIR}/server.cid -d --rm --name \"srv-${{TAG:-x}}\"")
+        'docker run --label "wikitools.run.${WIKI_RUN_TAG}" -d --rm --name "srv-${TAG:-x}"')
     c = srv.container
     assert c is not None and (c.kind, c.detached, c.remove) == ("run", True, True)
-    assert (c.name, c.cidfile, c.workdir) == ("srv-${TAG:-x}", f"{RUN_ID_DIR}/server.cid", ".")
+    assert (c.name, c.workdir) == ("srv-${TAG:-x}", ".")
     # The container's -e settings are the server's environment (secrets masked); they are not
     # added to the shell's environment.
     assert srv.container_env == {"HF_TOKEN": "***", "VLLM_CPU_KVCACHE_SPACE": "1"}
@@ -324,8 +324,8 @@ def test_docker_run_plan_reads_the_container_id_from_a_cidfile() -> None:
     assert "Unable to find image " in srv.fatal_patterns
     text = format_plan(plan)
     assert "  container env: HF_TOKEN='***' VLLM_CPU_KVCACHE_SPACE=1\n" in text
-    assert (f"  container: docker run, detached: its log followed with docker logs -f; ID read "
-            f"from {RUN_ID_DIR}/server.cid\n") in text
+    assert ("  container: docker run, detached: its log followed with docker logs -f; found by "
+            "its label wikitools.run.<tag>\n") in text
     assert "  stop: docker stop <that ID>; then the ID checked gone\n" in text
 
 
@@ -347,14 +347,15 @@ def test_compose_plan_runs_in_the_run_folder_with_a_project_of_its_own() -> None
     assert c.project == "wiki-20261130t100000z-0123abcd"
     assert srv.env == {"COMPOSE_PROJECT_NAME": "wiki-20261130t100000z-0123abcd"}
     assert (c.compose_program, c.compose_args, c.workdir) == (
-        ("docker", "compose"), ("-f", "srv.yaml"), RUN_ID_DIR)
+        ("docker", "compose"), ("-f", "srv.yaml", "-p", c.project), RUN_ID_DIR)
+    assert srv.command == f"docker compose -p {c.project} -f srv.yaml up -d"
     assert c.files == (("srv.yaml", rb.files[0].content),)
-    assert srv.command == "docker compose -f srv.yaml up -d"
     assert srv.container_env == {"HF_TOKEN": "***"}
     text = format_plan(plan)
     assert f"  command (bash -c, in {RUN_ID_DIR}/):\n" in text
     assert f"  file: {RUN_ID_DIR}/srv.yaml (from the page)\n" in text
-    assert "  stop: docker compose -f srv.yaml down; then each container ID checked gone\n" in text
+    assert (f"  stop: docker compose -f srv.yaml -p {c.project} down; then each container ID "
+            "checked gone\n") in text
     # Editing the compose file changes the runbook's hash (its records become stale).
     edited = parse_page(page.text.replace("8100", "8101"), "p.md")
     assert extract_runbooks([edited])[0].get("r").blocks_hash != rb.blocks_hash

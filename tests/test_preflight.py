@@ -351,22 +351,3 @@ def test_no_docker_daemon() -> None:
                                      "unix:///var/run/docker.sock. Is the docker daemon running?"))
     assert v.message == ("no Docker daemon answers: Cannot connect to the Docker daemon at "
                          "unix:///var/run/docker.sock. Is the docker daemon running?")
-
-
-def test_compose_project_named_by_the_page_must_be_empty() -> None:
-    page = parse_page(
-        "```{ .yaml .runbook-file for=r path=c.yaml }\nservices:\n  s:\n"
-        "    image: vllm/vllm-openai\n    command: --model m\n```\n\n"
-        "```{ .bash #r .runbook-server gpus=0 }\ndocker compose -f c.yaml -p shared up -d\n```\n",
-        "p.md")
-    runbooks, diags = extract_runbooks([page])
-    assert diags == []
-    rb = runbooks.get("r")
-    assert rb.server.command.container is not None
-    assert rb.server.command.container.project == "shared"
-    busy = DockerFacts(project_ids=("ab" * 32,))
-    v = preflight(rb, facts=NO_GPU, port_checker=free, environ={},
-                  docker=busy)
-    assert check(v, "container") == (
-        "fail", "Compose project shared already has containers this run did not start "
-        "(abababababab); stop that project or name another")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from wikitools.runbook.execution import runstate
+from wikitools.runbook.execution import locks, runstate
 from wikitools.runbook.execution.processes import has_tag, process_state, tagged_pids
 from wikitools.runbook.execution.runstate import RunLock, RunLocked
 
@@ -134,3 +134,97 @@ def test_a_pid_reused_by_another_process_is_never_signalled(tmp_path: Path) -> N
     finally:
         stranger.kill()
         stranger.wait()
+
+
+def test_copied_checkout_never_stops_the_originals_live_server(tmp_path: Path,
+                                                              port_locks: Path) -> None:
+    """`cp -a` of a checkout while a run is live copies its lock file: a run in the copy must
+    not take the copied state for its own and stop the original's processes."""
+    original = tmp_path / "original"
+    original.mkdir()
+    runner, child = _start_runner(original, port_locks)
+    try:
+        tag = _tag(original)
+        assert wait_for(lambda: len(tagged_pids(tag)) >= 3)
+        copy = tmp_path / "copy"
+        subprocess.run(["cp", "-a", str(original), str(copy)], check=True)
+        other = RunLock(copy, "rb", 18006, "20261130T110000Z-copy")
+        assert other.acquire(grace=1.0) == []
+        other.release()
+        assert alive(child) and len(tagged_pids(tag)) >= 3
+    finally:
+        runner.kill()
+        runner.wait()
+        RunLock(original, "rb", 18005, "20261130T120000Z-tidy").acquire(grace=1.0)
+
+
+def test_symlinked_lock_file_is_refused_and_its_target_left_alone(tmp_path: Path) -> None:
+    target = tmp_path / "precious"
+    target.write_text("keep me\n")
+    lock = tmp_path / runstate.LOCKS_DIR / "rb.json"
+    lock.parent.mkdir(parents=True)
+    lock.symlink_to(target)
+    with pytest.raises(locks.LockPathError, match=r"rb\.json: a symlink where a lock file "
+                       r"belongs; lock files are never followed through links: remove it"):
+        RunLock(tmp_path, "rb", None, "20261201T000000Z-a").acquire()
+    assert target.read_text() == "keep me\n"
+
+
+def test_symlinked_port_lock_planted_by_another_user_is_never_written_through(
+        tmp_path: Path, port_locks: Path) -> None:
+    target = tmp_path / "victim-file"
+    target.write_text("keep me\n")
+    port_locks.mkdir(mode=0o700)
+    (port_locks / "port-18007.json").symlink_to(target)
+    with pytest.raises(locks.LockPathError, match="a symlink where a lock file belongs"):
+        RunLock(tmp_path, "rb", 18007, "20261201T000000Z-a").acquire()
+    assert target.read_text() == "keep me\n"
+    # The runbook's own lock was let go: nothing is left held.
+    assert not locks.is_held(tmp_path / runstate.LOCKS_DIR / "rb.json")
+
+
+def test_lock_folder_writable_by_others_or_not_ours_is_refused(tmp_path: Path,
+                                                               port_locks: Path) -> None:
+    port_locks.mkdir()
+    port_locks.chmod(0o777)
+    with pytest.raises(locks.LockPathError, match=r"port-locks: the lock folder is writable by "
+                       r"others \(mode 777\); it is never used"):
+        RunLock(tmp_path, "rb", 18008, "20261201T000000Z-a").acquire()
+
+
+@pytest.mark.parametrize("where", [".artifacts", runstate.LOCKS_DIR])
+def test_file_where_a_lock_folder_belongs_is_a_located_error(tmp_path: Path, where: str) -> None:
+    (tmp_path / where).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / where).write_text("not a folder\n")
+    with pytest.raises(locks.LockPathError) as exc:
+        RunLock(tmp_path, "rb", None, "20261201T000000Z-a").acquire()
+    assert str(exc.value) == f"{tmp_path / where}: a file where a lock folder belongs; move it away"
+
+
+def test_folder_where_a_lock_file_belongs_is_a_located_error(tmp_path: Path) -> None:
+    (tmp_path / runstate.LOCKS_DIR / "rb.json").mkdir(parents=True)
+    with pytest.raises(locks.LockPathError, match=r"rb\.json: a folder where a lock file "
+                       "belongs; move it away"):
+        RunLock(tmp_path, "rb", None, "20261201T000000Z-a").acquire()
+
+
+def test_port_locks_live_in_a_private_folder_of_the_user(monkeypatch: pytest.MonkeyPatch,
+                                                         tmp_path: Path) -> None:
+    monkeypatch.delenv(locks.STATE_ENV, raising=False)
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    folder = locks.user_state_dir()
+    assert folder.is_relative_to(tmp_path) and not folder.is_relative_to("/tmp/wiki")
+    assert (folder.stat().st_mode & 0o777) == 0o700
+
+
+def test_group_writable_checkout_folders_of_a_umask_002_user_are_accepted(tmp_path: Path) -> None:
+    (tmp_path / runstate.LOCKS_DIR).mkdir(parents=True)
+    (tmp_path / ".artifacts").chmod(0o775)
+    (tmp_path / runstate.LOCKS_DIR).chmod(0o775)
+    run = RunLock(tmp_path, "rb", None, "20261201T000000Z-a")
+    assert run.acquire() == []
+    run.release()
+    (tmp_path / runstate.LOCKS_DIR).chmod(0o777)
+    with pytest.raises(locks.LockPathError, match="writable by others"):
+        RunLock(tmp_path, "rb", None, "20261201T000000Z-b").acquire()

@@ -226,3 +226,38 @@ def test_rendered_failure_box_never_shows_a_secret(tmp_path) -> None:
     # the mask, escaped as every record string on a page is (shown as *** on the site)
     assert r"unrecognized arguments: --api_key \*\*\*" in change.new
     assert key not in change.new
+
+
+ONE_WORD_AND_ATTACHED = [
+    ("PGPASSWORD=Pg9secretValue psql -h db", "Pg9secretValue"),
+    ("SSHPASS=Ssh9secretValue sshpass -e ssh gpu-host", "Ssh9secretValue"),
+    ("MYTOKEN=My9secretValue ./serve.sh", "My9secretValue"),
+    ("HFTOKEN=Hf9secretValue vllm serve m", "Hf9secretValue"),
+    ("docker run -eHF_TOKEN=Dk9secretValue img vllm serve m", "Dk9secretValue"),
+    ("docker run --env=HF_TOKEN=Env9secretValue img", "Env9secretValue"),
+    ("vllm serve m --api-key=$'Ansi9secret Value'", "Ansi9secret"),
+    ("curl --user=admin:Curl9secretValue http://127.0.0.1:8000/v1/models", "Curl9secretValue"),
+    ("curl -uadmin:Short9secretValue http://127.0.0.1:8000/v1/models", "Short9secretValue"),
+]
+
+
+@pytest.mark.parametrize(("text", "secret"), ONE_WORD_AND_ATTACHED,
+                         ids=[t.split("=")[0][:24] for t, _ in ONE_WORD_AND_ATTACHED])
+def test_secrets_in_one_word_names_and_attached_flags_are_masked(text: str, secret: str) -> None:
+    masked = mask_text(text)
+    assert secret not in masked and "***" in masked
+    assert shape(masked) == shape(text)
+    # In free text (a log line quoting the command) too.
+    assert secret not in mask_text(f"error: the command was: {text}")
+
+
+@pytest.mark.parametrize("name", ["PGPASSWORD", "SSHPASS", "MYTOKEN", "HFTOKEN"])
+def test_one_word_secret_names_are_secret_names(name: str) -> None:
+    assert is_secret(name)
+    assert mask_env({name: "value1234"}) == {name: "***"}
+
+
+@pytest.mark.parametrize("name", ["BYPASS", "COMPASS", "PASSTHROUGH", "TOKENIZER", "NUM_TOKENS",
+                                  "--max-num-batched-tokens", "--tokenizer-mode"])
+def test_words_that_merely_contain_a_secret_word_are_kept(name: str) -> None:
+    assert not is_secret(name)

@@ -1,8 +1,9 @@
 """The published site: a real `mkdocs build --strict`, then checks on the generated HTML.
 
-One build of a temporary copy of the project (config, hooks, theme overrides, includes and the
-whole wiki/) plus one self-test page that uses every feature the checks look for. The checks
-then run over that page and over every real page of the wiki.
+One build of a temporary copy of the project (config, theme overrides, run records and the
+whole wiki/; the `wiki` plugin comes from the installed package) plus one self-test page that
+uses every feature the checks look for. The checks then run over that page and over every real
+page of the wiki.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import pytest
 import yaml
 from mkdocs.utils import yaml_load
 
+from wikitools.glossary import abbreviation_lines, load_glossary
 from wikitools.pages import read_page
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -63,20 +65,24 @@ def _build(root: Path, site: Path) -> subprocess.CompletedProcess[str]:
 
 def _copy_project(dest: Path, *, whole_wiki: bool) -> None:
     shutil.copy2(ROOT / "mkdocs.yml", dest / "mkdocs.yml")
-    for name in ("hooks", "overrides", "includes"):
+    shutil.copy2(ROOT / "wiki.yml", dest / "wiki.yml")
+    for name in ("overrides", "runbooks"):
         if (ROOT / name).is_dir():
             shutil.copytree(ROOT / name, dest / name)
     if whole_wiki:
         shutil.copytree(ROOT / "wiki", dest / "wiki")
     else:
         shutil.copytree(ROOT / "wiki" / "assets", dest / "wiki" / "assets")
+        shutil.copy2(ROOT / "wiki" / "glossary.md", dest / "wiki" / "glossary.md")
         (dest / "wiki" / "index.md").write_text("# Home\n\nA page.\n", encoding="utf-8")
 
 
 def _first_abbreviation() -> tuple[str, str]:
-    text = (ROOT / "includes" / "abbreviations.md").read_text(encoding="utf-8")
+    """A plain term of the glossary and the tooltip the plugin gives it."""
+    glossary = load_glossary(ROOT / "wiki" / "glossary.md", ROOT)
+    text = abbreviation_lines(glossary)
     m = re.search(r"^\*\[([A-Za-z][A-Za-z0-9]*)\]:[ \t]*(.+)$", text, re.MULTILINE)
-    assert m, "includes/abbreviations.md defines no plain abbreviation"
+    assert m, "the glossary defines no plain abbreviation"
     return m.group(1), m.group(2).strip()
 
 
@@ -223,7 +229,7 @@ def test_abbreviation_tooltip_on_page(built: tuple[Path, Path]) -> None:
     term, expansion = _first_abbreviation()
     page = _parse(_page_html(site, f"{SELFTEST}.md"))
     assert (term, html.unescape(expansion)) in page.abbrs
-    # The abbreviations file is appended to every page, never shown as text.
+    # The definitions are appended to every page by the plugin, never shown as text.
     assert f"*[{term}]" not in page.text
 
 
@@ -260,7 +266,7 @@ def test_status_badges(built: tuple[Path, Path]) -> None:
     page = _page_html(site, f"{SELFTEST}.md").read_text(encoding="utf-8")
     # The theme's nav badge, with our icon rules in the stylesheet.
     assert 'class="md-status md-status--experimental"' in page
-    css = (site / "assets" / "stylesheets" / "wiki.css").read_text(encoding="utf-8")
+    css = (site / "assets" / "stylesheets" / "wikitools.css").read_text(encoding="utf-8")
     for status in ALLOWED_STATUS:
         assert f".md-status--{status}::after" in css
         assert f"--wiki-status--{status}: url('data:image/svg+xml" in css

@@ -11,7 +11,8 @@ from test_render import record
 from wikitools.cli import main
 from wikitools.config import load_config, load_pages
 from wikitools.runbook.blocks.extract import extract_runbooks
-from wikitools.runbook.rendering.status import badge, measurements, partial_text
+from wikitools.runbook.rendering.status import badge, measurements
+from wikitools.site.chips import measured_line
 
 PAGE = """---
 title: Fake
@@ -36,9 +37,7 @@ H200 = {"gpus": [{"index": 0, "name": "NVIDIA H200", "compute_capability": "9.0"
 def tree(root: Path, status: str = "measured", arch: str = "sm120") -> Path:
     (root / "wiki").mkdir(parents=True, exist_ok=True)
     (root / "wiki" / "fake.md").write_text(PAGE.format(status=status, arch=arch))
-    (root / "wiki.yml").write_text(
-        "docs_dir: wiki\nmeasured_badges: overrides/partials/measured.html\n"
-    )
+    (root / "wiki.yml").write_text("docs_dir: wiki\n")
     return root
 
 
@@ -93,24 +92,16 @@ def test_failed_and_cpu_records_do_not_count(tmp_path):
     assert badge(per_page(root)[2])[0] == "none"
 
 
-def test_render_writes_the_badge_partial_and_check_reports_drift(tmp_path, capsys):
-    import jinja2
+def test_badge_line_for_the_site(tmp_path):
+    """The line the MkDocs plugin puts under the status chip, from the records at build time."""
     root = tree(tmp_path, arch="sm90,sm120")
+    assert measured_line(per_page(root)[2]) == (
+        '<p class="wiki-measured-line"><span class="wiki-measured-badge '
+        'wiki-measured-badge--none">Not measured on SM120: no run recorded</span></p>\n')
     record(root, host=H200)
-    assert main(["runbook", "render", "--root", str(root), "--check"]) == 1
-    out = capsys.readouterr().out
-    assert (
-        "overrides/partials/measured.html:1:1: RGN007 error: measured badges are out of date"
-        in out
-    )
-    assert main(["runbook", "render", "--root", str(root)]) == 0
-    text = (root / "overrides/partials/measured.html").read_text()
-    assert main(["runbook", "render", "--root", str(root), "--check"]) == 0
-    macro = jinja2.Environment().from_string(text).module.badge
-    assert "wiki-measured-badge--other" in str(macro("fake.md"))
-    assert str(macro("other.md")).strip() == ""
-    config, runbooks, _ = per_page(root)
-    assert partial_text(config, runbooks)[1] == text
+    line = measured_line(per_page(root)[2])
+    assert "wiki-measured-badge--other" in line and "Measured only on SM90" in line
+    assert measured_line([]) == ""
 
 
 def test_reviewed_is_refused_on_a_page_with_runbooks(tmp_path, capsys):

@@ -14,10 +14,10 @@ from wikitools.errors import WikiError
 
 # Order is the order of `wiki --help`.
 COMMANDS = (
+    "init",
     "check",
     "index",
     "acronyms",
-    "glossary",
     "lint",
     "runbook",
     "fleet",

@@ -58,6 +58,7 @@ class WikiConfig:
     docs_dir: str = "."  # POSIX, relative to root
     glossary: str = "GLOSSARY.md"  # POSIX, relative to root
     index_output: str = "INDEX.md"
+    index_generated: bool = True  # False: the index file is the maintainers' own page
     index_title: str = "Index"
     index_intro: str = ""
     sections: tuple[Section, ...] = ()
@@ -147,15 +148,19 @@ def load_config(root: Path) -> WikiConfig:
         raise ConfigError(f"{CONFIG_NAME}: 'statuses' must be a list of strings")
     exclude = _check_exclude(data)
     output = str(index.get("output", "INDEX.md"))
+    generated = index.get("generate", True)
+    if not isinstance(generated, bool):
+        raise ConfigError(f"{CONFIG_NAME}: index.generate must be true or false")
     return WikiConfig(
         root=root,
         docs_dir=docs_dir,
         glossary=glossary,
         index_output=output,
+        index_generated=generated,
         index_title=str(index.get("title", "Index")),
         index_intro=" ".join(str(index.get("intro", "")).split()),
         sections=_sections(index.get("sections", [])),
-        exclude=(*tuple(exclude), "/" + output),
+        exclude=(*tuple(exclude), "/" + output) if generated else tuple(exclude),
         statuses=tuple(statuses),
         source=CONFIG_NAME if path.is_file() else None,
         extra={k: v for k, v in data.items() if k not in _KNOWN},
@@ -245,7 +250,7 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
-def _mkdocs_docs_dir(root: Path) -> str | None:
+def mkdocs_docs_dir(root: Path) -> str | None:
     path = root / MKDOCS_NAME
     if not path.is_file():
         return None
@@ -267,7 +272,7 @@ def _mkdocs_docs_dir(root: Path) -> str | None:
 
 def _docs_dir(root: Path, value: Any, path: Path) -> str:
     if value is None:
-        value = _mkdocs_docs_dir(root)
+        value = mkdocs_docs_dir(root)
         if value is None:
             return "."
     if not isinstance(value, str) or not (root / value).is_dir():

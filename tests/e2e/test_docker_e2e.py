@@ -280,8 +280,9 @@ def test_docker_run_detached_end_to_end(make_run) -> None:
     assert env["VLLM_CPU_KVCACHE_SPACE"] == "1" and env["HF_HUB_OFFLINE"] == "1"
     assert env["HF_TOKEN"] == "***"
     assert "hf_e2e_not_a_real_token" not in json.dumps(rec)
-    # The executor asked docker for the container ID and followed the detached container's log.
-    assert "--cidfile" in rec["server"]["command"]
+    # The executor labelled the container with the run's tag, found it by that label and
+    # followed the detached container's log.
+    assert '--label "wikitools.run.${WIKI_RUN_TAG}"' in rec["server"]["command"]
     assert rec["markers"]["kv_cache_tokens"] == 2_097_152
     (cid,) = assert_containers_gone(rec)
     assert cid[:12] in step(rec, "teardown")["message"]
@@ -412,21 +413,24 @@ def test_gpus_without_nvidia_runtime_refused_in_preflight(make_run) -> None:
     run.assert_nothing_left()
 
 
-def test_next_run_stops_the_container_a_killed_run_recorded(tmp_path: Path) -> None:
-    """A runner killed with SIGKILL cannot stop its detached container; the run state names the
-    container by its full ID, and the next run of the runbook stops that one and no other."""
+def test_next_run_stops_the_container_a_killed_run_labelled(tmp_path: Path) -> None:
+    """A runner killed with SIGKILL cannot stop its detached container; the next run of the
+    runbook in the same checkout stops the containers that carry the dead run's label, and no
+    other."""
     from wikitools.runbook.execution.runstate import RunLock
 
-    def start(name: str) -> str:
-        out = _docker("run", "-d", "--rm", "--network", "none", "--name", name,
+    dead = RunLock(tmp_path, "rb-dead", None, "20261130T000000.000Z-deadbeef-0000")
+
+    def start(name: str, *label: str) -> str:
+        out = _docker("run", "-d", "--rm", "--network", "none", "--name", name, *label,
                       IMAGES[0], "sleep", "300")
         assert out.returncode == 0, out.stderr
         return out.stdout.strip()
 
     suffix = uuid.uuid4().hex[:8]
-    ours, foreign = start(f"wiki-dead-run-{suffix}"), start(f"someone-else-{suffix}")
+    ours = start(f"wiki-dead-run-{suffix}", "--label", f"wikitools.run.{dead.tag}")
+    foreign = start(f"someone-else-{suffix}")
     try:
-        dead = RunLock(tmp_path, "rb-dead", None, "20261130T000000.000Z-deadbeef-0000")
         dead.acquire()
         dead.started("container", container=ours)
         for lock in dead._locks:  # the runner dies holding the lock: the kernel drops the lock,

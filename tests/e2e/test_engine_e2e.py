@@ -31,6 +31,8 @@ from typing import Any
 import pytest
 from fakes.procs import tagged
 
+from wikitools.runbook.execution.processes import command_of, group_members
+
 REPO = Path(__file__).resolve().parents[2]
 ENGINE_VENV = Path(os.environ.get("WIKI_ENGINE_VENV", REPO / ".venv-engine"))
 ENGINE_BIN = ENGINE_VENV / "bin"
@@ -103,28 +105,8 @@ def tagged_pids(tag: str) -> list[int]:
     return tagged(TAG_VAR, tag)
 
 
-def group_members(pgid: int) -> list[int]:
-    """Live (non-zombie) processes of process group `pgid`."""
-    found = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[0] != "Z" and int(fields[2]) == pgid:
-            found.append(int(d.name))
-    return found
-
-
 def describe(pids: list[int]) -> str:
-    out = []
-    for pid in pids:
-        with contextlib.suppress(OSError):
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")[:200]
-            out.append(f"{pid}: {cmd.decode(errors='replace')}")
-    return "\n".join(out)
+    return "\n".join(f"{pid}: {command_of(pid, limit=200)}" for pid in pids)
 
 
 class Run:

@@ -1,22 +1,12 @@
-"""Processes found by a variable in their environment: how tests see everything a run started."""
+"""Processes found by a variable in their environment: how tests see everything a run started.
+The one process reader is the executor's (wikitools.runbook.execution.processes); tests use it
+too, so what a test checks is read the way the executor reads it."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from wikitools.runbook.execution.processes import with_env
 
 
 def tagged(var: str, value: str) -> list[int]:
     """Live, non-zombie processes whose environment holds var=value."""
-    needle = f"{var}={value}".encode()
-    found = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            env = (d / "environ").read_bytes()
-            state = (d / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if state != "Z" and needle in env.split(b"\0"):
-            found.append(int(d.name))
-    return found
+    return with_env(var, value)

@@ -24,6 +24,8 @@ from pathlib import Path
 
 from fakes.procs import tagged
 
+from wikitools.runbook.execution.processes import command_of
+
 CLUSTER_VAR = "WIKI_FLEET_CLUSTER"
 NODE_VAR = "WIKI_FLEET_NODE"
 OBJECT_STORE_BYTES = 100_000_000
@@ -45,11 +47,8 @@ def why_not() -> str | None:
 
 
 def cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(
-            errors="replace")
-    except OSError:
-        return ""
+    text = command_of(pid, limit=100_000)
+    return "" if text == "?" else text
 
 
 def kill_all(pids: list[int], sig: int) -> None:

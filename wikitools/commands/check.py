@@ -1,5 +1,5 @@
 """`wiki check`: every check in one process, each page parsed once (or not at all when its
-cached facts are fresh): index fresh, abbreviations fresh, acronyms (with baseline), lint,
+cached facts are fresh): index fresh, acronyms (with baseline), lint,
 runbook blocks, and runbook result regions."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from wikitools.config import WikiConfig, list_pages, load_config
 from wikitools.diagnostics import Diagnostic, Severity, sort_diagnostics, summary
 from wikitools.errors import WikiError
 from wikitools.facts import Facts, acronym_context, gather
-from wikitools.glossary import ABBREVIATIONS_PATH, Glossary, load_glossary, render_abbreviations
+from wikitools.glossary import load_glossary
 from wikitools.index import render_entries
 from wikitools.pages import Page
 
@@ -27,7 +27,7 @@ from wikitools.pages import Page
 def add_parser(sub: Any) -> None:
     parser = sub.add_parser(
         "check",
-        help="run every check (index, abbreviations, acronyms, lint, runbooks, result regions)",
+        help="run every check (index, acronyms, lint, runbooks, result regions)",
         description="Run every check in one process, parsing each page once. Exit 0 when "
         "clean, 1 on findings or drift, 2 on usage or configuration errors.",
     )
@@ -43,23 +43,15 @@ def add_parser(sub: Any) -> None:
 
 
 def check_index(config: WikiConfig, facts: tuple[Facts, ...]) -> list[Diagnostic]:
-    text = render_entries(config, [f.entry for f in facts])
     diags = index_findings(facts)
+    if not config.index_generated:  # the maintainers' own index page: no rewrite demanded
+        return diags
+    text = render_entries(config, [f.entry for f in facts])
     current = config.index_path.read_text(encoding="utf-8") if config.index_path.is_file() else ""
     if current != text:
         message = f"would change: {config.index_output} (run `wiki index` to regenerate it)"
         diags = [*diags, Diagnostic(config.index_output, 1, 1, "IDX100", message)]
     return diags
-
-
-def check_abbreviations(config: WikiConfig, glossary: Glossary) -> list[Diagnostic]:
-    """ACR100 when the abbreviations include file is not what `wiki glossary` would write."""
-    target = config.root / ABBREVIATIONS_PATH
-    current = target.read_text(encoding="utf-8") if target.is_file() else ""
-    if current == render_abbreviations(glossary):
-        return []
-    message = f"would change: {ABBREVIATIONS_PATH} (run `wiki glossary` to regenerate it)"
-    return [Diagnostic(ABBREVIATIONS_PATH, 1, 1, "ACR100", message)]
 
 
 def check_acronyms(
@@ -121,7 +113,6 @@ def run(args: argparse.Namespace) -> int:
 
     step("index", lambda: check_index(config, facts))
     if glossary is not None:
-        step("abbreviations", lambda: check_abbreviations(config, glossary))
         step("acronyms", lambda: check_acronyms(config, facts, args.baseline))
     step("lint", lambda: lint_findings(config, gathered))
     step("runbooks", lambda: check_runbooks(config, gathered.runbook_pages))

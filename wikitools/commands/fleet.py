@@ -11,14 +11,12 @@ from typing import Any
 
 from wikitools.commands import add_root
 from wikitools.config import load_config, load_pages
-from wikitools.diagnostics import sort_diagnostics
 from wikitools.errors import UsageError
 from wikitools.fleet.select import demand, select
-from wikitools.fsio import write_if_changed
 from wikitools.runbook.blocks.extract import extract_runbooks
 from wikitools.runbook.blocks.model import Runbook
 from wikitools.runbook.records.record import RecordError, write_record
-from wikitools.runbook.rendering.render import render_pages
+from wikitools.runbook.session import render_runbook_pages
 
 LOG_LINES = 10  # of a failed run's server log tail, echoed with the node's prefix
 INSTALL_HINT = "Ray is not installed here: pip install -e '.[fleet]'"
@@ -151,7 +149,7 @@ def run_run(args: argparse.Namespace) -> int:
         else:
             on_line(o.node or "driver", o.runbook.id, f"{o.status}: {o.message}")
 
-    with driver.connect(args.address):
+    with driver.connect(args.address, on_line):
         outcomes, interrupted = driver.run_fleet(chosen, workdir=workdir, force=args.force,
                                                  retries=args.retries, on_line=on_line,
                                                  on_outcome=on_outcome)
@@ -187,12 +185,10 @@ def _confirm() -> bool:
 
 def _render(ids: list[str], pages: list[Any], root: Path, runbooks: Any) -> list[str]:
     """Render, once, every page that holds a results region of one of these runbooks."""
-    needles = {f"runbook={i}" for i in ids}
-    mine = [p for p in pages if any(needles & set(c.text.split()) for c in p.comments)]
-    changes, diags = render_pages(mine, root, runbooks=runbooks)
-    for d in sort_diagnostics(diags):
+    written, diags = render_runbook_pages(ids, pages, root, runbooks)
+    for d in diags:
         print(d.format())
-    return [c.path for c in changes if write_if_changed(root / c.path, c.new)]
+    return list(written)
 
 
 def summary_table(outcomes: list[Any]) -> str:

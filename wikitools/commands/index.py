@@ -9,6 +9,7 @@ from typing import Any
 from wikitools.commands import add_root
 from wikitools.config import list_pages, load_config
 from wikitools.diagnostics import Diagnostic, Severity, sort_diagnostics, summary
+from wikitools.errors import UsageError
 from wikitools.facts import Facts, gather
 from wikitools.fsio import unified_diff, write_if_changed
 from wikitools.index import render_entries
@@ -68,6 +69,10 @@ def run(args: argparse.Namespace) -> int:
         if args.diff:
             sys.stdout.write(unified_diff(config.index_output, current, text))
         return 1
+    if not config.index_generated:
+        raise UsageError(f"{config.index_output} is this wiki's own page (wiki.yml: index: "
+                         "generate: false); preview with --stdout or --check --diff, then set "
+                         "generate: true to let `wiki index` write it")
     changed = write_if_changed(target, text)
     state = "wrote" if changed else "unchanged:"
     print(f"{state} {config.index_output} ({len(facts)} pages)", file=sys.stderr)

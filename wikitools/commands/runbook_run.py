@@ -15,9 +15,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from wikitools.commands import add_root
 from wikitools.commands.runbook_options import add_run_options, run_options
 from wikitools.config import load_config, load_pages
-from wikitools.diagnostics import Severity, sort_diagnostics, summary
+from wikitools.diagnostics import Severity, summary
 from wikitools.errors import UsageError
-from wikitools.fsio import unified_diff, write_if_changed
+from wikitools.fsio import unified_diff
 from wikitools.pages import read_page
 from wikitools.runbook.blocks.extract import extract_runbooks
 from wikitools.runbook.engines.secrets import mask_text
@@ -25,8 +25,7 @@ from wikitools.runbook.execution.execute import Event
 from wikitools.runbook.execution.plantext import format_plan, format_summary, format_verdict
 from wikitools.runbook.records.compare import Row
 from wikitools.runbook.records.record import Record, dumps
-from wikitools.runbook.rendering.render import render_pages
-from wikitools.runbook.session import RunResult, prepare, run_prepared
+from wikitools.runbook.session import RunResult, prepare, render_into, run_prepared
 
 
 def add_parsers(sub: Any) -> None:
@@ -244,8 +243,8 @@ def run_render(args: argparse.Namespace) -> int:
             pages.append(read_page(path, root))
     else:
         pages = all_pages
-    changes, diags = render_pages(pages, root, check=args.check, runbooks=runbooks)
-    diags = sort_diagnostics(diags)
+    done = render_into(pages, root, runbooks, check=args.check)
+    changes, diags = done.changes, list(done.diagnostics)
     for d in diags:
         print(d.format())
     for change in changes:
@@ -253,7 +252,7 @@ def run_render(args: argparse.Namespace) -> int:
             print(unified_diff(change.path, change.old, change.new), end="")
         if args.check:
             print(f"would change: {change.path}", file=sys.stderr)
-        elif write_if_changed(root / change.path, change.new):
+        elif change.path in done.written:
             print(f"rendered: {change.path}", file=sys.stderr)
     if diags:
         print(summary(diags), file=sys.stderr)

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import signal
+import re
 import socket
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -21,20 +20,23 @@ from ray import exceptions as rex
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from wikitools.errors import UsageError
-from wikitools.fleet.node import Job, run_job
+from wikitools.fleet.node import Job, remove_stale_holds, run_job
 from wikitools.fleet.records import Progress, lost_record, opening_record
 from wikitools.fleet.select import Demand, place
 from wikitools.runbook.blocks.model import Runbook
 from wikitools.runbook.execution.host import HostFacts
 from wikitools.runbook.execution.model import Verdict
-from wikitools.runbook.execution.plan import artifacts_dir_for, make_plan
 from wikitools.runbook.execution.preflight import host_record, required_gpus
+from wikitools.runbook.execution.processes import swapped_handlers
 from wikitools.runbook.records.record import Record, RecordError, make_run_id
+from wikitools.runbook.session import plan_elsewhere
 
 POLL_S = 0.2
 CONNECT_S = 5.0  # to check that the head answers at all
 FLUSH_S = 30.0  # how long a task waits for its messages to reach the driver's side
 CANCEL_WAIT_S = 120.0  # after an unexpected error: how long to wait for the nodes' teardowns
+HUB_START_S = 60.0  # how long the head node may take to start the message hub
+TIDY_S = 20.0  # how long the nodes may take to drop a lost run's port holds
 LineSink = Callable[[str, str, str], None]  # (node, runbook id, text)
 
 
@@ -76,6 +78,9 @@ class _Hub:
     def __init__(self) -> None:
         self.items: list[dict[str, Any]] = []
 
+    def node(self) -> str:
+        return str(ray.get_runtime_context().get_node_id())
+
     def put(self, msg: dict[str, Any]) -> None:
         self.items.append(msg)
 
@@ -89,8 +94,9 @@ _HubActor = ray.remote(_Hub)
 
 
 @contextlib.contextmanager
-def connect(address: str | None) -> Iterator[None]:
-    """Join the cluster at `address` (host:port, ray://host:port, or auto) as a driver."""
+def connect(address: str | None, on_line: LineSink | None = None) -> Iterator[None]:
+    """Join the cluster at `address` (host:port, ray://host:port, or auto) as a driver. What
+    Ray itself prints meanwhile goes to `on_line`, with a node's name in front."""
     _reachable(address)
     try:
         ray.init(address=address or "auto", log_to_driver=False,
@@ -98,10 +104,11 @@ def connect(address: str | None) -> Iterator[None]:
     except (ConnectionError, RuntimeError, ValueError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UsageError(f"cannot reach the Ray cluster at {address or 'auto'}: {first}") from None
-    try:
-        yield
-    finally:
-        ray.shutdown()
+    with _ray_says(on_line or (lambda _n, _r, _t: None)):
+        try:
+            yield
+        finally:
+            ray.shutdown()
 
 
 def _reachable(address: str | None) -> None:
@@ -133,30 +140,108 @@ def _head_node() -> str | None:
     return None
 
 
+def _hub_on_head(names: dict[str, str], say: LineSink) -> Any:
+    """The message hub, on the head node and nowhere else: a worker node can be lost, and the
+    progress of runs on healthy nodes with it. A hard constraint: Ray never puts it elsewhere."""
+    home = _head_node()
+    if home is None:
+        raise UsageError("the Ray cluster has no live head node to collect progress on")
+    hub: Any = _HubActor.options(
+        num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(home, soft=False)
+    ).remote()
+    where = str(ray.get(hub.node.remote(), timeout=HUB_START_S))
+    say("driver", "-", f"progress collected on the head node {names.get(where, where[:8])}")
+    return hub
+
+
+@ray.remote(num_cpus=0, max_retries=0)
+def _tidy() -> list[str]:
+    return remove_stale_holds()
+
+
+def _tidy_after_loss(names: dict[str, str], say: LineSink) -> None:
+    """After a lost node: every live node drops the port holds whose holder is gone (a node
+    sharing the lost one's host removes its hold file)."""
+    refs = {n["NodeID"]: _tidy.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
+        n["NodeID"], soft=False)).remote() for n in ray.nodes() if n.get("Alive")}
+    ready, _ = ray.wait(list(refs.values()), num_returns=len(refs), timeout=TIDY_S)
+    for node_id, ref in refs.items():
+        if ref not in ready:
+            continue
+        with contextlib.suppress(rex.RayError):
+            ports = ray.get(ref)
+            if ports:
+                say(names.get(node_id, node_id[:8]), "-",
+                    f"removed the port holds of a lost run: {', '.join(ports)}")
+
+
 def node_totals() -> list[dict[str, float]]:
     """Total resources of each live node."""
     return [dict(n["Resources"]) for n in ray.nodes() if n.get("Alive")]
 
 
 class _Interrupts:
-    """SIGINT/SIGTERM set a flag instead of raising, so the loop can cancel and wait."""
+    """SIGINT/SIGTERM set a flag instead of raising, so the loop can cancel and wait. Swapped
+    in and out by the executor's own helper (signals blocked during each swap, always
+    restored)."""
 
     def __init__(self) -> None:
         self.count = 0
-        self._old: dict[int, Any] = {}
+        self._swap = contextlib.ExitStack()
 
     def __enter__(self) -> _Interrupts:
-        if threading.current_thread() is threading.main_thread():
-            for s in (signal.SIGINT, signal.SIGTERM):
-                self._old[s] = signal.signal(s, self._handle)
+        self._swap.enter_context(swapped_handlers(self._handle))
         return self
 
     def _handle(self, _signum: int, _frame: Any) -> None:
         self.count += 1
 
     def __exit__(self, *exc: object) -> None:
-        for s, h in self._old.items():
-            signal.signal(s, h)
+        self._swap.close()
+
+
+_NODE_NAMED = re.compile(r"node name: (?P<name>[^\s,]+)|node id: (?P<id>[0-9a-f]{16,})")
+_COLOUR = re.compile(r"\x1b\[[0-9;]*m")
+
+
+@contextlib.contextmanager
+def _ray_says(say: LineSink) -> Iterator[None]:
+    """What Ray itself prints on the driver while the fleet runs (a lost node's raylet crash
+    dump, "node … marked dead") goes to `say` with the node's name in front, never bare onto
+    stdout. Ray publishes these messages without saying which node they are about: the node
+    the text names, else the node most recently seen dead, else "ray"."""
+    from ray._private import worker as ray_worker
+
+    alive = {n["NodeID"] for n in ray.nodes() if n.get("Alive")}
+
+    def about(text: str) -> str:
+        with contextlib.suppress(Exception):  # also after ray.shutdown(): then "ray"
+            names = node_names()
+            m = _NODE_NAMED.search(text)
+            if m and m["name"]:
+                return m["name"]
+            if m and m["id"]:
+                return names.get(m["id"], m["id"][:8])
+            dead = [n["NodeID"] for n in ray.nodes() if not n.get("Alive")
+                    and n["NodeID"] in alive]
+            if dead:
+                return names.get(dead[-1], dead[-1][:8])
+        return "ray"
+
+    def print_to_stdstream(data: dict[str, Any], ignore_prefix: bool = False) -> None:
+        del ignore_prefix
+        text = "\n".join(str(x) for x in data.get("lines") or [])
+        node = about(text)
+        for line in _COLOUR.sub("", text).splitlines():
+            if line.strip():
+                say(node, "-", f"ray: {line.strip()}")
+
+    original = ray_worker.print_to_stdstream
+    ray_worker.print_to_stdstream = print_to_stdstream
+    try:
+        yield
+    finally:
+        ray_worker.print_to_stdstream = original
 
 
 @dataclass
@@ -192,11 +277,7 @@ def run_fleet(
         if on_outcome is not None:
             on_outcome(o)
 
-    # The message hub lives on the head node: it outlives any worker node (not the head).
-    home = _head_node() or ray.get_runtime_context().get_node_id()
-    hub = _HubActor.options(num_cpus=0,
-                            scheduling_strategy=NodeAffinitySchedulingStrategy(home, soft=True)
-                            ).remote()
+    hub = _hub_on_head(names, say)
     runs: dict[str, _Run] = {}
     with _Interrupts() as sig:
         for rb in runbooks:
@@ -221,6 +302,8 @@ def run_fleet(
             ray.wait(list(pending), num_returns=len(pending), timeout=CANCEL_WAIT_S)
             raise
         interrupted = sig.count > 0
+    if any(o.status == "lost" for o in outcomes.values()):
+        _tidy_after_loss(names, say)
     order = {rb.id: i for i, rb in enumerate(runbooks)}
     return sorted(outcomes.values(), key=lambda o: order[o.runbook.id]), interrupted
 
@@ -382,6 +465,6 @@ def _opening_here(run: _Run) -> Record:
     rb = run.runbook
     started = datetime.fromtimestamp(run.began or run.submitted, UTC)
     run_id = make_run_id(started, rb.blocks_hash)
-    plan = make_plan(rb, artifacts_dir=artifacts_dir_for(rb, run_id))
+    plan = plan_elsewhere(rb, run_id)
     host = host_record(HostFacts(smi_found=False), (), required_gpus(rb.server) == 0)
     return opening_record(plan, Verdict(checks=(), selected_gpus=(), host=host), run_id, started)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -17,14 +16,16 @@ from typing import Any
 from wikitools.errors import InputError
 from wikitools.fleet.records import opening_record
 from wikitools.runbook.blocks.model import Runbook
+from wikitools.runbook.execution import locks
 from wikitools.runbook.execution.execute import Event
 from wikitools.runbook.execution.host import free_port, port_free
+from wikitools.runbook.execution.processes import environ_of
 from wikitools.runbook.session import RunOptions, prepare, run_prepared
 
 Message = dict[str, Any]
 Send = Callable[[Message], None]
 WAITING_EVERY_S = 10.0  # readiness polls are forwarded at most this often
-PORTS_DIR = "wiki-fleet-ports"  # under the node's temp dir: ports held by runs on this node
+PORTS_DIR = "fleet-ports"  # in the user's lock folder: ports held by runs on this host
 
 
 class CheckoutDiffers(InputError):
@@ -118,66 +119,44 @@ def _raylet_environ() -> dict[str, str] | None:
     pid = os.environ.get("RAY_RAYLET_PID", "")
     if not pid.isdigit():
         return None
-    try:
-        raw = Path(f"/proc/{pid}/environ").read_bytes()
-    except OSError:
-        return None
-    pairs = (item.split(b"=", 1) for item in raw.split(b"\0") if b"=" in item)
-    return {k.decode(errors="replace"): v.decode(errors="replace") for k, v in pairs}
+    return environ_of(int(pid)) or None
 
 
 # --------------------------------------------------------------------------- ports
 
 
+def ports_dir() -> Path:
+    """Where the runs on this host hold their ports: the user's own lock folder."""
+    return locks.private_dir(locks.user_state_dir() / PORTS_DIR)
+
+
 @contextlib.contextmanager
 def _port_for(runbook: Runbook, wanted: int | None) -> Iterator[int]:
     """Hold a port for this run on this node: `wanted`, else the block's when nothing listens
-    there and no other fleet run here holds it, else a free one. Held by an O_EXCL file that
-    names this process, so runs sharing a host never pick the same port."""
+    there and no other fleet run here holds it, else a free one. Held by a lock file (the one
+    lock primitive), so runs sharing a host never pick the same port; holds whose holder died
+    (a lost node's) are removed first."""
     if wanted:
         yield wanted
         return
-    folder = Path(tempfile.gettempdir()) / PORTS_DIR
-    folder.mkdir(exist_ok=True)
+    folder = ports_dir()
+    locks.remove_stale(folder)
     held = _hold(folder, runbook.server.port) if port_free(runbook.server.port) else None
     while held is None:
         held = _hold(folder, free_port())
     try:
-        yield int(held.name)
+        yield int(held.path.name)
     finally:
-        with contextlib.suppress(OSError):
-            held.unlink()
+        held.release(remove=True)
 
 
-def _hold(folder: Path, port: int) -> Path | None:
-    path = folder / str(port)
-    for _ in range(2):
-        try:
-            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            if _holder_alive(path):
-                return None
-            with contextlib.suppress(OSError):
-                path.unlink()
-            continue
-        with os.fdopen(fd, "w") as f:
-            f.write(str(os.getpid()))
-        return path
-    return None
+def _hold(folder: Path, port: int) -> locks.Lock | None:
+    held = locks.try_lock(folder / str(port))
+    if held is not None:
+        held.write(f"{os.getpid()}\n".encode())
+    return held
 
 
-def _holder_alive(path: Path) -> bool:
-    try:
-        pid = int(path.read_text().strip() or "0")
-    except (OSError, ValueError):
-        return False
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
+def remove_stale_holds() -> list[str]:
+    """Drop the port holds on this host whose holder is gone (a lost node's); their ports."""
+    return [p.name for p in locks.remove_stale(ports_dir())]

@@ -6,6 +6,7 @@ elsewhere when it cannot be written) and re-render the pages that show it. Never
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -37,7 +38,7 @@ from wikitools.runbook.records.record import (
     masked,
     write_record,
 )
-from wikitools.runbook.rendering.render import render_pages
+from wikitools.runbook.rendering.render import Change, render_pages
 
 
 class BlockErrors(InputError):
@@ -177,7 +178,7 @@ def run_prepared(
     rendered: tuple[str, ...] = ()
     diags: list[Diagnostic] = []
     if options.render and record.failed_step != "preflight":
-        rendered, diags = render_runbook_pages(prepared.runbook.id, prepared.pages, root,
+        rendered, diags = render_runbook_pages([prepared.runbook.id], prepared.pages, root,
                                                prepared.runbooks)
     return RunResult(base.record, path, rendered, tuple(sort_diagnostics(diags)),
                      base.leftovers, base.removed, previous=previous,
@@ -231,12 +232,40 @@ def option_sweep(option: str, text: str | None) -> Sweep | None:
                          "VAR=v1,v2[;VAR2=…]") from None
 
 
+def pages_showing(runbook_ids: Iterable[str], pages: Iterable[Page]) -> list[Page]:
+    """The pages that hold a results region of one of these runbooks, in the given order."""
+    needles = {f"runbook={i}" for i in runbook_ids}
+    return [p for p in pages if any(needles & set(c.text.split()) for c in p.comments)]
+
+
+@dataclass(frozen=True, slots=True)
+class Rendered:
+    changes: tuple[Change, ...]  # pages whose text changes
+    written: tuple[str, ...]  # of those, the ones written (none under check)
+    diagnostics: tuple[Diagnostic, ...]  # sorted
+
+
+def render_into(pages: Iterable[Page], root: Path, runbooks: RunbookSet, *,
+                check: bool = False) -> Rendered:
+    """The one page renderer of `run`, `render` and `fleet`: regenerate the results regions of
+    `pages` from the records and write the pages that changed (nothing under `check`)."""
+    changes, diags = render_pages(list(pages), root, check=check, runbooks=runbooks)
+    written = () if check else tuple(
+        c.path for c in changes if write_if_changed(root / c.path, c.new))
+    return Rendered(tuple(changes), written, tuple(sort_diagnostics(diags)))
+
+
 def render_runbook_pages(
-    runbook_id: str, pages: tuple[Page, ...] | list[Page], root: Path, runbooks: RunbookSet
+    runbook_ids: Iterable[str], pages: tuple[Page, ...] | list[Page], root: Path,
+    runbooks: RunbookSet,
 ) -> tuple[tuple[str, ...], list[Diagnostic]]:
-    """Re-render the pages that hold a region of this runbook: (paths written, diagnostics)."""
-    needle = f"runbook={runbook_id}"
-    mine = [p for p in pages if any(needle in c.text.split() for c in p.comments)]
-    changes, diags = render_pages(mine, root, runbooks=runbooks)
-    written = tuple(c.path for c in changes if write_if_changed(root / c.path, c.new))
-    return written, diags
+    """Re-render, once, the pages that hold a region of these runbooks: (paths written,
+    diagnostics)."""
+    done = render_into(pages_showing(runbook_ids, pages), root, runbooks)
+    return done.written, list(done.diagnostics)
+
+
+def plan_elsewhere(runbook: Runbook, run_id: str) -> Plan:
+    """The plan of a run made on another host (a fleet node lost before it said anything): the
+    same plan as `prepare` makes, without this host's preflight."""
+    return make_plan(runbook, artifacts_dir=artifacts_dir_for(runbook, run_id))

@@ -5,6 +5,7 @@ searched with the `find` the caller passes (the launcher finder itself)."""
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Callable
 from dataclasses import replace
@@ -166,10 +167,17 @@ def compose_up(call: ComposeCall, scope: Scope, depth: int, env: list[tuple[str,
     if call.subcommand not in dk.COMPOSE_START_SUBCOMMANDS:
         return None
     names = call.files or DEFAULT_FILES
-    path = next((n for n in names if n in scope.files), None)
-    if path is None:
-        path = next((k for k in scope.files for n in names
-                     if basename(k) == basename(n)), None)
+    # Only the very file the command reads: a file of the page or of the block itself (a
+    # here-document) by that path (`./x` is `x`), never one that merely has the same name.
+    wanted_paths = {posixpath.normpath(n): n for n in names}
+    path = next((k for k in scope.files if k != ANY_FILE and
+                 posixpath.normpath(k) in wanted_paths), None)
+    outside = [n for n in call.files if n.startswith(("/", "~", "$")) or ".." in n.split("/")]
+    if path is None and outside:
+        return Found(kind="none", argv=[], words=None, start=0, compose_problem=(
+            f"{spelling} -f {outside[0]} reads a file outside the run's folder, not a file "
+            "block of the page: the plan could not say what runs; use the page's file by its "
+            "path= name"))
     text = scope.files.get(path) if path else scope.files.get(ANY_FILE)
     if path is None and text is not None:
         path = names[0]  # the compose file the page showed before this block

@@ -23,6 +23,10 @@ _LAST = {"token", "secret", "password", "passwd", "pass", "pwd", "key", "apikey"
          "credential", "credentials", "cookie", "passphrase"}
 _ANY = {"secret", "password", "passwd", "credential", "credentials", "apikey", "passphrase"}
 _PART = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
+# Names written as one word (`PGPASSWORD`, `MYTOKEN`, `HFTOKEN`) end with one of these, and
+# variables that tools read as a password by name.
+_ENDS = ("token", "password", "passwd", "secret", "apikey", "passphrase", "credentials")
+_KNOWN = {"sshpass", "pgpass", "rsync_password", "mysql_pwd", "redis_auth"}
 
 
 def _parts(name: str) -> list[str]:
@@ -35,6 +39,8 @@ def is_secret(name: str) -> bool:
     parts = _parts(name)
     if not parts:
         return False
+    if name.lower().lstrip("-") in _KNOWN or parts[-1].endswith(_ENDS):
+        return True
     if parts[-1] in _LAST or _ANY.intersection(parts):
         return True
     return ("api", "key") in pairwise(parts)
@@ -76,6 +82,16 @@ def _blank(raw: str) -> str:
             out.append(f"{c}{MASK}{c}" if inner else f"{c}{c}")
             i = end + 1
             continue
+        if raw.startswith("$'", i):  # ANSI-C quoting: a value, not an expansion
+            j = i + 2
+            while j < n and raw[j] != "'":
+                j += 2 if raw[j] == "\\" else 1
+            if j >= n:
+                out.append(raw[i:])
+                break
+            out.append(f"$'{MASK}'" if j > i + 2 else "$''")
+            i = j + 1
+            continue
         if c in "$`":
             out.append(raw[i:])  # an expansion runs code or reads a variable: shown as written
             break
@@ -94,6 +110,8 @@ def _blank(raw: str) -> str:
 _ASSIGN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=")
 _FLAG = re.compile(r"(-{1,2}[A-Za-z][\w.-]*)(=?)")
 _USER_FLAGS = {"-u", "--user", "--proxy-user"}  # curl: user:password
+_ATTACHED_ENV = re.compile(r"(?:-e|--env=)([A-Za-z_][A-Za-z0-9_]*)=")  # docker -eK=V, --env=K=V
+_ATTACHED_USER = re.compile(r"(?:-u|--user=|--proxy-user=)[^\s:'\"\\$`]+:")
 
 
 def _word_edits(text: str, words: list[Word]) -> list[tuple[int, int, str]]:
@@ -118,8 +136,13 @@ def _word_edits(text: str, words: list[Word]) -> list[tuple[int, int, str]]:
             else:
                 edits.append((word.start, word.end, _blank(raw)))
             continue
-        m = _ASSIGN.match(raw)
+        m = _ASSIGN.match(raw) or _ATTACHED_ENV.match(raw)
         if m and is_secret(m[1]):
+            start = word.start + m.end()
+            edits.append((start, word.end, _blank(raw[m.end() :])))
+            continue
+        m = _ATTACHED_USER.match(raw)
+        if m:  # curl --user=admin:password, -uadmin:password
             start = word.start + m.end()
             edits.append((start, word.end, _blank(raw[m.end() :])))
             continue

@@ -6,6 +6,7 @@ continuations, comments, `;`/`&&`/`||`/`|`/newline separators, heredocs), simple
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from wikitools.errors import InputError
@@ -355,9 +356,16 @@ def assignment(word: str) -> tuple[str, str] | None:
 
 
 def shell_quote(arg: str) -> str:
+    """`arg` as one shell word that means exactly `arg`: the one quoting function of every
+    command the tool builds."""
     if arg and re.fullmatch(r"[A-Za-z0-9_./:=,+@%-]+", arg):
         return arg
     return "'" + arg.replace("'", "'\"'\"'") + "'"
+
+
+def shell_join(argv: Iterable[str]) -> str:
+    """A command line whose words are exactly `argv` (each through `shell_quote`)."""
+    return " ".join(shell_quote(a) for a in argv)
 
 
 def env_assignments(text: str) -> list[tuple[str, str, str]]:

@@ -1,6 +1,7 @@
 """Containers a run starts: `docker run` (foreground or `-d`) and `docker compose up` (foreground
-or `-d`). The executor only ever acts on container IDs it observed itself: the ID docker wrote to
-the `--cidfile` the plan added, or the containers of the run's own Compose project. It follows a
+or `-d`). The executor only ever acts on containers that carry the run's own mark: the label with
+the run's tag that the plan added to `docker run`, or the labels Compose puts on the containers of
+the run's own project (which the plan sets, whatever the page says). It follows a
 detached container's log (`docker logs -f`) and exit (`docker wait`), stops with `docker stop` /
 `docker compose down`, removes what the run created, and verifies each ID is gone.
 
@@ -19,13 +20,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from wikitools.runbook.engines.shell import shell_join, shell_quote
 from wikitools.runbook.execution.model import PlannedContainer
-from wikitools.runbook.execution.processes import spawn, stop_group
+from wikitools.runbook.execution.processes import TAG_VAR, spawn, stop_group
 
 DOCKER_TIMEOUT_S = 30.0  # any single docker CLI call
 GONE_TIMEOUT_S = 15.0  # how long a stopped container may take to disappear
 HOOK = "nvidia-container-runtime-hook"  # what dockerd runs for `--gpus`
 REMOVED = -1  # `exited()` when the container was removed before its exit code was read
+RUN_LABEL = "wikitools.run."  # + the run's tag: the label key the plan adds to `docker run`
+PROJECT_LABEL = "com.docker.compose.project"
+WORKDIR_LABEL = "com.docker.compose.project.working_dir"
 
 
 def short(cid: str) -> str:
@@ -76,15 +81,14 @@ class DockerFacts:
     runtimes: tuple[str, ...] = ()
     nvidia_hook: bool = False
     taken: tuple[tuple[str, str], ...] = ()  # (container name, ID of the container holding it)
-    project_ids: tuple[str, ...] = ()  # containers already in the run's Compose project
 
     @property
     def gpus_ok(self) -> bool:
         return self.nvidia_hook or "nvidia" in self.runtimes
 
 
-def gather_docker(names: Sequence[str] = (), project: str | None = None) -> DockerFacts:
-    """Ask the daemon: runtimes, the holders of `names`, the containers of `project`."""
+def gather_docker(names: Sequence[str] = ()) -> DockerFacts:
+    """Ask the daemon: runtimes and the holders of `names`."""
     info = _docker(["docker", "info", "--format", "{{json .Runtimes}}"], timeout=20)
     if info.returncode != 0:
         return DockerFacts(daemon_error=first_error(info.stderr or info.stdout))
@@ -97,8 +101,7 @@ def gather_docker(names: Sequence[str] = (), project: str | None = None) -> Dock
         held = container_id(name)
         if held:
             taken.append((name, held))
-    ids = project_containers(project) if project else []
-    return DockerFacts(None, runtimes, shutil.which(HOOK) is not None, tuple(taken), tuple(ids))
+    return DockerFacts(None, runtimes, shutil.which(HOOK) is not None, tuple(taken))
 
 
 def container_id(ref: str) -> str | None:
@@ -112,9 +115,24 @@ def exists(cid: str) -> bool:
 
 
 def project_containers(project: str) -> list[str]:
-    out = _docker(["docker", "ps", "-aq", "--no-trunc", "--filter",
-                   f"label=com.docker.compose.project={project}"])
+    return labelled(f"{PROJECT_LABEL}={project}")
+
+
+def labelled(label: str) -> list[str]:
+    """Full IDs of the containers (running or not) that carry `label` (KEY or KEY=VALUE)."""
+    out = _docker(["docker", "ps", "-aq", "--no-trunc", "--filter", f"label={label}"])
     return out.stdout.split() if out.returncode == 0 else []
+
+
+def _label(cid: str, key: str) -> str | None:
+    out = _docker(["docker", "container", "inspect", "--format",
+                   "{{json .Config.Labels}}", cid])
+    try:
+        labels = json.loads(out.stdout or "null") if out.returncode == 0 else None
+    except ValueError:
+        return None
+    value = labels.get(key) if isinstance(labels, dict) else None
+    return value if isinstance(value, str) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,9 +168,9 @@ def image_facts(image: str) -> ImageFacts:
 
 @dataclass
 class Containers:
-    """The containers of one run. `poll()` while the server starts: it reads the container IDs
-    (cidfile or the run's Compose project) and, for detached containers, starts following their
-    log and exit. `exited()` says whether they stopped; `stop()` tears them down."""
+    """The containers of one run. `poll()` while the server starts: it finds the container IDs
+    (by the run's label, or its own Compose project) and, for detached containers, starts
+    following their log and exit. `exited()` says whether they stopped; `stop()` tears them down."""
 
     spec: PlannedContainer
     root: Path
@@ -165,6 +183,10 @@ class Containers:
     _last_ps: float = 0.0
 
     @property
+    def tag(self) -> str:
+        return self.env.get(TAG_VAR, "")
+
+    @property
     def workdir(self) -> Path:
         return self.root / self.spec.workdir
 
@@ -172,12 +194,10 @@ class Containers:
         """`launcher_code`: the exit code of the block's shell (None while it runs)."""
         spec = self.spec
         if spec.kind == "run":
-            if not self.ids and spec.cidfile:
-                path = self.root / spec.cidfile
-                if path.is_file():
-                    cid = path.read_text().strip()
-                    if re.fullmatch(r"[0-9a-f]{64}", cid):
-                        self.ids.append(cid)
+            now = time.monotonic()
+            if not self.ids and now - self._last_ps >= 0.5 and self.tag:
+                self._last_ps = now
+                self.ids.extend(labelled(RUN_LABEL + self.tag))
         elif launcher_code == 0 or (launcher_code is None and not spec.detached):
             now = time.monotonic()
             if now - self._last_ps >= 1.0 and spec.project:
@@ -192,15 +212,16 @@ class Containers:
         """Append the detached containers' output to the server log; record their exit."""
         self.following = True
         if self.spec.kind == "compose":
-            logs = " ".join(self.spec.compose_program + self.spec.compose_args) + \
-                " logs -f --no-color"
+            logs = [*self.spec.compose_program, *self.spec.compose_args, "logs", "-f",
+                    "--no-color"]
         else:
-            logs = f"docker logs -f {self.ids[0]}"
-        self.helpers.append(spawn(f"exec {logs} >> {_q(str(self.log_path))} 2>&1", self.env,
-                                  self.log_path.with_suffix(".follow"), self.workdir))
+            logs = ["docker", "logs", "-f", self.ids[0]]
+        self.helpers.append(spawn(f"exec {shell_join(logs)} >> {shell_quote(str(self.log_path))}"
+                                  " 2>&1", self.env, self.log_path.with_suffix(".follow"),
+                                  self.workdir))
         self.exit_path = self.log_path.with_suffix(".exit")
         self.exit_path.unlink(missing_ok=True)
-        self.helpers.append(spawn(f"exec docker wait {' '.join(self.ids)}", {},
+        self.helpers.append(spawn(f"exec {shell_join(['docker', 'wait', *self.ids])}", {},
                                   self.exit_path, self.workdir))
 
     def exited(self) -> int | None:
@@ -253,15 +274,23 @@ class Containers:
         return problems, notes
 
 
-def stop_recorded(cid: str, grace: float) -> bool:
-    """Stop and remove container `cid`, a full ID that a run which has since died recorded as its
-    own (read from its `--cidfile` or its Compose project). Returns whether it was there."""
-    if not re.fullmatch(r"[0-9a-f]{64}", cid) or shutil.which("docker") is None or not exists(cid):
-        return False
-    _docker(["docker", "stop", "-t", str(int(grace)), cid], timeout=grace + DOCKER_TIMEOUT_S)
-    if exists(cid):
-        _docker(["docker", "rm", "-f", cid])
-    return True
+def stop_labelled(tag: str, projects: list[str], root: Path, grace: float) -> list[str]:
+    """Stop and remove what a run of checkout `root` that has since died left: the containers
+    that carry its label, and those of its own Compose projects created in its artifacts folder
+    (both labels checked on each). Returns their short IDs."""
+    if shutil.which("docker") is None:
+        return []
+    mine = set(labelled(RUN_LABEL + tag)) if tag else set()
+    artifacts = str(root.resolve() / ".artifacts") + os.sep
+    for project in projects:
+        if re.fullmatch(r"wiki-[a-z0-9_-]+", project):
+            mine.update(c for c in project_containers(project)
+                        if (_label(c, WORKDIR_LABEL) or "").startswith(artifacts))
+    for cid in sorted(mine):
+        _docker(["docker", "stop", "-t", str(int(grace)), cid], timeout=grace + DOCKER_TIMEOUT_S)
+        if exists(cid):
+            _docker(["docker", "rm", "-f", cid])
+    return [short(c) for c in sorted(mine)]
 
 
 def _gone(cid: str, seconds: float) -> bool:
@@ -271,10 +300,6 @@ def _gone(cid: str, seconds: float) -> bool:
             return False
         time.sleep(0.2)
     return True
-
-
-def _q(text: str) -> str:
-    return "'" + text.replace("'", "'\"'\"'") + "'"
 
 
 def write_files(root: Path, spec: PlannedContainer) -> None:

@@ -210,7 +210,9 @@ def _start(variant: PlannedVariant, root: Path, st: RunState, vs: VariantState,
                              f"could not start bash: {exc.strerror}") from None
         vs.server_started = True
         if st.lock is not None:
-            st.lock.started("server", vs.server.pid)
+            c = srv.container
+            st.lock.started("server", vs.server.pid, docker=c is not None,
+                            project=c.project if c is not None else None)
         vs.timings["start_s"] = out.seconds = round(time.monotonic() - vs.t_start, 3)
 
 

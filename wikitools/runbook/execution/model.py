@@ -68,10 +68,9 @@ class PlannedContainer:
     detached: bool = False
     remove: bool = False  # docker run --rm: docker removes it when it stops
     name: str | None = None  # container name as written (may hold ${VAR})
-    cidfile: str | None = None  # docker run --cidfile the plan added (relative to the root)
     compose_program: tuple[str, ...] = ()
     compose_args: tuple[str, ...] = ()  # global options for `… down` / `… logs -f`
-    project: str | None = None  # the run's own Compose project
+    project: str | None = None  # the run's own Compose project (never the page's)
     workdir: str = "."  # where the server command runs (relative to the root)
     files: tuple[tuple[str, str], ...] = ()  # (path in workdir, text) written before the start
     gpus: str | None = None  # docker --gpus value / compose GPU devices ("all")

@@ -17,9 +17,14 @@ from wikitools.runbook.blocks.model import ClientBlock, Runbook
 from wikitools.runbook.blocks.sweep import Coords, Sweep, SweepError, point_name
 from wikitools.runbook.engines import catalog as engines
 from wikitools.runbook.engines import docker_cli
-from wikitools.runbook.engines.launcher import append_args, docker_run_offset
+from wikitools.runbook.engines.launcher import (
+    append_args,
+    docker_run_offset,
+    own_compose_project,
+    without_project,
+)
 from wikitools.runbook.engines.secrets import mask_command, mask_env
-from wikitools.runbook.engines.shell import shell_quote
+from wikitools.runbook.execution.containers import RUN_LABEL
 from wikitools.runbook.execution.model import (
     Plan,
     PlannedClient,
@@ -31,6 +36,7 @@ from wikitools.runbook.execution.model import (
     Verdict,
 )
 from wikitools.runbook.execution.preflight import block_env
+from wikitools.runbook.execution.processes import TAG_VAR
 
 ARTIFACTS_ROOT = ".artifacts"
 # A number measured once is not a result: serving benchmarks run each point three times after
@@ -182,28 +188,34 @@ def _server(runbook: Runbook, coords: Coords, folder: str, ov: PlanOverrides,
     container = None
     use = cmd.container
     if use is not None and use.kind == "run":
-        cidfile = f"{folder}/server.cid"
         at = docker_run_offset(text)
         if at is None:
             raise UsageError("the server's docker run is not a command of its own: the run "
-                             "could not learn its container ID")
-        text = f"{text[:at]} --cidfile {shell_quote(cidfile)}{text[at:]}"
-        notes.append("--cidfile added to docker run: the run stops only the container it "
-                     "started, by its ID")
+                             "could not label its container")
+        # Double quotes: the shell puts in the run's tag from the environment of every run.
+        text = f'{text[:at]} --label "{RUN_LABEL}${{{TAG_VAR}}}"{text[at:]}'
+        notes.append("--label added to docker run: the run finds, follows and stops only the "
+                     "container that carries its own tag")
         container = PlannedContainer(kind="run", detached=use.detached, remove=use.remove,
-                                     name=use.name, cidfile=cidfile, gpus=cmd.docker_gpus)
+                                     name=use.name, gpus=cmd.docker_gpus)
     elif use is not None and use.kind == "compose":
-        project = use.project
-        if project is None:
-            project = "wiki-" + re.sub(r"[^a-z0-9_-]", "-", Path(folder).name.lower())
-            env["COMPOSE_PROJECT_NAME"] = project
+        # The run's own project, whatever the page says (-p, COMPOSE_PROJECT_NAME, name:).
+        project = "wiki-" + re.sub(r"[^a-z0-9_-]", "-", Path(folder).name.lower())
+        owned = own_compose_project(text, project)
+        if owned is None:
+            raise UsageError("the server's docker compose is not a command of its own: the run "
+                             "could not give it its own Compose project")
+        text = owned
+        env["COMPOSE_PROJECT_NAME"] = project
         container = PlannedContainer(
             kind="compose", detached=use.detached, name=use.name,
-            compose_program=use.compose_program, compose_args=use.compose_args,
+            compose_program=use.compose_program,
+            compose_args=(*without_project(use.compose_args), "-p", project),
             project=project, workdir=folder,
             files=tuple((f.path, f.content) for f in runbook.files), gpus=cmd.docker_gpus)
+        page = f" (instead of the page's {use.project})" if use.project else ""
         notes.append(f"the server command runs in {folder}/, where the page's files are "
-                     f"written; Compose project {project}")
+                     f"written; Compose project {project}{page}")
 
     base = f"http://{ov.host}:{port}"
     return PlannedServer(

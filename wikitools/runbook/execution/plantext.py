@@ -8,7 +8,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import PurePosixPath
 
 from wikitools.runbook.blocks.sweep import coords_label
-from wikitools.runbook.engines.shell import shell_quote
+from wikitools.runbook.engines.shell import shell_join, shell_quote
+from wikitools.runbook.execution.containers import RUN_LABEL
 from wikitools.runbook.execution.model import Plan, PlannedClient, PlannedVariant, Verdict
 from wikitools.runbook.execution.plan import with_values
 from wikitools.runbook.execution.processes import TAG_VAR
@@ -84,11 +85,11 @@ def _container_lines(v: PlannedVariant) -> list[str]:
         out.append(f"  container env: {pairs}")
     if c.kind == "run":
         how = "detached: its log followed with docker logs -f" if c.detached else "attached"
-        out.append(f"  container: docker run, {how}; ID read from {c.cidfile}")
+        out.append(f"  container: docker run, {how}; found by its label {RUN_LABEL}<tag>")
         out.append("  stop: docker stop <that ID>" + ("" if c.remove else ", docker rm")
                    + "; then the ID checked gone")
     else:
-        prog = " ".join(c.compose_program + c.compose_args)
+        prog = shell_join(c.compose_program + c.compose_args)
         how = "detached: logs followed" if c.detached else "attached"
         out.append(f"  containers: Compose project {c.project} ({how})")
         out.append(f"  stop: {prog} down; then each container ID checked gone")

@@ -168,8 +168,9 @@ def preflight(
 
 def _docker_checks(server: ServerBlock, docker: DockerFacts | None,
                    environ: Mapping[str, str], add: Callable[[str, str, str], None]) -> None:
-    """The daemon answers; the container name is free; the Compose project (when the page names
-    one) has no containers yet; `--gpus` has an NVIDIA runtime behind it. None is forceable:
+    """The daemon answers; the container name is free; `--gpus` has an NVIDIA runtime behind it.
+    (A Compose run always gets a new project of its own, whatever the page names: nothing to
+    check there.) None is forceable:
     each would make docker fail, or make the run touch containers it did not start."""
     use = server.command.container
     if use is None or use.kind not in ("run", "compose"):
@@ -177,17 +178,13 @@ def _docker_checks(server: ServerBlock, docker: DockerFacts | None,
     scope = dict(environ)
     scope.update(block_env(server))
     name = expand(use.name, scope) if use.name else None
-    facts = docker if docker is not None else gather_docker([name] if name else [], use.project)
+    facts = docker if docker is not None else gather_docker([name] if name else [])
     if facts.daemon_error:
         add("docker", "fail", f"no Docker daemon answers: {facts.daemon_error}")
         return
     for taken, cid in facts.taken:
         add("container", "fail", f"container name {taken} already in use by a container this "
             f"run did not start (ID {short(cid)}); remove or rename it, or change the name")
-    if use.project and facts.project_ids:
-        ids = ", ".join(short(c) for c in facts.project_ids)
-        add("container", "fail", f"Compose project {use.project} already has containers this "
-            f"run did not start ({ids}); stop that project or name another")
     gpus = server.command.docker_gpus
     if gpus and not facts.gpus_ok:
         what = f"--gpus {gpus}" if use.kind == "run" else "GPU devices (compose)"
@@ -195,7 +192,7 @@ def _docker_checks(server: ServerBlock, docker: DockerFacts | None,
         add("docker-gpus", "fail", f"docker {what} needs the NVIDIA container runtime "
             f"(nvidia-container-toolkit), which this host's Docker does not have (runtimes: "
             f"{runtimes}; no nvidia-container-runtime-hook on PATH)")
-    if not any(c for c in (facts.taken, facts.project_ids)) and not (gpus and not facts.gpus_ok):
+    if not facts.taken and not (gpus and not facts.gpus_ok):
         add("container", "ok", f"container name {name} is free" if name else
             "the run's containers get names of their own")
 

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 
 class Interrupted(Exception):
     """SIGINT or SIGTERM arrived while the run was in progress."""
@@ -59,19 +61,7 @@ def group_alive(pgid: int) -> bool:
         return False
     except PermissionError:
         return True
-    proc = Path("/proc")
-    if not proc.is_dir():
-        return True
-    for stat in proc.glob("[0-9]*/stat"):
-        try:
-            text = stat.read_text()
-        except OSError:
-            continue
-        # pid (comm) state ppid pgrp …; comm may hold spaces and parentheses.
-        fields = text[text.rfind(")") + 2 :].split()
-        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
-            return True
-    return False
+    return bool(group_members(pgid))
 
 
 def stop_group(proc: subprocess.Popen[bytes], grace: float) -> tuple[bool, str | None]:
@@ -115,14 +105,14 @@ def signals_raise(enabled: bool) -> Iterator[None]:
     def handler(signum: int, _frame: Any) -> None:
         raise Interrupted(signum)
 
-    with _handlers(enabled, handler):
+    with swapped_handlers(handler, enabled):
         yield
 
 
 @contextlib.contextmanager
 def signals_ignored(enabled: bool) -> Iterator[None]:
     """Teardown must finish: a second Ctrl-C while cleaning up is ignored."""
-    with _handlers(enabled, signal.SIG_IGN):
+    with swapped_handlers(signal.SIG_IGN, enabled):
         yield
 
 
@@ -130,8 +120,9 @@ _RUN_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 @contextlib.contextmanager
-def _handlers(enabled: bool, handler: Any) -> Iterator[None]:
-    """Install `handler` for SIGINT and SIGTERM (main thread only) and put the old ones back,
+def swapped_handlers(handler: Any, enabled: bool = True) -> Iterator[None]:
+    """The one way handlers are swapped (the executor's and the fleet driver's): install
+    `handler` for SIGINT and SIGTERM (main thread only) and put the old ones back,
     also when a signal's handler raises while they are being swapped: the two signals are
     blocked during each swap, and whatever was installed is restored."""
     if not enabled or threading.current_thread() is not threading.main_thread():
@@ -186,51 +177,94 @@ class Leftover:
         return f"pid {self.pid} ({role}{self.command})"
 
 
-def _environ(pid: int) -> bytes:
+# --------------------------------------------------------------------------- reading processes
+# The one reader of other processes (psutil): the executor, the fleet and the tests ask here.
+
+_LETTER = {psutil.STATUS_RUNNING: "R", psutil.STATUS_SLEEPING: "S",
+           psutil.STATUS_DISK_SLEEP: "D", psutil.STATUS_STOPPED: "T",
+           psutil.STATUS_TRACING_STOP: "t", psutil.STATUS_ZOMBIE: "Z", psutil.STATUS_DEAD: "X",
+           psutil.STATUS_IDLE: "I", psutil.STATUS_PARKED: "P"}
+_GONE = (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, OSError)
+
+
+def environ_of(pid: int) -> dict[str, str]:
+    """The environment process `pid` was started with (empty when gone or not readable)."""
     try:
-        return Path(f"/proc/{pid}/environ").read_bytes()
-    except OSError:
-        return b""
-
-
-def has_tag(pid: int, tag: str) -> bool:
-    """Whether process `pid` was started with this run's tag: the check made before any kill,
-    so that a reused pid is never touched."""
-    needle = f"{TAG_VAR}={tag}".encode()
-    return needle in _environ(pid).split(b"\0")
-
-
-def tagged_pids(tag: str) -> list[int]:
-    """Every live process (zombies aside) whose environment carries the tag, this one excluded:
-    what a run started, including `setsid` grandchildren that left its process groups."""
-    found = []
-    me = os.getpid()
-    for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else ():
-        if not entry.name.isdigit() or int(entry.name) == me:
-            continue
-        pid = int(entry.name)
-        if has_tag(pid, tag) and process_state(pid) not in ("Z", "X", ""):
-            found.append(pid)
-    return sorted(found)
+        return dict(psutil.Process(pid).environ())
+    except _GONE:
+        return {}
 
 
 def process_state(pid: int) -> str:
     """The state letter of a process (R, S, Z, …); empty when it is gone."""
     try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
+        return _LETTER.get(psutil.Process(pid).status(), "?")
+    except _GONE:
         return ""
-    return text[text.rfind(")") + 2 :][:1]
 
 
-def command_of(pid: int) -> str:
+def alive(pid: int) -> bool:
+    """The process exists and is not a zombie."""
+    return process_state(pid) not in ("", "Z", "X")
+
+
+def command_of(pid: int, limit: int = 120) -> str:
+    """The command line of `pid` ("?" when gone), cut to `limit` characters."""
     try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
+        words = psutil.Process(pid).cmdline()
+    except _GONE:
         return "?"
-    words = [w.decode(errors="replace") for w in raw.split(b"\0") if w]
     text = " ".join(words) or "?"
-    return text if len(text) <= 120 else text[:117] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def children_of(pid: int) -> list[int]:
+    """The direct children of `pid`."""
+    try:
+        return sorted(c.pid for c in psutil.Process(pid).children())
+    except _GONE:
+        return []
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live (non-zombie) processes of process group `pgid`."""
+    found = []
+    for proc in psutil.process_iter():
+        with contextlib.suppress(*_GONE):
+            if os.getpgid(proc.pid) == pgid and alive(proc.pid):
+                found.append(proc.pid)
+    return sorted(found)
+
+
+def listeners(port: int) -> list[int]:
+    """The processes with a TCP socket listening on `port` (any address) that this user may
+    see: who holds a port, where "something answers" could be anyone's server."""
+    try:
+        conns = psutil.net_connections(kind="tcp")
+    except (psutil.AccessDenied, OSError):
+        return []
+    return sorted({c.pid for c in conns if c.pid and c.status == psutil.CONN_LISTEN
+                   and c.laddr and c.laddr.port == port})
+
+
+def with_env(var: str, value: str) -> list[int]:
+    """Every live process (zombies aside) whose environment holds var=value, this one
+    excluded."""
+    me = os.getpid()
+    return sorted(pid for pid in psutil.pids()
+                  if pid != me and environ_of(pid).get(var) == value and alive(pid))
+
+
+def has_tag(pid: int, tag: str) -> bool:
+    """Whether process `pid` was started with this run's tag: the check made before any kill,
+    so that a reused pid is never touched."""
+    return environ_of(pid).get(TAG_VAR) == tag
+
+
+def tagged_pids(tag: str) -> list[int]:
+    """Every live process whose environment carries the run's tag, this one excluded: what a
+    run started, including `setsid` grandchildren that left its process groups."""
+    return with_env(TAG_VAR, tag)
 
 
 def stop_tagged(pids: Iterable[int], tag: str, grace: float, role: str = "process",

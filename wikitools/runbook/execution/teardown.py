@@ -68,7 +68,7 @@ def _stop_everything(variant: PlannedVariant, st: RunState,
         if note and "survived" in note:
             problems.append(f"client {note}")
     if vs.containers is not None:
-        # Only the containers this run observed itself (cidfile / its own Compose project).
+        # Only the containers that carry this run's label or are of its own Compose project.
         if vs.image_id is None:
             image_facts(vs)
         bad, done = vs.containers.stop(variant.server.stop_timeout)

@@ -43,8 +43,3 @@ def escaped(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [escaped(v) for v in value]
     return value
-
-
-def jinja_inert(text: str) -> str:
-    """HTML text that a Jinja template holding it will not read as template syntax."""
-    return text.replace("{", "&#123;").replace("}", "&#125;")

@@ -19,7 +19,6 @@ from wikitools.runbook.blocks.regions import (
     replace_regions,
 )
 from wikitools.runbook.records.record import Record, RecordError, load_records
-from wikitools.runbook.rendering.status import badges_change
 from wikitools.runbook.rendering.views import for_region, render_region
 
 
@@ -60,7 +59,6 @@ def render_pages(
     diagnostics: RGN001/RGN005 markers, RB009 unknown runbook, RGN002 hand-edited (left alone),
     RGN003 stale (warning), and with `check` RGN004 for each region that would change."""
     pages = list(pages)
-    explicit_runbooks = runbooks is not None  # the whole wiki's runbooks: badges can be drawn
     if runbooks is None:
         runbooks, _ = extract_runbooks(pages)
     by_id: Mapping[str, Runbook] = {r.id: r for r in runbooks}
@@ -125,13 +123,6 @@ def render_pages(
             new_text = replace_regions(stored, bodies, regions)
             if new_text != stored:
                 changes.append(Change(page.path, stored, new_text))
-    if explicit_runbooks:
-        badge = badges_change(root, runbooks)
-        if badge is not None:
-            changes.append(Change(*badge))
-            if check:
-                diags.append(Diagnostic(badge[0], 1, 1, "RGN007", "measured badges are out of "
-                                        "date (run `wiki runbook render`)"))
     return changes, diags
 
 

@@ -1,0 +1,105 @@
+"""`wiki init` on an existing tree shaped like the community wiki (pages at the top of the
+repository, attachments in images/ logs/ data/, a GLOSSARY.md, a hand-kept INDEX.md, years of
+acronyms without a policy): afterwards `wiki check` reports only the real page errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from wikitools.cli import main
+
+PAGES = {
+    "README.md": "# Community wiki\n\nStart at the [index](INDEX.md), the "
+                 "[models](models/README.md) or the [glossary](GLOSSARY.md); "
+                 "[a skill](scripts/skill.md).\n",
+    "INDEX.md": "# Index\n\n- [A](models/a.md)\n- [Day one](daily/2026-01-01.md)\n",
+    "GLOSSARY.md": "# Glossary\n\n| Acronym | Meaning |\n|---|---|\n"
+                   "| TP | tensor parallelism |\n",
+    "models/README.md": "# Model pages\n\nSee [A](a.md).\n",
+    "models/a.md": "# Model A\n\nRun with TP and EP and MTP on the box.\n\n"
+                   "A [log](../logs/missing.log) that is not there.\n",
+    "daily/2026-01-01.md": "# Day one\n\nKV cache, TP, NCCL.\n",
+    "scripts/skill.md": "---\nname: x\ndescription: [a, b] c\n---\n# Skill\n",
+    "images/attachment.md": "# A pasted attachment\n\nLots of XYZ and QQQ.\n",
+}
+BINARY = {"images/pic.png": b"\x89PNG", "logs/dmesg.log": b"boot\n", "data/t.csv": b"a,b\n"}
+
+
+def _tree(root: Path) -> Path:
+    for rel, text in PAGES.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    for rel, data in BINARY.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(data)
+    (root / ".git").mkdir()  # the top of a repository: where `wiki` finds the wiki
+    return root
+
+
+def _check(root: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, list[str]]:
+    code = main(["check", "--root", str(root)])
+    return code, capsys.readouterr().out.splitlines()
+
+
+def test_init_leaves_only_real_page_errors(tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    root = _tree(tmp_path / "wiki")
+    code, before = _check(root, capsys)
+    assert code == 1 and len(before) > 6  # acronyms, the index rewrite, the real errors
+
+    pages_before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    assert main(["init", "--check", "--root", str(root)]) == 1
+    assert not (root / "wiki.yml").exists()
+    assert main(["init", "--root", str(root)]) == 0
+    out, err = capsys.readouterr()
+    assert "Next steps:" in out and "wiki check" in out
+    assert len(out.splitlines()) < 15  # next steps, not findings
+    assert "wrote wiki.yml" in err and "wrote .acronyms-baseline.json" in err
+    # Nothing but the two new files: pages, INDEX.md and attachments untouched.
+    after = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    assert {p.name for p in set(after) - set(pages_before)} == {
+        "wiki.yml", ".acronyms-baseline.json"}
+    assert all(after[p] == data for p, data in pages_before.items())
+
+    config = yaml.safe_load((root / "wiki.yml").read_text())
+    assert config["docs_dir"] == "."
+    assert config["glossary"] == "GLOSSARY.md"
+    assert config["index"]["generate"] is False
+    assert [s["path"] for s in config["index"]["sections"]] == [".", "daily", "models",
+                                                                 "scripts"]
+    assert config["index"]["sections"][2]["title"] == "Model pages"
+    assert {"images/", "logs/", "data/"} <= set(config["exclude"])
+    assert "INDEX.md" not in config["exclude"]  # the maintainers' own index is a page
+
+    code, findings = _check(root, capsys)
+    assert code == 1
+    assert findings == [
+        "models/a.md:5:3: LNK001 error: link to missing page '../logs/missing.log'",
+        "scripts/skill.md:3:21: FM001 error: malformed front matter: expected <block end>, "
+        "but found '<scalar>'",
+    ]
+
+    # A second init has nothing to do; a new acronym is a new finding.
+    assert main(["init", "--check", "--root", str(root)]) == 0
+    page = root / "models" / "a.md"
+    page.write_text(page.read_text() + "\nNow with FOO too.\n")
+    code, findings = _check(root, capsys)
+    assert any('"FOO"' in f for f in findings)
+
+
+def test_index_is_not_written_until_asked(tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    root = _tree(tmp_path / "wiki")
+    assert main(["init", "--root", str(root)]) == 0
+    index = (root / "INDEX.md").read_bytes()
+    assert main(["index", "--root", str(root)]) == 2
+    assert "generate: true" in capsys.readouterr().err
+    assert (root / "INDEX.md").read_bytes() == index
+    yml = root / "wiki.yml"
+    yml.write_text(yml.read_text().replace("generate: false", "generate: true"))
+    assert main(["index", "--root", str(root)]) == 0
+    assert (root / "INDEX.md").read_bytes() != index
+    capsys.readouterr()
