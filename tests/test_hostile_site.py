@@ -99,8 +99,9 @@ def _tree(tmp: Path) -> Path:
     tree.mkdir()
     for name in ("mkdocs.yml", "wiki.yml"):
         shutil.copy(ROOT / name, tree / name)
-    for name in ("hooks", "overrides", "includes"):
-        shutil.copytree(ROOT / name, tree / name)
+    for name in ("hooks", "overrides", "includes"):  # whichever the site's build uses
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, tree / name)
     shutil.copytree(ROOT / "wiki" / "assets", tree / "wiki" / "assets")
     (tree / "wiki" / "index.md").write_text("---\ntitle: Home\n---\n# Home\n")
     (tree / "wiki" / "hostile.md").write_text(PAGE)
