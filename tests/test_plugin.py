@@ -56,6 +56,7 @@ TREE = {
     "GLOSSARY.md": "# Glossary\n\n| Acronym | Meaning |\n|---|---|\n| KV | key-value |\n"
                    "| TP | tensor parallelism |\n",
     "models/fake.md": RUNBOOK_PAGE,
+    "models/README.md": "# Model pages\n\nThe [fake model](fake.md).\n",
     ".mkdocs/mkdocs.yml": MINIMAL,
 }
 
@@ -103,3 +104,15 @@ def test_minimal_mkdocs_yml_with_the_plugin_builds_a_foreign_wiki(tmp_path: Path
     assert (site / "assets" / "stylesheets" / "wikitools.css").is_file()
     home = (site / "index.html").read_text()
     assert "Community wiki" in home and (site / "images" / "pic.png").is_file()
+    # The models section is named after its index page, not its folder ("Models").
+    labels = re.findall(r'<span class="md-ellipsis">\s*([^<]+?)\s*</span>', home)
+    assert "Model pages" in labels and "Models" not in labels, labels
+
+
+def test_the_chip_goes_after_the_title_so_search_keeps_the_opening_text() -> None:
+    from wikitools.site.plugin import after_title
+
+    html = '<h1 id="t">Title</h1>\n<p>opening text</p>'
+    assert after_title(html, "<p>chip</p>") == (
+        '<h1 id="t">Title</h1><p>chip</p>\n<p>opening text</p>')
+    assert after_title("<p>no title</p>", "<p>chip</p>") == "<p>chip</p><p>no title</p>"

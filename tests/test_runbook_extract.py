@@ -158,7 +158,7 @@ def test_scan_suggests_brace_form() -> None:
     found = [s.format() for s in scan_pages(pages_of(GOOD), runbooks.ids())]
     assert found == [
         "wiki/models/gpt-oss-120b.md:31:1: server (vllm, openai/gpt-oss-20b); mark it: "
-        "```bash { #gpt-oss-20b .runbook-server engine=vllm gpus=1 }",
+        "```bash { #gpt-oss-20b-tp1 .runbook-server engine=vllm gpus=1 }",
         "wiki/models/qwen35-397b.md:24:1: client (python -m sglang.bench_serving); mark it: "
         "```bash { .runbook-client for=qwen35-397b-nvfp4-tp4 kind=serving }",
     ]

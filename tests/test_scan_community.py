@@ -54,6 +54,10 @@ def _tree(tmp_path: Path) -> Path:
     return root
 
 
+_NEW_REGION = re.compile(r"\n\n<!-- wiki:results runbook=[\w.-]+ view=\w+ -->\n.*?"
+                         r"<!-- wiki:end sum=\w+ -->", re.S)
+
+
 def test_scan_write_marks_blocks_in_place_and_check_reports_drift(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     root = _tree(tmp_path)
@@ -72,9 +76,12 @@ def test_scan_write_marks_blocks_in_place_and_check_reports_drift(
             "block not converted: the server starts inside a running container (dev)") in out
     assert ("wiki/models/minimax-m25.md:6:1: RB012 warning: file block not converted: no "
             "`docker compose … up` block follows it on the page to run it") in out
-    changed = 0
+    changed = regions = 0
     for path, old in before.items():
         new = path.read_text()
+        # the results regions it adds after a runbook's last client; nothing else is added
+        new, added = _NEW_REGION.subn("", new) if "wiki:results" not in old else (new, 0)
+        regions += added
         old_lines, new_lines = old.split("\n"), new.split("\n")
         assert len(old_lines) == len(new_lines), path
         for a, b in zip(old_lines, new_lines, strict=True):
@@ -82,6 +89,7 @@ def test_scan_write_marks_blocks_in_place_and_check_reports_drift(
                 changed += 1
                 assert a.startswith("```") and re.match(r"```(bash|yaml) \{ ", b), (path, a, b)
     assert changed >= 100
+    assert regions >= 3
     text = page.read_text()
     assert "```yaml { .runbook-file for=deepseek-v4-flash-tp4 path=compose.yaml }" in text
     assert "```bash { #deepseek-v4-flash-tp4 .runbook-server engine=vllm gpus=4 }" in text

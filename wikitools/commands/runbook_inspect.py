@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -15,14 +16,16 @@ from wikitools.diagnostics import Diagnostic, Severity, sort_diagnostics, summar
 from wikitools.errors import UsageError
 from wikitools.fsio import write_if_changed
 from wikitools.pages import Page, parse_page, read_page
-from wikitools.runbook.blocks.adopt import adopt_page, modernise_fences
-from wikitools.runbook.blocks.extract import load_runbooks
+from wikitools.runbook.blocks.adopt import adopt_page, keep_layout, modernise_fences
+from wikitools.runbook.blocks.extract import extract_runbooks, load_runbooks
 from wikitools.runbook.blocks.model import Runbook
-from wikitools.runbook.blocks.scan import Suggestion, scan_pages
+from wikitools.runbook.blocks.refusals import runbook_unset
+from wikitools.runbook.blocks.scan import Suggestion, scan_wiki
 from wikitools.runbook.engines.secrets import mask_env
 from wikitools.runbook.execution.plantext import format_plan, format_summary, format_verdict
 from wikitools.runbook.execution.preflight import required_gpus
 from wikitools.runbook.records.record import read_records
+from wikitools.runbook.rendering.render import render_pages, stored_text
 from wikitools.runbook.session import prepare
 
 
@@ -196,6 +199,12 @@ def run_plan(args: argparse.Namespace) -> int:
     print(format_plan(prepared.plan), end="")
     print()
     print(format_verdict(prepared.verdict), end="")
+    missing = runbook_unset(prepared.runbook, prepared.pages, os.environ)
+    if missing:  # the server would start with an empty model, image or path: not runnable
+        for r in missing:
+            print(f"{prepared.runbook.page}:{r.line}:{r.col}: {r.code} {r.message}",
+                  file=sys.stderr)
+        return 2
     return 0 if prepared.verdict.ok else 1
 
 
@@ -214,29 +223,49 @@ def run_scan(args: argparse.Namespace) -> int:
                 files.append(path)
             else:
                 raise UsageError(f"{p}: no such file or folder")
-        root = config.root
+        root = config.root.resolve()
+        outside = [f for f in files if not f.resolve().is_relative_to(root)]
+        if outside:
+            raise UsageError(f"{outside[0]}: not inside the wiki at {root} (scan pages of the "
+                             "wiki, or give --root)")
         pages = [read_page(f.resolve(), root) for f in files]
     else:
         pages = load_pages(config)
     runbooks, _diags, every_page = load_runbooks(args.root)
-    found = scan_pages(pages, taken=runbooks.ids())
+    result = scan_wiki(pages, taken=runbooks.ids())
+    found = result.suggestions
     if not (args.write or args.check):
         for s in found:
             print(s.format())
+        for d in sort_diagnostics(result.refused):
+            print(d.format())
         n = len(found)
         print(f"{n} block{'s' * (n != 1)} could become runbook blocks" if n else
               "no plain launcher blocks", file=sys.stderr)
         return 0
-    return _adopt(args, pages, every_page, found)
+    return _adopt(args, pages, every_page, found, result.refused)
+
+
+def _render_new_regions(root: Path, paths: list[str]) -> None:
+    """Fill the results regions `scan --write` added ("not measured yet" until a run), so that
+    `wiki check` finds them current."""
+    every = load_pages(load_config(root))
+    runbooks, _diags = extract_runbooks(every)
+    wanted = set(paths)
+    changes, _problems = render_pages([p for p in every if p.path in wanted], root,
+                                      runbooks=runbooks)
+    for change in changes:
+        write_if_changed(root / change.path, change.new)
 
 
 def _adopt(args: argparse.Namespace, pages: list[Page], every_page: list[Page],
-           found: list[Suggestion]) -> int:
+           found: list[Suggestion], refused: list[Diagnostic]) -> int:
     """scan --write / --check: convert the suggested blocks in place (fence lines only)."""
     root = Path(args.root)
     converted = 0
     changed: list[str] = []
-    skipped: list[Diagnostic] = []
+    skipped: list[Diagnostic] = list(refused)
+    regions: list[str] = []  # pages given a new results region, rendered once written
     for page in pages:
         text, modernised = modernise_fences(page)
         verb = "would rewrite" if args.check else "rewrote"
@@ -253,11 +282,17 @@ def _adopt(args: argparse.Namespace, pages: list[Page], every_page: list[Page],
             verb = "would mark" if args.check else "marked"
             for s in result.converted:
                 print(f"{s.path}:{s.line}:{s.col}: {verb} {s.role} block: {s.fence}")
+            if "wiki:results" in text and text.count("wiki:results") > page.text.count(
+                    "wiki:results"):
+                regions.append(page.path)
         if text == page.text:
             continue
         changed.append(page.path)
         if args.write:
-            write_if_changed(root / page.path, text)
+            write_if_changed(root / page.path,
+                             keep_layout(stored_text(root, page), page.text, text))
+    if args.write and regions:
+        _render_new_regions(root, regions)
     for d in sort_diagnostics(skipped):
         print(d.format())
     pages_n = len(changed)

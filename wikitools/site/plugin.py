@@ -33,6 +33,19 @@ EXTENSIONS = ("abbr", "admonition", "attr_list", "md_in_html", "pymdownx.details
 _ASSET = Path(__file__).parent / "assets" / "wikitools.css"
 
 
+def after_title(html: str, insert: str) -> str:
+    """`insert` right after the page's leading `<h1>`, else first. The search index splits a
+    page at its headings and files what comes before the first one as the page itself: a chip
+    placed above the title would stand in for the page's opening text, and a query matching
+    that text would no longer find the page."""
+    start = html.lstrip()
+    end = start.find("</h1>") if start.startswith("<h1") else -1
+    if end < 0:
+        return insert + html
+    end += len("</h1>")
+    return start[:end] + insert + start[end:]
+
+
 class WikiPluginConfig(base.Config):
     glossary = c.Type(bool, default=True)  # tooltips for every glossary term (abbr)
     status = c.Type(bool, default=True)  # chip for front matter `status:`, "measured on" badge
@@ -158,4 +171,4 @@ class WikiPlugin(BasePlugin[WikiPluginConfig]):
         badge = ""
         if "runbook-server" in html:
             badge = measured_line(self._measurements().get(self._rel(page)))
-        return chip + badge + html
+        return after_title(html, chip + badge)

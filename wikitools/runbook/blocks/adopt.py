@@ -6,6 +6,7 @@ is not made; the reason is reported instead."""
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -37,6 +38,57 @@ def _rewrite(text: str, suggestions: Iterable[Suggestion]) -> str:
     return "\n".join(lines)
 
 
+_KIND = re.compile(r"\bkind=(\w+)")
+
+
+def _with_regions(page: Page, text: str, converted: Sequence[Suggestion]) -> str:
+    """`text` with an empty results region after the last client block of each new runbook
+    that measures something (a serving or quality client), unless the page has one for it."""
+    lines = text.split("\n")
+    have = {m[1] for m in re.finditer(r"<!--\s*wiki:results\b[^>]*\brunbook=([\w.-]+)",
+                                       page.text)}
+    inserts: list[tuple[int, list[str]]] = []
+    for rid in dict.fromkeys(s.runbook for s in converted if s.role == "server"):
+        clients = [s for s in converted if s.role == "client" and s.runbook == rid]
+        kinds = [k[1] for s in clients if (k := _KIND.search(s.brace))]
+        view = "serving" if "serving" in kinds else "quality" if "quality" in kinds else None
+        if rid in have or view is None:
+            continue
+        last = max(clients, key=lambda s: s.end_line)
+        m = _FENCE.match(lines[last.line - 1])
+        indent = m["indent"] if m else ""
+        region = [f"{indent}<!-- wiki:results runbook={rid} view={view} -->",
+                  f"{indent}<!-- wiki:end -->"]
+        inserts.append((last.end_line, ["", *region]))
+    for after, new in sorted(inserts, reverse=True):
+        lines[after:after] = new
+    return "\n".join(lines)
+
+
+def keep_layout(stored: str, old: str, new: str) -> str:
+    """`new` (a rewrite of the page model's text `old`) in the layout of the file as stored:
+    its byte-order mark and CRLF line endings kept, unchanged lines byte for byte."""
+    if stored == old:
+        return new
+    bom = "\ufeff" if stored.startswith("\ufeff") else ""
+    raw = stored.removeprefix("\ufeff").split("\n")
+    plain = [ln.rstrip("\r") for ln in raw]
+    if plain != old.split("\n"):
+        return new  # not the text that was parsed: nothing to map
+    crlf = "\r\n" in stored
+    out: list[str] = []
+    new_lines = new.split("\n")
+    ops = difflib.SequenceMatcher(None, plain, new_lines, autojunk=False).get_opcodes()
+    for tag, i1, i2, j1, j2 in ops:
+        if tag == "equal":
+            out += raw[i1:i2]
+        else:
+            out += [ln.rstrip("\r") + ("\r" if crlf else "") for ln in new_lines[j1:j2]]
+    if out and crlf and not stored.endswith("\r\n") and out[-1].endswith("\r"):
+        out[-1] = out[-1][:-1]
+    return bom + "\n".join(out)
+
+
 def adopt_page(page: Page, suggestions: Sequence[Suggestion],
                other_pages: Sequence[Page] = ()) -> Adopted:
     """`page` with the runbook blocks of `suggestions` (for this page) written in. A runbook
@@ -59,7 +111,8 @@ def adopt_page(page: Page, suggestions: Sequence[Suggestion],
         bad_lines = {d.line for d in diags if d.path == page.path}
         bad_ids = {s.runbook for s in mine if _block_lines(s) & bad_lines}
         if not bad_ids:
-            return Adopted(page.path, text, tuple(mine), tuple(skipped))
+            return Adopted(page.path, _with_regions(page, text, mine), tuple(mine),
+                           tuple(skipped))
         for s in mine:
             if s.runbook in bad_ids:
                 why = next((d.message for d in diags if d.path == page.path

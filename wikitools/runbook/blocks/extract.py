@@ -22,6 +22,7 @@ from wikitools.runbook.blocks.model import (
     RunbookSet,
     ServerBlock,
 )
+from wikitools.runbook.blocks.refusals import static_refusals
 from wikitools.runbook.blocks.sweep import Sweep, SweepError, parse_sweep
 from wikitools.runbook.engines import catalog as engines
 from wikitools.runbook.engines.command import parse_client_command, parse_server_command
@@ -31,11 +32,13 @@ SERVER_CLASS = "runbook-server"
 CLIENT_CLASS = "runbook-client"
 FILE_CLASS = "runbook-file"
 ROLES = (SERVER_CLASS, CLIENT_CLASS, FILE_CLASS)
-FILE_ATTRS = ("for", "path")
+FILE_ATTRS = ("for", "path", "title", "linenums", "hl_lines")
+# How the site shows a block (pymdownx.superfences options); the runbook itself ignores them.
+DISPLAY_ATTRS = ("title", "linenums", "hl_lines")
 SERVER_ATTRS = ("engine", "gpus", "arch", "min_mem_gib", "port", "ready_timeout", "stop_timeout",
-                "env", "variants")
+                "env", "variants", *DISPLAY_ATTRS)
 MAX_VARIANTS = 32  # each variant starts a server of its own
-CLIENT_ATTRS = ("for", "name", "kind", "sweep", "timeout")
+CLIENT_ATTRS = ("for", "name", "kind", "sweep", "timeout", *DISPLAY_ATTRS)
 KINDS = ("serving", "quality", "smoke")
 DEFAULT_READY_TIMEOUT = 900.0
 DEFAULT_STOP_TIMEOUT = 20.0
@@ -187,6 +190,9 @@ def _server(ctx: _Ctx, files: dict[str, str] | None = None) -> ServerBlock | Non
         ctx.error("RB011", "docker run inside a shell string: the run could not learn the "
                   "container's ID to stop it; write docker run as a command of its own",
                   line=block.content_line, col=1)
+    else:
+        for refusal in static_refusals(block, files):
+            ctx.error(refusal.code, refusal.message, refusal.col, refusal.line)
     gpus = None
     if "gpus" in opts:
         n = _number(ctx, "gpus", *opts["gpus"], integer=True)
@@ -236,7 +242,7 @@ def _server(ctx: _Ctx, files: dict[str, str] | None = None) -> ServerBlock | Non
         attrs=tuple((k, v) for k, v, _ in block.attrs.options),
         requirements=Requirements(gpus=gpus, arch=arch, min_mem_gib=min_mem),
         engine=engine,
-        port=port or cmd.port or engines.default_port(engine),
+        port=port or cmd.published_port or cmd.port or engines.default_port(engine),
         ready_timeout=ready if ready is not None else DEFAULT_READY_TIMEOUT,
         stop_timeout=stop if stop is not None else DEFAULT_STOP_TIMEOUT,
         extra_env=env,

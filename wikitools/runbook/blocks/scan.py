@@ -11,8 +11,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from wikitools.diagnostics import Diagnostic, Severity
+from wikitools.fences import format_fence_info
 from wikitools.pages import CodeBlock, Page
 from wikitools.runbook.blocks.extract import is_runbook_block
+from wikitools.runbook.blocks.refusals import (
+    page_scripts,
+    page_value,
+    static_refusals,
+    unproposed_reason,
+    unset_refusals,
+)
 from wikitools.runbook.engines.command import mentions_launcher, parse_server_command
 from wikitools.runbook.engines.compose import (
     DEFAULT_FILES,
@@ -51,13 +59,53 @@ class Suggestion:
         return f"{where}: {self.role} {self.summary}; mark it: {self.fence}"
 
 
-def suggest_id(cmd: EngineCommand) -> str:
-    """A runbook id from the model name and parallel sizes, e.g. gpt-oss-120b-tp2."""
-    model = (cmd.model or cmd.engine or "runbook").rstrip("/").rsplit("/", 1)[-1]
-    base = re.sub(r"[^a-z0-9._-]+", "-", model.lower()).strip("-._") or "runbook"
-    for key, value in (("tp", cmd.tp), ("pp", cmd.pp), ("dp", cmd.dp)):
+@dataclass(frozen=True, slots=True)
+class ScanResult:
+    suggestions: list[Suggestion]
+    refused: list[Diagnostic]  # launch blocks not proposed, each with its located reason
+
+
+_SNAPSHOT = re.compile(r"^[0-9a-f]{40}$|^[0-9a-f]{64}$")
+_GENERIC = {"model", "models", "weights", "checkpoint", "checkpoints", "hf", "hub", "snapshots",
+            "main", "latest", "local", "data", "mnt", "root", "workspace", "runbook"}
+_QUANTS = ("nvfp4", "mxfp4", "fp8", "int4", "int8", "awq", "gptq", "w4a8", "w4a16", "w8a8",
+           "bf16", "fp4", "mxfp8", "gguf")
+
+
+def _model_name(model: str | None) -> str | None:
+    """The model's own name in a repository id or a local path: the last component that is
+    not a snapshot hash or a generic folder (`…/models--org--Name/snapshots/<hash>` → Name)."""
+    if not model or "$" in model or model.startswith("<"):
+        return None
+    parts = [p for p in model.rstrip("/").split("/") if p]
+    for part in reversed(parts):
+        if part.startswith("models--"):
+            return part.split("--")[-1]
+        if _SNAPSHOT.match(part) or part.lower() in _GENERIC:
+            continue
+        return part
+    return None
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9._-]+", "-", text.lower()).strip("-._")
+
+
+def suggest_id(cmd: EngineCommand, page: str = "") -> str:
+    """A runbook id from the model's name and the launch's shape: quantization when the name
+    does not say it, then TP/PP/DP sizes, e.g. kimi-k2.6-nvfp4-tp8. Without a readable model
+    name: the served model name, else the page's file name."""
+    name = _model_name(cmd.model) or _model_name(cmd.flag("--served-model-name"))
+    stem = page.rsplit("/", 1)[-1].removesuffix(".md")
+    base = _slug(name or stem or cmd.engine or "server") or "server"
+    quant = (cmd.quantization or "").lower()
+    if quant in _QUANTS and quant not in base:
+        base += f"-{quant}"
+    for key, value in (("tp", cmd.tp), ("pp", cmd.pp), ("dp", cmd.dp), ("dcp", cmd.dcp)):
         if value and value > 1:
             base += f"-{key}{value}"
+    if not (cmd.tp and cmd.tp > 1) and cmd.gpus == 1 and not base.endswith("-tp1"):
+        base += "-tp1"
     return base
 
 
@@ -71,6 +119,17 @@ def _lang(block: CodeBlock) -> str | None:
     return (block.attrs.lang or "").lower() or None
 
 
+_DISPLAY = re.compile(r"""\b(?P<key>title|linenums|hl_lines)=(?P<v>"[^"]*"|'[^']*'|[^\s}"']+)""")
+
+
+def fence_info(block: CodeBlock, default_lang: str, inner: str) -> str:
+    """The info string for a newly marked block: its own language (or `default_lang`), the
+    runbook attributes, and the display options it had (title=, linenums=, hl_lines=)."""
+    lang = block.attrs.lang or default_lang
+    shown = " ".join(f"{m['key']}={m['v']}" for m in _DISPLAY.finditer(block.info))
+    return format_fence_info(lang, f"{inner} {shown}".strip())
+
+
 def _describe(cmd: EngineCommand) -> str:
     return "(" + ", ".join(x for x in (
         cmd.engine, cmd.model, f"tp={cmd.tp}" if cmd.tp else None,
@@ -79,14 +138,52 @@ def _describe(cmd: EngineCommand) -> str:
     ) if x) + ")"
 
 
+def _page_env(page: Page, block: CodeBlock, names: Iterable[str]) -> dict[str, str] | None:
+    """Values the page sets for `names` elsewhere (`export NAME=value`), when every one is a
+    plain value that can go into the block's env= attribute; None otherwise."""
+    out: dict[str, str] = {}
+    for name in names:
+        pv = page_value(page, name, (block.line, block.end_line))
+        if pv is None or pv.placeholder or not re.fullmatch(r"[\w@%+=:,./-]+", pv.value):
+            return None
+        out[name] = pv.value
+    return out
+
+
+def _refuse(page: Page, block: CodeBlock, files: dict[str, str],
+            ) -> tuple[list[Diagnostic], dict[str, str]]:
+    """Why the server block cannot be proposed (located warnings), or the page's values for the
+    variables it needs (for its env= attribute)."""
+    found = static_refusals(block, files)
+    unset = unset_refusals(page, block, (), files.values())
+    env: dict[str, str] = {}
+    if unset and not found:
+        names = [v for r in unset for v in r.variables]
+        resolved = _page_env(page, block, names)
+        if resolved is not None:
+            env, unset = resolved, []
+    diags = [Diagnostic(page.path, r.line, r.col, r.code,
+                        f"not proposed as a runbook: {r.message}", Severity.WARNING)
+             for r in [*found, *unset]]
+    return diags, env
+
+
 def scan_pages(pages: Iterable[Page], taken: Iterable[str] = ()) -> list[Suggestion]:
+    return scan_wiki(pages, taken).suggestions
+
+
+def scan_wiki(pages: Iterable[Page], taken: Iterable[str] = ()) -> ScanResult:
+    """Suggestions for every plain launch and client block of `pages`, and the launch blocks
+    refused with their reasons. Ids are unique against `taken` and each other."""
     out: list[Suggestion] = []
+    refused: list[Diagnostic] = []
     used = set(taken)
 
-    def new_id(cmd: EngineCommand) -> str:
-        rid, n = suggest_id(cmd), 2
+    def new_id(cmd: EngineCommand, page: str) -> str:
+        base = suggest_id(cmd, page)
+        rid, n = base, 2
         while rid in used:
-            rid = f"{suggest_id(cmd)}-{n}"
+            rid = f"{base}-{n}"
             n += 1
         used.add(rid)
         return rid
@@ -95,7 +192,10 @@ def scan_pages(pages: Iterable[Page], taken: Iterable[str] = ()) -> list[Suggest
         current: str | None = None  # the runbook a following client would belong to
         compose: tuple[CodeBlock, EngineCommand, str] | None = None  # last compose file shown
         pending_file: Suggestion | None = None  # its suggestion, until a server block uses it
+        scripts = page_scripts(page)
         for block in page.code_blocks:
+            if not block.fenced:
+                continue
             if is_runbook_block(block):
                 if "runbook-server" in block.attrs.classes and block.attrs.id:
                     current = block.attrs.id
@@ -107,12 +207,18 @@ def scan_pages(pages: Iterable[Page], taken: Iterable[str] = ()) -> list[Suggest
                 cmd = understand_compose(block.content)
                 if cmd is None:  # the image decides the flags: a later `up` is not understood
                     compose, pending_file = None, None
+                    why = _compose_reason(block)
+                    if why:
+                        refused.append(Diagnostic(page.path, block.line, block.col, "RB016",
+                                                  f"not proposed as a runbook: {why}",
+                                                  Severity.WARNING))
                     continue
-                rid = new_id(cmd)
+                rid = new_id(cmd, page.path)
                 compose = (block, cmd, rid)
                 pending_file = Suggestion(
                     page.path, block.line, block.col, "file", _describe(cmd),
-                    f"yaml {{ .runbook-file for={rid} path={DEFAULT_FILES[0]} }}", rid,
+                    fence_info(block, "yaml",
+                               f".runbook-file for={rid} path={DEFAULT_FILES[0]}"), rid,
                     block.end_line, block.line, cmd)
                 out.append(pending_file)
                 continue
@@ -121,38 +227,76 @@ def scan_pages(pages: Iterable[Page], taken: Iterable[str] = ()) -> list[Suggest
             files = {ANY_FILE: compose[0].content} if compose else {}
             found = mentions_launcher(block.content, files)
             if found is None:
+                _f, _env, problems = find_launcher(block.content, files)
+                why = unproposed_reason(page, block, problems, scripts)
+                if why is not None:
+                    refused.append(Diagnostic(page.path, why.line, why.col, why.code,
+                                              f"not proposed as a runbook: {why.message}",
+                                              Severity.WARNING))
+                    current = None
                 continue
             if isinstance(found, EngineCommand):
                 use = found.container
                 from_page = (compose is not None and use is not None and use.kind == "compose"
                              and use.compose_file not in heredoc_files(block.content))
+                reasons, env = _refuse(page, block, files if from_page else {})
+                if reasons:
+                    refused += reasons
+                    current = None
+                    continue
+                if env:
+                    found = mentions_launcher(block.content, files) or found
+                    resolved = parse_server_command(block.content, env, files)
+                    found = resolved if resolved.engine else found
                 if from_page and compose is not None and pending_file is not None and use:
                     _block, cmd, rid = compose
-                    path = use.compose_file or DEFAULT_FILES[0]
+                    path = (use.compose_file or DEFAULT_FILES[0]).removeprefix("./")
                     if path != DEFAULT_FILES[0]:
                         out[out.index(pending_file)] = _with_path(pending_file, path)
                     pending_file = None
                     source = _block.line
                 else:
-                    rid, source = new_id(found), block.line
+                    assert isinstance(found, EngineCommand)
+                    rid, source = new_id(found, page.path), block.line
                 current = rid
+                assert isinstance(found, EngineCommand)
                 attrs = f"engine={found.engine} gpus={found.gpus}"
+                if env:
+                    attrs += ' env="' + " ".join(f"{k}={v}" for k, v in env.items()) + '"'
                 out.append(Suggestion(
                     page.path, block.line, block.col, "server", _describe(found),
-                    f"bash {{ #{rid} .runbook-server {attrs} }}", rid, block.end_line, source,
-                    found))
+                    fence_info(block, "bash", f"#{rid} .runbook-server {attrs}"), rid,
+                    block.end_line, source, found))
             else:
                 target = current or "RUNBOOK-ID"
                 kind = found.default_kind or "smoke"
                 out.append(Suggestion(
                     page.path, block.line, block.col, "client", f"({found.launcher})",
-                    f"bash {{ .runbook-client for={target} kind={kind} }}", target,
-                    block.end_line, block.line, found))
-    return out
+                    fence_info(block, "bash", f".runbook-client for={target} kind={kind}"),
+                    target, block.end_line, block.line, found))
+    return ScanResult(out, refused)
+
+
+_ENGINE_IMAGE = re.compile(r"vllm|sglang|llama", re.I)
+
+
+def _compose_reason(block: CodeBlock) -> str | None:
+    """Why a compose file whose services start an engine image cannot be read, or None when
+    its images are not engines (a database, a proxy) or it is not readable at all."""
+    try:
+        services = parse_compose(block.content).services
+    except ComposeError:
+        return None
+    if not any(_ENGINE_IMAGE.search(s.image or "") for s in services):
+        return None
+    runs = "; ".join(f"service {s.name} runs {' '.join(s.argv) or 'its image default'}"
+                     for s in services[:2])
+    return (f"compose file whose services start no engine the reader knows ({runs}): the "
+            "engine, model and port cannot be read from it")
 
 
 def _with_path(s: Suggestion, path: str) -> Suggestion:
-    brace = s.brace.replace(f"path={DEFAULT_FILES[0]}", f"path={path}")
+    brace = s.brace.replace(f"path={DEFAULT_FILES[0]} ", f"path={path} ")
     return Suggestion(s.path, s.line, s.col, s.role, s.summary, brace, s.runbook, s.end_line,
                       s.source_line, s.command)
 

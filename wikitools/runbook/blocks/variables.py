@@ -19,6 +19,16 @@ SHELL_VARS = frozenset({"HOME", "PATH", "PWD", "USER", "SHELL", "HOSTNAME", "RAN
                         "LOGNAME", "TMPDIR", "OLDPWD", "IFS", "BASH_SOURCE", "LINENO", "SECONDS"})
 
 
+def reads(text: str) -> list[str]:
+    """Variables shell `text` reads without a default, in order of first use."""
+    return _read(text)
+
+
+def sets(text: str) -> set[str]:
+    """Variables shell `text` sets (assignments, exports, loop and read variables)."""
+    return _set_by(text)
+
+
 def _read(text: str) -> list[str]:
     """Variables `text` reads without a default, in order of first use."""
     text = _SINGLE_QUOTED.sub("", text)
@@ -62,4 +72,4 @@ def unset_variables(runbook: Runbook, environ: Mapping[str, str]) -> list[tuple[
     return [(name, where) for name, where in needed_variables(runbook) if not environ.get(name)]
 
 
-__all__ = ["needed_variables", "unset_variables"]
+__all__ = ["SHELL_VARS", "needed_variables", "reads", "sets", "unset_variables"]

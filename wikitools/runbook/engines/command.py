@@ -95,6 +95,22 @@ def _parse_json_arg(value: str, problems: list[str], flag: str) -> dict[str, Any
 
 
 
+_HOST_NETWORK = re.compile(r"--net(?:work)?[= ]+host\b")
+
+
+def _published(maps: list[str], port: int | None, scope: dict[str, str], text: str,
+               ) -> int | None:
+    """The host port that `docker run -p [IP:]HOST:CONTAINER` maps to the engine's port; None
+    without such a map (or with host networking, where -p does nothing)."""
+    if port is None or _HOST_NETWORK.search(text):
+        return None
+    for spec in maps:
+        parts = expand(spec, scope).split("/")[0].split(":")
+        if len(parts) >= 2 and parts[-1] == str(port) and parts[-2].isdigit():
+            return int(parts[-2])
+    return None
+
+
 def parse_server_command(text: str, extra_env: dict[str, str] | None = None,
                          files: Mapping[str, str] | None = None) -> EngineCommand:
     """Understand a server block. `extra_env` (the block's env= attribute) is used only to
@@ -158,6 +174,7 @@ def parse_server_command(text: str, extra_env: dict[str, str] | None = None,
     port = _to_int(values.get("port"), scope)
     if values.get("port") is not None and port is None:
         problems.append(f"--port value not understood: {values['port']}")
+    published = _published(found.docker_ports, port or eng.default_port, scope, text)
     return EngineCommand(
         text=text,
         env=tuple(env),
@@ -171,13 +188,14 @@ def parse_server_command(text: str, extra_env: dict[str, str] | None = None,
         dcp=_to_int(values.get("dcp"), scope),
         ep=bool(values.get("ep", False)),
         port=port,
+        published_port=published,
         host=expand(values["host"], scope) if values.get("host") else None,
         quantization=expand(values["quantization"], scope) if values.get("quantization") else None,
         kv_cache_dtype=(
             expand(values["kv_cache_dtype"], scope) if values.get("kv_cache_dtype") else None
         ),
         speculative=spec,
-        image=found.image,
+        image=expand(found.image, scope) if found.image else None,
         docker=found.docker,
         docker_gpus=found.docker_gpus,
         docker_env=tuple(found.docker_env),

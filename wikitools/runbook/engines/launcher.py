@@ -31,7 +31,7 @@ from wikitools.runbook.engines.shell import (
 )
 
 __all__ = ["ANY_FILE", "Found", "Scope", "append_args", "docker_run_offset", "find_in_script",
-           "find_launcher", "insertion_point"]
+           "find_launcher", "insertion_point", "top_level_launches"]
 
 _PY = re.compile(r"^(?:.*/)?python(?:\d+(?:\.\d+)?)?$")
 _PY_OPTS_WITH_VALUE = {"-X", "-W", "-c"}
@@ -313,6 +313,57 @@ def find_launcher(text: str, files: Mapping[str, str] | None = None,
     if any(_FORWARD.match(a) for a in found.rest):
         _forward(found, [])  # forwards "$@" but nothing on the page calls it
     return found, env + found.env, problems
+
+
+def top_level_launches(text: str, files: Mapping[str, str] | None = None,
+                       ) -> list[tuple[int, str]]:
+    """Every top-level command of `text` that starts a server (an engine launcher, `docker run`
+    of one, `docker compose … up`, or a here-document script or function that holds one), as
+    (offset of the command, its first words). More than one means the block lists alternatives
+    (or starts several servers), which one runbook cannot stand for."""
+    try:
+        cmds = split_commands(text)
+    except ShellSyntaxError:
+        return []
+    scope = Scope(files=dict(files or {}))
+    scripts = heredoc_files(text) if "<<" in text else {}
+    for path, body in scripts.items():
+        scope.files.setdefault(path, body)
+        scope.callables.setdefault(basename(path), body)
+    functions = _callables(text)
+    out: list[tuple[int, str]] = []
+    for cmd in cmds:
+        argv = cmd.argv
+        if not argv or argv[0] in ("export", "local", "declare", "readonly", "unset"):
+            continue
+        env: list[tuple[str, str]] = []
+        i = _strip_prefixes(argv, env, [])
+        if i >= len(argv):
+            continue
+        head = " ".join(argv[i : i + 3])
+        body = scope.callables.get(basename(argv[i]))
+        if body:
+            try:
+                inner = find_in_script(body, 1, Scope(files=dict(scope.files)))
+            except ShellSyntaxError:
+                inner = None
+            if inner is not None and inner[0].kind == "server":
+                out.append((cmd.words[0].start, head))
+            continue
+        if argv[i] in functions or argv[i] == "{":
+            continue  # a shell function: its call and its body are not counted apart
+        call = compose_call(argv, i)
+        if call is not None:
+            if call.subcommand == "up":
+                out.append((cmd.words[0].start, head))
+            continue
+        try:
+            found = _find(argv, cmd.words, Scope(files=dict(scope.files)), 0)
+        except ShellSyntaxError:
+            found = None
+        if found is not None and found.kind == "server":
+            out.append((cmd.words[0].start, head))
+    return out
 
 
 def insertion_point(text: str) -> int | None:

@@ -47,6 +47,7 @@ class EngineCommand:
     dcp: int | None = None
     ep: bool = False
     port: int | None = None
+    published_port: int | None = None  # the host's port for it (`docker run -p HOST:PORT`)
     host: str | None = None
     quantization: str | None = None
     kv_cache_dtype: str | None = None

@@ -155,7 +155,8 @@ def _server(runbook: Runbook, coords: Coords, folder: str, ov: PlanOverrides,
     eng = engines.engine(server.engine)
     port = ov.port or server.port
     args: list[str] = []
-    if cmd.port != port and not (cmd.port is None and port == engines.default_port(server.engine)):
+    if cmd.port != port and port != cmd.published_port and not (
+            cmd.port is None and port == engines.default_port(server.engine)):
         args = ["--port", str(port)]
         notes.append(f"--port {port} added to the server command")
     text = _with_args(server.content.rstrip("\n"), args, "server command")

@@ -1,0 +1,247 @@
+"""Adopting an existing docs tree with `wiki runbook scan --write`: every launch block becomes a
+runbook that plans what the page means, or is refused with a located reason (placeholders,
+variables nothing sets, alternatives, interactive shells, several nodes, launches read from
+elsewhere). Pages are small shapes modelled on community recipes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from wikitools.cli import main
+from wikitools.pages import parse_page
+from wikitools.runbook.blocks.extract import extract_runbooks, load_runbooks
+from wikitools.runbook.blocks.scan import scan_wiki
+
+FENCE = "```"
+
+
+def _wiki(tmp_path: Path, pages: dict[str, str]) -> Path:
+    root = tmp_path / "site"
+    (root / "docs").mkdir(parents=True)
+    (root / "wiki.yml").write_text("docs_dir: docs\nglossary: docs/glossary.md\n")
+    for name, text in pages.items():
+        (root / "docs" / name).write_bytes(text.encode("utf-8"))
+    return root
+
+
+def _scan(text: str) -> tuple[list[str], list[str]]:
+    result = scan_wiki([parse_page(text, "p.md")])
+    return [s.fence for s in result.suggestions], [d.format() for d in result.refused]
+
+
+def test_placeholders_are_refused_where_they_stand() -> None:
+    fences, refused = _scan(
+        "# P\n\n```bash\nvllm serve <model-path> <additional flags>\n```\n\n"
+        "```sh\nvllm serve ...\n```\n\n"
+        "```bash\nvllm serve /path/to/model --tensor-parallel-size 2\n```\n")
+    assert fences == []
+    assert refused == [
+        "p.md:4:12: RB014 warning: not proposed as a runbook: the command holds a placeholder, "
+        "<model-path> (and <additional flags>): write the value it stands for",
+        "p.md:8:12: RB014 warning: not proposed as a runbook: the command holds a placeholder, "
+        "...: write the value it stands for",
+        "p.md:12:12: RB014 warning: not proposed as a runbook: the command holds a placeholder, "
+        "/path/to: write the value it stands for",
+    ]
+
+
+def test_marked_placeholder_block_is_a_block_error() -> None:
+    page = parse_page("```bash { #x .runbook-server engine=vllm }\nvllm serve <model>\n```\n",
+                      "p.md")
+    _runbooks, diags = extract_runbooks([page])
+    assert [d.format() for d in diags] == [
+        "p.md:2:12: RB014 error: the command holds a placeholder, <model>: write the value it "
+        "stands for"]
+
+
+def test_alternatives_in_one_block_are_refused() -> None:
+    _fences, refused = _scan(
+        "```yaml\nservices:\n  srv:\n    image: vllm/vllm-openai:v0.10.0\n"
+        "    command: [\"--model\", \"org/m\", \"--tensor-parallel-size\", \"2\"]\n```\n\n"
+        "```bash\n# DCP8\nDCP=8 docker compose up -d\n\n# DCP1\nDCP=1 docker compose up -d\n```\n"
+        "\n```bash\nvllm serve org/a --tp 2\nvllm serve org/b --tp 4\n```\n")
+    assert refused == [
+        "p.md:13:1: RB014 warning: not proposed as a runbook: the block starts 2 servers (line 10, "
+        "line 13): alternatives to choose from, not one run; give each its own block",
+        "p.md:18:1: RB014 warning: not proposed as a runbook: the block starts 2 servers (line 17, "
+        "line 18): alternatives to choose from, not one run; give each its own block",
+    ]
+
+
+def test_interactive_container_shell_is_refused() -> None:
+    fences, refused = _scan(
+        "```bash\ndocker run -it --rm --gpus all vllm/vllm-openai:v0.10.0 bash\n"
+        "vllm serve org/m --tp 2\n```\n\n"
+        "```bash\ndocker run -it --rm --entrypoint /bin/bash \\\n"
+        "  --gpus all lmsysorg/sglang:v0.5\n"
+        "```\n")
+    assert fences == []
+    assert [r.split(": not proposed as a runbook: ")[0] for r in refused] == [
+        "p.md:2:1: RB014 warning", "p.md:7:1: RB014 warning"]
+    assert all("interactive shell in a container" in r for r in refused)
+
+
+def test_multi_node_launch_is_refused() -> None:
+    _fences, refused = _scan(
+        "```bash\npython3 -m sglang.launch_server --model-path org/m --tp 16 --nnodes 2 "
+        "--node-rank 0 --dist-init-addr 10.0.0.1:5000\n```\n")
+    assert refused == [
+        "p.md:2:60: RB014 warning: not proposed as a runbook: a launch across several nodes "
+        "(--nnodes 2): a runbook runs on one host"]
+
+
+def test_unset_variable_is_refused_and_named_with_the_line_that_sets_it() -> None:
+    _fences, refused = _scan(
+        "Set the checkpoint first:\n\n```bash\nexport CKPT=<owner>/<checkpoint>\n```\n\n"
+        "```bash\nvllm serve \"${CKPT:?}\" --max-model-len 8192\n```\n\n"
+        "```bash\ndocker run -d --gpus all -v $WEIGHTS:/w vllm/vllm-openai:v0.10.0 --model /w\n"
+        "```\n")
+    assert refused == [
+        "p.md:8:13: RB015 warning: not proposed as a runbook: CKPT is not set: the command needs "
+        "it; the page sets it at line 4 to a placeholder",
+        "p.md:12:29: RB015 warning: not proposed as a runbook: WEIGHTS is not set: the command "
+        "needs it",
+    ]
+
+
+def test_image_variable_set_on_the_page_is_resolved_never_recorded_as_written(
+        tmp_path: Path) -> None:
+    text = ("```bash\nIMAGE=voipmonitor/vllm:v9-cu132\n```\n\n"
+            "```bash\ndocker run -d --gpus all --network host \"$IMAGE\" \\\n"
+            "  vllm serve moonshotai/Kimi-K2.6 --tensor-parallel-size 8\n```\n")
+    fences, refused = _scan(text)
+    assert refused == []
+    assert fences == ['```bash { #kimi-k2.6-tp8 .runbook-server engine=vllm gpus=8 '
+                      'env="IMAGE=voipmonitor/vllm:v9-cu132" }']
+    root = _wiki(tmp_path, {"k.md": text})
+    assert main(["runbook", "scan", "--write", "--root", str(root)]) == 0
+    runbooks, diags, _pages = load_runbooks(root)
+    assert diags == []
+    assert runbooks.get("kimi-k2.6-tp8").server.command.image == "voipmonitor/vllm:v9-cu132"
+
+
+def test_plan_exits_2_while_a_needed_variable_is_unset(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    root = _wiki(tmp_path, {"awq.md": (
+        "```bash\nexport AWQ_REPO=<owner>/<repo>\n```\n\n"
+        "```bash { #awq-tp1 .runbook-server engine=vllm gpus=1 }\n"
+        "vllm serve \"${AWQ_REPO:?}\" --max-model-len 4096\n```\n")})
+    monkeypatch.delenv("AWQ_REPO", raising=False)
+    assert main(["runbook", "plan", "awq-tp1", "--root", str(root)]) == 2
+    err = capsys.readouterr().err
+    assert ("docs/awq.md:6:13: RB015 AWQ_REPO is not set: the command needs it; the page sets "
+            "it at line 2 to a placeholder") in err
+    monkeypatch.setenv("AWQ_REPO", "org/awq")
+    assert main(["runbook", "plan", "awq-tp1", "--root", str(root)]) in (0, 1)
+
+
+def test_readiness_port_is_the_published_host_port(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    root = _wiki(tmp_path, {"p.md": (
+        "```bash { #m-tp2 .runbook-server engine=vllm gpus=2 }\n"
+        "docker run -d --gpus all -p 5000:8000 vllm/vllm-openai:v0.10.0 --model org/m "
+        "--tensor-parallel-size 2\n```\n")})
+    runbooks, _diags, _pages = load_runbooks(root)
+    assert runbooks.get("m-tp2").server.port == 5000
+    main(["runbook", "plan", "m-tp2", "--root", str(root)])
+    out = capsys.readouterr().out
+    assert "ready: http://127.0.0.1:5000/health" in out
+    assert "--port 5000" not in out  # the engine still listens on 8000 inside the container
+
+
+def test_port_inside_a_heredoc_launcher_decides_readiness() -> None:
+    page = parse_page(
+        "```bash\ncat >/tmp/run-m <<'EOF'\n#!/usr/bin/env bash\nPORT=\"${PORT:-8402}\"\n"
+        "exec vllm serve org/m --port \"$PORT\" --tensor-parallel-size 4 --pipeline-parallel-size 2"
+        "\nEOF\nchmod +x /tmp/run-m\n/tmp/run-m\n```\n", "p.md")
+    result = scan_wiki([page])
+    assert [s.fence for s in result.suggestions] == [
+        "```bash { #m-tp4-pp2 .runbook-server engine=vllm gpus=8 }"]
+    cmd = result.suggestions[0].command
+    assert cmd is not None and cmd.port == 8402  # type: ignore[union-attr]
+
+
+def test_launcher_written_in_one_block_and_run_in_another_is_refused_with_both_lines() -> None:
+    _fences, refused = _scan(
+        "```bash\ncat >/tmp/run-m <<'EOF'\nexec vllm serve org/m --tp 8 \"$@\"\nEOF\n"
+        "chmod +x /tmp/run-m\n```\n\n```bash\nPORT=8402 /tmp/run-m\n```\n\n"
+        "```bash\nPORT=1 /tmp/run-m\nPORT=2 /tmp/run-m\n```\n")
+    assert refused == [
+        "p.md:1:1: RB016 warning: not proposed as a runbook: writes /tmp/run-m and leaves "
+        "running it to the block at line 8: one runbook block must write and run it",
+        "p.md:9:1: RB016 warning: not proposed as a runbook: runs /tmp/run-m, which the block at "
+        "line 1 writes: one runbook block must write and run it (or run what it holds)",
+        "p.md:14:1: RB014 warning: not proposed as a runbook: the block starts 2 servers (lines "
+        "13, 14): alternatives to choose from, not one run; give each its own block",
+    ]
+
+
+def test_ids_come_from_model_and_shape_never_a_snapshot_hash() -> None:
+    fences, _refused = _scan(
+        "```bash\nvllm serve /root/.cache/huggingface/hub/models--moonshotai--Kimi-K2.6/"
+        "snapshots/b5aabbfb20227ed42becbf5541dbffd213942c58 --tp 8 --quantization nvfp4\n```\n\n"
+        "```bash\nvllm serve /models --served-model-name GLM-5.2 -tp 4 -dcp 2\n```\n\n"
+        "```bash\nvllm serve moonshotai/Kimi-K2.6 --quantization nvfp4 -tp 8\n```\n")
+    assert fences == [
+        "```bash { #kimi-k2.6-nvfp4-tp8 .runbook-server engine=vllm gpus=8 }",
+        "```bash { #glm-5.2-tp4-dcp2 .runbook-server engine=vllm gpus=4 }",
+        "```bash { #kimi-k2.6-nvfp4-tp8-2 .runbook-server engine=vllm gpus=8 }",
+    ]
+
+
+def test_ids_are_unique_across_the_wiki(tmp_path: Path) -> None:
+    launch = "```bash\nvllm serve org/Same-Model --tp 2\n```\n"
+    root = _wiki(tmp_path, {"a.md": launch, "b.md": launch, "c.md": (
+        "```bash { #same-model-tp2 .runbook-server engine=vllm gpus=2 }\n"
+        "vllm serve org/Same-Model -tp 2 --max-model-len 4096\n```\n")})
+    assert main(["runbook", "scan", "--write", "--root", str(root)]) == 0
+    runbooks, diags, _pages = load_runbooks(root)
+    assert diags == []
+    assert sorted(runbooks.ids()) == ["same-model-tp2", "same-model-tp2-2", "same-model-tp2-3"]
+
+
+def test_scan_write_adds_a_results_region_and_check_passes_after(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = _wiki(tmp_path, {"m.md": (
+        "# M\n\n```bash\nvllm serve org/m --tensor-parallel-size 2\n```\n\n"
+        "```bash\nvllm bench serve --model org/m --num-prompts 16\n```\n\nAfter.\n")})
+    assert main(["runbook", "scan", "--write", "--root", str(root)]) == 0
+    text = (root / "docs" / "m.md").read_text()
+    assert ("```bash { .runbook-client for=m-tp2 kind=serving }\n"
+            "vllm bench serve --model org/m --num-prompts 16\n```\n\n"
+            "<!-- wiki:results runbook=m-tp2 view=serving -->\n") in text
+    assert main(["runbook", "scan", "--check", "--root", str(root)]) == 0
+    assert main(["index", "--root", str(root)]) == 0
+    assert main(["check", "--root", str(root)]) == 0
+    before = (root / "docs" / "m.md").read_bytes()
+    assert main(["runbook", "scan", "--write", "--root", str(root)]) == 0
+    assert (root / "docs" / "m.md").read_bytes() == before
+    capsys.readouterr()
+
+
+def test_scan_write_keeps_display_options_bom_and_crlf(tmp_path: Path) -> None:
+    text = ("\ufeff# M\r\n\r\n```bash title=\"serve.sh\" linenums=\"1\" hl_lines=\"2\"\r\n"
+            "vllm serve org/m --tensor-parallel-size 2 \\\r\n  --max-model-len 8192\r\n```\r\n")
+    root = _wiki(tmp_path, {"m.md": text})
+    assert main(["runbook", "scan", "--write", "--root", str(root)]) == 0
+    data = (root / "docs" / "m.md").read_bytes().decode("utf-8")
+    assert data == text.replace(
+        '```bash title="serve.sh" linenums="1" hl_lines="2"',
+        '```bash { #m-tp2 .runbook-server engine=vllm gpus=2 title="serve.sh" linenums="1" '
+        'hl_lines="2" }')
+    runbooks, diags, _pages = load_runbooks(root)
+    assert diags == [] and runbooks.ids() == ["m-tp2"]
+
+
+def test_scan_of_a_page_outside_the_wiki_is_a_located_usage_error(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = _wiki(tmp_path, {"m.md": "# M\n"})
+    outside = tmp_path / "elsewhere.md"
+    outside.write_text("```bash\nvllm serve org/m\n```\n")
+    assert main(["runbook", "scan", str(outside), "--root", str(root)]) == 2
+    err = capsys.readouterr().err
+    assert f"{outside}: not inside the wiki at {root}" in err
+    assert "Traceback" not in err

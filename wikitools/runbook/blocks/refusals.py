@@ -1,0 +1,330 @@
+"""Why a server block cannot stand for one run, said once for `scan` (which then proposes
+nothing) and for the block reader (an RB014 error, so `plan` and `run` exit 2): placeholders
+(`<model-path>`, `...` as an argument, `/path/to/…`, `xxx`), several launches in one block
+(alternatives to choose from), an interactive shell, a launch that needs several nodes, and
+variables the command needs that nothing sets (RB015; where the page sets them, that line)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Container, Iterable, Mapping
+from dataclasses import dataclass
+
+from wikitools.pages import CodeBlock, Page
+from wikitools.runbook.blocks.model import Runbook
+from wikitools.runbook.blocks.variables import SHELL_VARS, reads, sets
+from wikitools.runbook.engines.launcher import top_level_launches
+from wikitools.runbook.engines.shell import (
+    ShellSyntaxError,
+    basename,
+    heredoc_files,
+    split_commands,
+)
+
+STATIC_CODE = "RB014"
+UNSET_CODE = "RB015"
+
+_HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_]\w*)\1")
+_ANGLE = re.compile(r"(?<![<\w$|-])<(?![<(=|])([A-Za-z_][^<>\n]{0,80}?[^<>\s|])>(?!>)")
+_ELLIPSIS = re.compile(r"(?:(?<=\s)|^)(\.\.\.|…|\[\.\.\.\]|<\.\.\.>)(?=\s|$|\\$)")
+_PATH_TO = re.compile(r"/path/to\b|\bpath/to/", re.I)
+_XXX = re.compile(r"""=(["']?)(x{3,}|X{3,}|x\.x\.x\.x|your[-_][\w-]+)\1(?=\s|$|;)""", re.I)
+_MULTI_NODE = re.compile(
+    r"--(?:node[-_]rank|dist[-_]init[-_]addr|headless|data[-_]parallel[-_]address|"
+    r"data[-_]parallel[-_]start[-_]rank|master[-_]addr|dp[-_]address|nnodes[ =]+(?:[2-9]|\d\d))"
+    r"\b|\bray\s+start\b|\bmpirun\b")
+_SHELLS = {"bash", "sh", "zsh", "dash", "fish"}
+_INTERACTIVE = re.compile(r"^-(?:[a-zA-Z]*i[a-zA-Z]*t[a-zA-Z]*|[a-zA-Z]*t[a-zA-Z]*i[a-zA-Z]*|i|t)$"
+                          r"|^--(?:interactive|tty)$")
+# Set by the shell or the login session, or secrets the user keeps in the environment (a run
+# passes them through; a missing token fails with the engine's own message).
+AMBIENT = frozenset({
+    "HOME", "USER", "LOGNAME", "PWD", "OLDPWD", "PATH", "SHELL", "HOSTNAME", "UID", "EUID",
+    "GID", "PPID", "TMPDIR", "LANG", "TERM", "RANDOM", "SECONDS", "LINENO", "IFS", "BASH_SOURCE",
+    "BASHPID", "REPLY", "OPTARG", "OPTIND",
+})
+_SECRET = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|ACCESS_KEY", re.I)
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """One reason, located in the page (1-based line and column)."""
+
+    line: int
+    col: int
+    code: str  # RB014 (what the block says) | RB015 (a variable nothing sets)
+    reason: str  # placeholder | alternatives | interactive | multi-node | unset
+    message: str
+    variables: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PageValue:
+    """Where the page itself sets a variable (`export NAME=value` in another block)."""
+
+    name: str
+    value: str
+    line: int
+    placeholder: bool
+
+
+def _code_lines(text: str) -> list[tuple[int, str, bool]]:
+    """(index, line, in a here-document body) for every line that is not a comment."""
+    out: list[tuple[int, str, bool]] = []
+    ends: list[str] = []
+    for i, line in enumerate(text.split("\n")):
+        if ends:
+            if line.strip() == ends[0]:
+                ends.pop(0)
+                continue
+            out.append((i, line, True))
+            continue
+        if line.lstrip().startswith("#"):
+            continue
+        ends += [m[2] for m in _HEREDOC.finditer(line)]
+        out.append((i, line, False))
+    return out
+
+
+def placeholders(text: str) -> list[tuple[int, int, str]]:
+    """(line index, column index, the placeholder) for each placeholder in shell text."""
+    found: list[tuple[int, int, str]] = []
+    for i, line, in_body in _code_lines(text):
+        for rx in (_ANGLE, _PATH_TO, _XXX):
+            found += [(i, m.start(), m[0].lstrip("=")) for m in rx.finditer(line)]
+        if not in_body:  # `...` in a script body may be code (Python's Ellipsis)
+            found += [(i, m.start(1), m[1]) for m in _ELLIPSIS.finditer(line)]
+    return sorted(set(found))
+
+
+def _interactive_shell(text: str) -> int | None:
+    """Offset of a `docker run -it … bash` (or `docker exec -it … sh`) that opens a shell."""
+    try:
+        cmds = split_commands(text)
+    except ShellSyntaxError:
+        return None
+    for cmd in cmds:
+        argv = cmd.argv
+        i = next((k for k, a in enumerate(argv) if basename(a) in ("docker", "podman")), None)
+        if i is None or argv[i + 1 : i + 2] not in (["run"], ["exec"]):
+            continue
+        flags = [a for a in argv[i + 2 :] if a.startswith("-")]
+        if not any(_INTERACTIVE.match(f) for f in flags) or any(
+                f in ("-d", "--detach") or re.fullmatch(r"-[a-z]*d[a-z]*", f) for f in flags):
+            continue
+        entry = next((argv[k + 1] for k, a in enumerate(argv[:-1]) if a == "--entrypoint"),
+                     None)
+        entry = entry or next((a.split("=", 1)[1] for a in argv if a.startswith(
+            "--entrypoint=")), None)
+        runs_script = any(a in ("-c", "-lc", "-ic", "-ec") for a in argv[i + 2 :])
+        shell_entry = entry is not None and basename(entry) in _SHELLS
+        # the last word is the shell itself (`… IMAGE bash`), or a shell entrypoint with no
+        # script to run (`--entrypoint /bin/bash IMAGE`)
+        if not runs_script and (basename(argv[-1]) in _SHELLS or (
+                shell_entry and not argv[-1].startswith("-") and ":" in argv[-1])):
+            return cmd.words[0].start
+    return None
+
+
+def _position(block: CodeBlock, text: str, offset: int) -> tuple[int, int]:
+    line = block.content_line + text.count("\n", 0, offset)
+    col = offset - (text.rfind("\n", 0, offset) + 1)
+    return line, block.col + col
+
+
+def static_refusals(block: CodeBlock, files: Mapping[str, str] | None = None) -> list[Refusal]:
+    """What the block's own text says against running it as one runbook."""
+    text = block.content
+    out: list[Refusal] = []
+    marks = placeholders(text)
+    if marks:
+        i, col, what = marks[0]
+        more = sorted({m[2] for m in marks} - {what})
+        extra = f" (and {', '.join(more[:3])})" if more else ""
+        out.append(Refusal(block.content_line + i, block.col + col, STATIC_CODE, "placeholder",
+                           f"the command holds a placeholder, {what}{extra}: write the value "
+                           "it stands for"))
+    launches = top_level_launches(text, files)
+    if len(launches) > 1:
+        line, col = _position(block, text, launches[1][0])
+        firsts = ", ".join(f"line {_position(block, text, o)[0]}" for o, _h in launches)
+        out.append(Refusal(line, col, STATIC_CODE, "alternatives",
+                           f"the block starts {len(launches)} servers ({firsts}): alternatives "
+                           "to choose from, not one run; give each its own block"))
+    shell = _interactive_shell(text)
+    if shell is not None:
+        line, col = _position(block, text, shell)
+        out.append(Refusal(line, col, STATIC_CODE, "interactive",
+                           "the block opens an interactive shell in a container (docker -it … "
+                           "bash); what is typed in it is not part of the block"))
+    for i, line_text, _body in _code_lines(text):
+        m = _MULTI_NODE.search(line_text)
+        if m:
+            out.append(Refusal(block.content_line + i, block.col + m.start(), STATIC_CODE,
+                               "multi-node", f"a launch across several nodes ({m[0].strip()}): "
+                               "a runbook runs on one host"))
+            break
+    return out
+
+
+def required_variables(text: str, files: Iterable[str] = ()) -> list[tuple[str, int]]:
+    """Variables the block's command (and the compose files it runs) read without a default
+    and do not set themselves, leaving out the shell's own and secrets a user keeps in the
+    environment: (name, offset of its first use in `text`, or -1 when only a file reads it)."""
+    code = "\n".join(line for _i, line, _b in _code_lines(text))
+    texts = [code, *files]
+    given = set(SHELL_VARS) | AMBIENT
+    for t in [*texts, *heredoc_files(text).values()]:  # a launcher script sets its own
+        given |= sets(t)
+    out: dict[str, int] = {}
+    for index, t in enumerate(texts):
+        for name in reads(t.replace("$$", "")):
+            if name in given or _SECRET.search(name) or name in out:
+                continue
+            m = re.search(rf"\$\{{?{name}\b", text) if index == 0 else None
+            out[name] = m.start() if m else -1
+    return sorted(out.items(), key=lambda kv: (kv[1] < 0, kv[1], kv[0]))
+
+
+def page_value(page: Page, name: str, skip: tuple[int, int] = (0, 0)) -> PageValue | None:
+    """The last line of the page (outside lines `skip`) that sets `name`, if any."""
+    rx = re.compile(rf"^\s*(?:export\s+)?{re.escape(name)}=(.*)$")
+    hit: PageValue | None = None
+    for number, line in enumerate(page.text.split("\n"), start=1):
+        if skip[0] <= number <= skip[1]:
+            continue
+        m = rx.match(line)
+        if m:
+            value = m[1].strip().strip("'\"")
+            shaky = bool(placeholders(f"{name}={m[1].strip()}")) or "$(" in value or not value
+            hit = PageValue(name, value, number, shaky or "$" in value)
+    return hit
+
+
+def unset_refusals(page: Page | None, block: CodeBlock, defined: Container[str],
+                   files: Iterable[str] = ()) -> list[Refusal]:
+    """RB015 for each variable the command needs that is neither set by the block, by its env=
+    attribute nor in `defined` (the environment the run starts from)."""
+    out: list[Refusal] = []
+    for name, offset in required_variables(block.content, files):
+        if name in defined:
+            continue
+        line, col = (_position(block, block.content, offset) if offset >= 0
+                     else (block.line, block.col))
+        where = ""
+        if page is not None:
+            pv = page_value(page, name, (block.line, block.end_line))
+            if pv is not None:
+                where = (f"; the page sets it at line {pv.line}"
+                         + (" to a placeholder" if pv.placeholder else f" ({name}={pv.value})"))
+        out.append(Refusal(line, col, UNSET_CODE, "unset",
+                           f"{name} is not set: the command needs it{where}", (name,)))
+    return out
+
+
+def runbook_unset(runbook: Runbook, pages: Iterable[Page], environ: Mapping[str, str],
+                  ) -> list[Refusal]:
+    """The variables `runbook`'s server command needs that neither the block, its env=
+    attribute nor `environ` (the environment a run starts from) sets, located in its page."""
+    page = next((p for p in pages if p.path == runbook.page), None)
+    block = next((b for b in page.code_blocks if b.line == runbook.server.line), None) \
+        if page is not None else None
+    if block is None:
+        return []
+    defined = {*environ, *(k for k, _v in runbook.server.extra_env)}
+    return unset_refusals(page, block, defined, (f.content for f in runbook.files))
+
+
+_LAUNCH = re.compile(
+    r"\bvllm\s+serve\b|vllm\.entrypoints|sglang\.launch_server|\bsglang\s+serve\b"
+    r"|\bllama-server\b|\bdocker[ -]compose\b[^\n]*\bup\b"
+    r"|\b(?:docker|podman)\s+(?:container\s+)?run\b[^\n]*(?:\s-d\b|--detach|--gpus|\\$)",
+    re.M)
+_SCRIPT = re.compile(r"(?:^|[\s'\"])((?:\.{0,2}/)[\w./-]+\.(?:sh|py)|/opt/[\w./-]+|"
+                     r"\./[\w./-]+)")
+
+
+def page_scripts(page: Page) -> dict[str, int]:
+    """Files the page's plain shell blocks write with a here-document: path → block line."""
+    out: dict[str, int] = {}
+    for block in page.code_blocks:
+        if "<<" in block.content:
+            for path in heredoc_files(block.content):
+                out.setdefault(path, block.line)
+    return out
+
+
+def _runs(text: str, path: str) -> list[int]:
+    """Offsets of top-level commands of `text` that run `path` (directly, or through bash/sh
+    or `docker compose -f`)."""
+    try:
+        cmds = split_commands(text)
+    except ShellSyntaxError:
+        return []
+    out: list[int] = []
+    for cmd in cmds:
+        argv = cmd.argv
+        words = [a for a in argv if "=" not in a.split("/")[0] or a.startswith("/")]
+        if not words or words[0] in ("cat", "chmod", "tee", "rm", "ls", "mkdir", "cp", "mv"):
+            continue
+        if path in argv or f"./{path}" in argv or path.removeprefix("./") in argv:
+            out.append(cmd.words[0].start)
+    return out
+
+
+def unproposed_reason(page: Page, block: CodeBlock, problems: Iterable[str] = (),
+                      scripts: Mapping[str, int] | None = None) -> Refusal | None:
+    """Why a plain shell block that looks like a launch (an engine launcher, `docker run -d`,
+    `docker compose up`, or a run of a launcher script the page writes) is not proposed; None
+    when it does not look like one."""
+    text = block.content
+    code = "\n".join(line for _i, line, _b in _code_lines(text))
+    scripts = scripts if scripts is not None else page_scripts(page)
+    written = set()
+    if "<<" in text:
+        written = set(heredoc_files(text))
+    elsewhere = {p: ln for p, ln in scripts.items() if p not in written
+                 and not (block.line <= ln <= block.end_line)}
+    runs = {p: _runs(text, p) for p in elsewhere}
+    runs = {p: offs for p, offs in runs.items() if offs}
+    if not (_LAUNCH.search(code) or runs):
+        return None
+    found = static_refusals(block)
+    if found:
+        return found[0]
+
+    def at(offset: int) -> tuple[int, int]:
+        return _position(block, text, offset)
+
+    offsets = sorted(o for offs in runs.values() for o in offs)
+    if len(offsets) > 1:
+        line, col = at(offsets[1])
+        return Refusal(line, col, STATIC_CODE, "alternatives",
+                       f"the block starts {len(offsets)} servers (lines "
+                       f"{', '.join(str(at(o)[0]) for o in offsets)}): alternatives to choose "
+                       "from, not one run; give each its own block")
+    if runs:
+        path, offs = next(iter(runs.items()))
+        line, col = at(offs[0])
+        return Refusal(line, col, "RB016", "elsewhere",
+                       f"runs {path}, which the block at line {elsewhere[path]} writes: one "
+                       "runbook block must write and run it (or run what it holds)")
+    for path in sorted(written):
+        later = [b.line for b in page.code_blocks if b.line > block.end_line
+                 and _runs(b.content, path)]
+        if later and not _runs(text, path):
+            return Refusal(block.line, block.col, "RB016", "elsewhere",
+                           f"writes {path} and leaves running it to the block at line "
+                           f"{later[0]}: one runbook block must write and run it")
+    script = next((m[1] for m in _SCRIPT.finditer(code) if m[1] not in written), None)
+    if script is not None and script.startswith("/opt/"):
+        return Refusal(block.line, block.col, "RB016", "opaque",
+                       f"the server is {script}, a script inside the image: the engine, model "
+                       "and port cannot be read from the page")
+    if script is not None:
+        return Refusal(block.line, block.col, "RB016", "opaque",
+                       f"the launch runs {script}, which the page does not show: the engine, "
+                       "model and port cannot be read from it")
+    why = next(iter(problems), None) or "no engine launcher found in what the block runs"
+    return Refusal(block.line, block.col, "RB016", "opaque",
+                   f"a launch the reader does not understand: {why}")
