@@ -18,7 +18,7 @@ test: setup engine docker browser
 	$(BIN)/python scripts/check-browser.py --site site
 
 # The edit loop: lint, types and the tests that need no engine, Docker daemon, Ray cluster or
-# browser (about a minute and a half on a quiet 2-core machine). `make test` runs everything.
+# browser. `make test` runs everything.
 test-fast: setup
 	$(BIN)/ruff check wikitools tests scripts benchmarks
 	$(BIN)/mypy

@@ -55,8 +55,9 @@ _ENGINE = re.compile(
 _IMAGE = re.compile(r"vllm|sglang|llama\.cpp|llama-server", re.I)
 _DOCKER_RUN = re.compile(r"\b(?:docker|podman)\s+(?:container\s+)?run\b")
 _COMPOSE_UP = re.compile(r"\bdocker[ -]compose\b[^\n]*\bup\b")
-_REGION = re.compile(r"(?:\s*\n)?\s*<!-- wiki:results [^\n]*-->\n.*<!-- wiki:end[^\n]*-->\n?",
-                     re.S)
+_REGION = re.compile(r"<!-- wiki:results [^\n]*-->\n.*?<!-- wiki:end[^\n]*-->", re.S)
+_SERVER = re.compile(r"```bash \{ #[\w.-]+ \.runbook-server [^}\n]*\}\n\s*docker compose up -d"
+                     r"\n\s*```")  # a server block added after a compose file
 _DIAG = re.compile(r"^(?P<path>[^:\n]+):(?P<line>\d+):(?P<col>\d+): (?P<rest>.*)$")
 
 
@@ -144,8 +145,8 @@ def _changed_lines(before: Path, after: Path) -> list[str]:
                     _OPEN.match(x) and _OPEN.match(y)
                     for x, y in zip(a[i1:i2], b[j1:j2], strict=True)):
                 continue
-            added = "\n".join(b[j1:j2])
-            if tag == "insert" and _REGION.fullmatch(added):
+            added = _SERVER.sub("", _REGION.sub("", "\n".join(b[j1:j2])))
+            if tag == "insert" and not added.strip():
                 continue
             bad.append(f"{rel}:{i1 + 1}: {tag} {a[i1:i2][:2]} -> {b[j1:j2][:2]}")
     return bad

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
+from harness import HAVE_ENGINE, make_tiny_model
 
 # Tests parse fresh every time, and never write to the user's cache folder; the cache has
 # its own tests that point WIKI_CACHE_DIR at a temporary folder.
@@ -31,3 +33,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.fixture
 def update_goldens(request: pytest.FixtureRequest) -> bool:
     return bool(request.config.getoption("--update-goldens"))
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path | None:
+    """The tiny model with dummy weights, made once per session for every test that serves it
+    (engine, Docker and fleet tests); None without the engine environment."""
+    return make_tiny_model(tmp_path_factory.mktemp("tiny-model")) if HAVE_ENGINE else None

@@ -18,13 +18,14 @@ import argparse
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
 from pathlib import Path
+
+from harness import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 VIEWPORTS = {"desktop": (1366, 900), "phone": (390, 844)}
@@ -63,12 +64,6 @@ def build_site(root: Path, site_dir: Path, *, strict: bool = True) -> None:
     if proc.returncode != 0:
         sys.stderr.write(proc.stdout + proc.stderr)
         sys.exit(f"error: mkdocs build --strict failed (exit {proc.returncode})")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def wait_for(url: str, seconds: float = 10.0) -> None:

@@ -245,3 +245,75 @@ def test_scan_of_a_page_outside_the_wiki_is_a_located_usage_error(
     err = capsys.readouterr().err
     assert f"{outside}: not inside the wiki at {root}" in err
     assert "Traceback" not in err
+
+
+def test_blocks_in_tabs_lists_admonitions_and_myst_tabs_are_marked_once(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = _wiki(tmp_path, {"t.md": (
+        "# T\n\n1. Launch\n\n    === \"vLLM\"\n\n        ```shell\n"
+        "        vllm serve org/m --tensor-parallel-size 2\n        ```\n\n"
+        "    === \"SGLang\"\n\n        ```shell\n"
+        "        python3 -m sglang.launch_server --model-path org/m --tp 2\n        ```\n\n"
+        ":::::{tab-set}\n::::{tab-item} A\n```bash\nvllm serve org/q --tensor-parallel-size 4\n"
+        "```\n::::\n:::::\n\n!!! note \"Admonition\"\n\n    ```bash\n    vllm serve org/r\n"
+        "    ```\n")})
+    assert main(["runbook", "scan", "--write", "--root", str(root)]) == 0
+    assert capsys.readouterr().err.strip().endswith("4 blocks in 1 page marked")
+    assert main(["runbook", "scan", "--check", "--root", str(root)]) == 0
+    runbooks, diags, _pages = load_runbooks(root)
+    assert diags == []
+    assert [(r.id, r.server.engine, r.server.command.tp) for r in runbooks] == [
+        ("m-tp2", "vllm", 2), ("m-tp2-2", "sglang", 2), ("q-tp4", "vllm", 4),
+        ("r-tp1", "vllm", None)]
+    assert main(["runbook", "list", "--root", str(root)]) == 0
+    assert capsys.readouterr().out.count("docs/t.md#") == 4
+
+
+def test_funnel_benchmark_sorts_every_launch_block(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location(
+        "bench_adopt", Path(__file__).resolve().parents[1] / "benchmarks" / "bench_adopt.py")
+    assert spec and spec.loader
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules["bench_adopt"] = bench
+    spec.loader.exec_module(bench)
+    tree = tmp_path / "tree"
+    (tree / "models").mkdir(parents=True)
+    (tree / "models" / "m.md").write_text(
+        "# M\n\n```bash\nvllm serve org/m --tensor-parallel-size 2\n```\n\n"
+        "```bash\nvllm serve <model>\n```\n\n"
+        "```bash\n./launch-everything.sh --serve\nvllm serve org/x & vllm serve org/y\n```\n")
+    before = (tree / "models" / "m.md").read_bytes()
+    assert bench.main([str(tree), "--list"]) == 0
+    out = capsys.readouterr().out
+    assert "  launch blocks         3\n" in out
+    assert "  runbook               1 (33.3 %)\n" in out
+    assert "  refused               2 (66.7 %)\n" in out
+    assert "  silent                0 (0.0 %)\n" in out
+    assert "  scan --check after    exit 0\n" in out
+    assert "  other lines changed   0\n" in out
+    assert (tree / "models" / "m.md").read_bytes() == before  # the tree itself is not written
+
+
+def test_compose_file_run_only_in_prose_gets_a_server_block(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = _wiki(tmp_path, {"c.md": (
+        "# C\n\n```yaml\nservices:\n  srv:\n    image: vllm/vllm-openai:v0.10.0\n"
+        "    network_mode: host\n    command: [\"--model\", \"org/c\", \"--tensor-parallel-size\", "
+        "\"2\"]\n```\n\nStart it with `docker compose up -d`, then:\n\n"
+        "```bash\nvllm bench serve --model org/c --num-prompts 8\n```\n")})
+    assert main(["runbook", "scan", "--write", "--root", str(root)]) == 0
+    text = (root / "docs" / "c.md").read_text()
+    assert ("```\n\n```bash { #c-tp2 .runbook-server engine=vllm gpus=2 }\n"
+            "docker compose up -d\n```\n\nStart it with") in text
+    runbooks, diags, _pages = load_runbooks(root)
+    assert diags == []
+    rb = runbooks.get("c-tp2")
+    assert [f.path for f in rb.files] == ["compose.yaml"]
+    assert (rb.server.command.model, rb.server.command.tp) == ("org/c", 2)
+    assert [c.kind for c in rb.clients] == ["serving"]
+    assert main(["runbook", "scan", "--check", "--root", str(root)]) == 0
+    capsys.readouterr()

@@ -14,7 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
-from fakes.plans import fake_plan, free_port
+from fakes.plans import fake_plan
+from harness import free_port
 
 from wikitools.runbook.engines import markers
 from wikitools.runbook.execution import execute as ex

@@ -14,7 +14,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from fakes.plans import fake_plan, free_port
+from fakes.plans import fake_plan
+from harness import free_port
 
 from wikitools.cli import main
 from wikitools.commands.fleet import summary_table

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakes.plans import free_port
 from fakes.ray_cluster import RayCluster, cmdline, fake_smi, tagged, why_not
+from harness import free_port
 
 from wikitools.cli import main
 from wikitools.runbook.records.record import Record, dumps
@@ -45,16 +45,6 @@ pytestmark = [pytest.mark.ray,
 
 
 # --------------------------------------------------------------------------- the cluster
-
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path | None:
-    if not HAVE_ENGINE:
-        return None
-    out = tmp_path_factory.mktemp("tiny-model")
-    subprocess.run([str(ENGINE_BIN / "python"), str(REPO / "scripts" / "make-dummy-model.py"),
-                    str(out), "--preset", "tiny"], check=True, capture_output=True, timeout=120)
-    return out
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import stat
 from pathlib import Path
 
 import pytest
-from fakes.plans import free_port
+from harness import free_port
 
 from wikitools.cli import main
 from wikitools.runbook.execution.host import (

@@ -8,7 +8,7 @@ import json
 import os
 
 import pytest
-from fakes.plans import free_port
+from harness import free_port
 from test_render import FAKE_BIN
 
 from wikitools.cli import main

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from fakes.plans import free_port
+from harness import free_port
 
 from wikitools.runbook.execution.processes import children_of, process_state
 

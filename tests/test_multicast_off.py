@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 import pytest
-from fakes.plans import free_port
+from harness import free_port
 
 from wikitools.cli import main
 from wikitools.pages import parse_page

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import os
-import socket
 import stat
 from pathlib import Path
 
 import pytest
+from harness import free_port
 
 from wikitools.cli import main
 from wikitools.errors import UsageError
@@ -260,12 +260,6 @@ def fake_smi(tmp_path: Path, host: str) -> Path:
     return script
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_cli_plan_ok_and_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                  monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
@@ -359,3 +353,29 @@ def test_compose_plan_runs_in_the_run_folder_with_a_project_of_its_own() -> None
     # Editing the compose file changes the runbook's hash (its records become stale).
     edited = parse_page(page.text.replace("8100", "8101"), "p.md")
     assert extract_runbooks([edited])[0].get("r").blocks_hash != rb.blocks_hash
+
+
+def test_plan_summary_comes_first_and_names_unset_variables(tmp_path: Path, capsys,
+                                                           monkeypatch) -> None:
+    (tmp_path / "wiki").mkdir()
+    (tmp_path / "wiki" / "p.md").write_text(
+        "---\ntitle: P\n---\n\n# P\n\n"
+        '```bash { #r .runbook-server engine=vllm gpus=0 env="TP=1" }\n'
+        'MODEL=${MODEL_DIR:-/models}/x\nvllm serve "$QWEN35_35B_AWQ" --tensor-parallel-size "$TP" '
+        '--download-dir "$MODEL" --port 18124\n```\n\n'
+        '```bash { .runbook-client for=r name=b sweep="C=1,2" }\n'
+        'vllm bench serve --model m --max-concurrency "$C" --api-key "$BENCH_KEY" '
+        "--tokenizer '$NOT_EXPANDED'\n```\n")
+    monkeypatch.delenv("QWEN35_35B_AWQ", raising=False)
+    monkeypatch.setenv("BENCH_KEY", "set")
+    # the plan is printed in full, and the exit status says the server cannot run as it is
+    assert main(["runbook", "plan", "r", "--root", str(tmp_path)]) == 2
+    out, err = capsys.readouterr()
+    assert "wiki/p.md:9:13: RB015 QWEN35_35B_AWQ is not set: the command needs it" in err
+    lines = out.splitlines()
+    assert lines[:4] == [
+        "runbook wiki/p.md#r", "verdict: ok", "runs: one server; 8 client runs",
+        "unset: QWEN35_35B_AWQ (read by the server command): set it before the run"]
+    assert lines.index("details:") > lines.index("  client b (serving): 2 points (C=1,2), each "
+                                                 "warm-up + 3 runs")
+    assert lines[-1] == "verdict: ok"

@@ -43,7 +43,7 @@ def make(run_id="20261130T100000Z-abcdef12", started="2026-11-30T10:00:00Z", sta
         steps=(Step("preflight", "ok", 0.1),),
         clients=clients or (ClientResult("bench", "serving", "vllm bench serve", "C", (
             Point("1", "ok", {"output_throughput": 435.76204086905074, "completed": 16},
-                  "a/b.json"),
+                  "a/b.json", coords=(("C", "1"),)),
         )),),
         artifacts_dir=".artifacts/rb/x",
         **kw,

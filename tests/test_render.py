@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from fakes.plans import free_port
+from harness import free_port
 
 from wikitools.cli import main
 from wikitools.pages import read_page
@@ -315,7 +315,8 @@ def test_cli_run_end_to_end(tmp_path, capsys, fake_path):
     assert main(["runbook", "run", "wiki/fake.md#fake-rb", "--root", str(root), "--yes",
                  "--sweep", "C=1,3", "--repeats", "1", "--no-warmup"]) == 0
     out, _err = capsys.readouterr()
-    assert f"compared with runbooks/fake-rb/{path.name}: no number moved beyond the spread" in out
+    assert f"compared with runbooks/fake-rb/{path.name} (" in out
+    assert "  no number moved beyond the spread at the 2 point(s) both runs measured" in out
     newest = max((root / "runbooks" / "fake-rb").glob("*.json"))
     again = json.loads(newest.read_text())["clients"][0]
     assert (again["repeats"], again["warmup"]) == (1, False)

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from fakes.plans import free_port
+from harness import free_port
 
 from wikitools.cli import main
 from wikitools.runbook.execution import runstate

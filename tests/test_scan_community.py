@@ -58,6 +58,10 @@ _NEW_REGION = re.compile(r"\n\n<!-- wiki:results runbook=[\w.-]+ view=\w+ -->\n.
                          r"<!-- wiki:end sum=\w+ -->", re.S)
 
 
+_NEW_SERVER = re.compile(r"\n\n```bash \{ #[\w.-]+ \.runbook-server [^}]*\}\n"
+                         r"docker compose up -d\n```(?=\n)")
+
+
 def test_scan_write_marks_blocks_in_place_and_check_reports_drift(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     root = _tree(tmp_path)
@@ -74,14 +78,16 @@ def test_scan_write_marks_blocks_in_place_and_check_reports_drift(
     # Blocks that cannot become runbooks are left alone, with the reason.
     assert ("wiki/troubleshooting/inside-a-running-container.md:14:1: RB012 warning: server "
             "block not converted: the server starts inside a running container (dev)") in out
-    assert ("wiki/models/minimax-m25.md:6:1: RB012 warning: file block not converted: no "
-            "`docker compose … up` block follows it on the page to run it") in out
+    # A compose file the page runs only in its prose gets a server block after it.
+    assert ("wiki/models/minimax-m25.md:6:1: marked server block: ```bash { #minimax-m2.5-tp4-2 "
+            ".runbook-server engine=vllm gpus=4 }") in out
     changed = regions = 0
     for path, old in before.items():
         new = path.read_text()
         # the results regions it adds after a runbook's last client; nothing else is added
         new, added = _NEW_REGION.subn("", new) if "wiki:results" not in old else (new, 0)
         regions += added
+        new = _NEW_SERVER.sub("", new)
         old_lines, new_lines = old.split("\n"), new.split("\n")
         assert len(old_lines) == len(new_lines), path
         for a, b in zip(old_lines, new_lines, strict=True):

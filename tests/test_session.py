@@ -8,7 +8,7 @@ import os
 import threading
 
 import pytest
-from fakes.plans import free_port
+from harness import free_port
 from test_render import FAKE_BIN, make_wiki
 
 from wikitools.errors import UsageError

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
-from fakes.plans import free_port
+from harness import free_port
 
 from wikitools.cli import main
 from wikitools.pages import parse_page
@@ -136,6 +136,12 @@ def test_each_variant_runs_its_own_server_and_one_record_holds_them_all(
     assert names[0] == "preflight" and names[-1] == "[KV=2000] teardown"
     assert all(s["status"] == "ok" for s in data["steps"])
     assert port_free(port, "127.0.0.1")
+    # the page: one row per variant and point, a matrix of variant by swept variable, and
+    # each variant's own server facts
+    text = (root / "wiki" / "v.md").read_text()
+    assert "| KV \\\\ C | 1 | 2 |" in text and "| 2000 | 41.0 | 82.0 |" in text
+    assert "    | 1000 | 2 | 20.25 | 82.0 |" in text
+    assert "- `KV=1000`: vLLM 0.0.0+fake; " in text and "KV cache 2,000 tokens" in text
     record = read_record(path)
     assert record.variant_vars == ("KV",)
     assert [v.name for v in record.each_variant()] == ["KV=1000", "KV=2000"]

@@ -19,7 +19,7 @@ _CONTAINER = re.compile(
     r'^(?:(?P<admonition>!!!|\?\?\?\+?)[ \t]+(?P<kind>[\w-]+)|(?P<tab>===[!+]?)[ \t]+(?=["\'])'
     r')(?P<rest>.*)$'
 )
-_FENCE_OPEN = re.compile(r"^ {0,3}(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
+_FENCE_ANY = re.compile(r"^ *(?P<fence>`{3,}|~{3,})(?P<info>.*)$")  # in a list item too
 
 
 def _yaml_problem(page: Page, exc: yaml.YAMLError) -> dict[str, Any]:
@@ -73,18 +73,20 @@ def indent(line: str) -> int:
 
 def flatten_containers(page: Page, lines: list[str]) -> list[str]:
     """Dedent the bodies of admonitions and content tabs so that markdown-it parses them as
-    ordinary Markdown. Line numbers are kept; columns are read back from the original lines."""
+    ordinary Markdown. A container may sit inside a list item or another container (`    ===
+    "Tab"` under `1. …`): its body is indented four columns more than its own line. Line numbers
+    are kept; columns are read back from the original lines."""
     out: list[str] = []
-    depth = 0  # open containers; each one removed four columns from its body
-    fence: tuple[str, int] | None = None  # (char, length) of an open fence in the dedented text
+    bodies: list[int] = []  # for each open container, the original indent of its body
+    fence: tuple[str, int] | None = None  # (char, length) of an open fence
     for number, original in enumerate(lines, start=1):
         line, removed = original, 0
-        if depth and line.strip():
+        if bodies and line.strip():
             if fence is None:
-                while depth and indent(line) < 4 * depth:
-                    depth -= 1
-            cut = min(4 * depth, indent(line))
-            line, removed = line[cut:], cut
+                while bodies and indent(original) < bodies[-1]:
+                    bodies.pop()
+            cut = min(4 * len(bodies), indent(original))
+            line, removed = original[cut:], cut
         elif not line.strip():
             line, removed = "", 0
         if fence is not None:
@@ -93,16 +95,34 @@ def flatten_containers(page: Page, lines: list[str]) -> list[str]:
             if stripped.startswith(char * length) and not stripped.strip(char):
                 fence = None
         else:
-            opened = _FENCE_OPEN.match(line)
-            match = _CONTAINER.match(line) if indent(line) == 0 else None
+            opened = _FENCE_ANY.match(line)
+            own = indent(line)
+            match = _CONTAINER.match(line[own:]) if own % 4 == 0 and own <= 12 else None
             if opened:
                 fence = (opened["fence"][0], len(opened["fence"]))
-            elif match:
+            elif match and (own == 0 or (out and _in_list_or_container(out, own))):
                 _add_container_title(page, original, removed, number, match["rest"])
-                depth += 1
+                bodies.append(indent(original) + 4)
                 line = ""
         out.append(line)
     return out
+
+
+_LIST_ITEM = re.compile(r"^(?P<indent> *)(?:[-*+]|\d{1,9}[.)])[ \t]+\S")
+
+
+def _in_list_or_container(done: list[str], own: int) -> bool:
+    """Whether a line indented `own` columns continues a list item (`1. …` whose content starts
+    at that column or before) rather than being an indented code block."""
+    for prev in reversed(done):
+        if not prev.strip():
+            continue
+        m = _LIST_ITEM.match(prev)
+        if m and len(m["indent"]) < own:
+            return True
+        if indent(prev) < own and not m:
+            return False
+    return False
 
 
 def _add_container_title(page: Page, original: str, removed: int, number: int, rest: str) -> None:

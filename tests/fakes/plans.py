@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import sys
 from pathlib import Path
 
@@ -22,12 +21,6 @@ from wikitools.runbook.execution.model import (
 FAKES = Path(__file__).resolve().parent
 SERVER = FAKES / "fake_openai_server.py"
 BENCH = FAKES / "fake_bench.py"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def fake_plan(

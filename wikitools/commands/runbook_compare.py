@@ -11,9 +11,15 @@ from wikitools.commands import add_root
 from wikitools.config import load_config
 from wikitools.errors import UsageError
 from wikitools.runbook.blocks.extract import load_runbooks
-from wikitools.runbook.records.compare import Comparison, comparable, compare_records, last_two
+from wikitools.runbook.records.compare import (
+    Comparison,
+    comparable,
+    compare_variants,
+    last_two,
+)
 from wikitools.runbook.records.record import Record, RecordError, load_records, read_record
 from wikitools.runbook.records.stats import Spread
+from wikitools.runbook.records.variance import card_of, point_variance
 from wikitools.runbook.rendering.describe import engine_text, short_hardware
 
 
@@ -75,16 +81,20 @@ def run_compare(args: argparse.Namespace) -> int:
             raise UsageError(f"runbook '{rid}' has fewer than two successful runs on the same "
                              "GPUs; name two record files instead")
         old, new = pair
-    print(format_comparison(compare_records(old, new)))
+    comparisons = compare_variants(old, new)
+    print("\n\n".join([format_comparison(c) for c in comparisons])
+          if comparisons else _head(old, new) + "\n\nnothing comparable: the two runs share no "
+          "server variant")
     return 0
 
 
 def _spread(s: Spread | None) -> str:
+    """`504.7 ±5.0 %` as the tables print it (median ± half the range), with n."""
     if s is None:
         return "–"
     text = f"{s.median:,.2f}" if s.median < 100 else f"{s.median:,.1f}"
     if s.count > 1:
-        text += f" ({s.low:,.4g}–{s.high:,.4g}, n={s.count})"
+        text += f" ±{s.half_range * 100:.1f} % (n={s.count})"
     return text
 
 
@@ -93,8 +103,19 @@ def _describe(label: str, record: Record) -> str:
             f"{short_hardware(record)}  {engine_text(record)}")
 
 
+def _head(old: Record, new: Record) -> str:
+    return _describe("old", old) + "\n" + _describe("new", new)
+
+
 def format_comparison(cmp: Comparison) -> str:
-    lines = [_describe("old", cmp.old), _describe("new", cmp.new), ""]
+    """What changed first, then the numbers, then the other real differences, then one line
+    that says what the comparison found."""
+    lines = []
+    if cmp.variant is not None:
+        lines.append(f"variant {cmp.variant}")
+    lines += [_head(cmp.old, cmp.new), ""]
+    lines += cmp.headline()
+    lines.append("")
     table = [["client", "point", "metric", "old", "new", "new/old", "verdict"]]
     for r in cmp.rows:
         ratio = "–" if r.ratio is None else f"{r.ratio:.3f}"
@@ -104,29 +125,27 @@ def format_comparison(cmp: Comparison) -> str:
         widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
         for row in table:
             lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+        lines.append("(± is half the range between the lowest and the highest run, as in the "
+                     "tables; a number moved when the two ± ranges do not overlap)")
     else:
         lines.append("no serving numbers to compare")
     lines.append("")
     if cmp.differences:
-        lines.append(f"provenance differences ({len(cmp.differences)}):")
+        lines.append(f"other differences ({len(cmp.differences)}):")
         for d in cmp.differences:
-            lines.append(f"  {d.field}: {_value(d.old)} -> {_value(d.new)}")
+            unset = "unset" if d.field.startswith("server.env.") else "(none)"
+            lines.append(f"  {d.field}: {_value(d.old, unset)} -> {_value(d.new, unset)}")
     else:
-        lines.append("provenance: no differences")
-    changed = cmp.changed
-    lines.append("")
-    if changed:
-        worse = sum(r.verdict == "regression" for r in changed)
-        lines.append(f"{len(changed)} number(s) changed beyond the spread: {worse} regression(s), "
-                     f"{len(changed) - worse} improvement(s)")
-    else:
-        lines.append("no number changed beyond the spread")
+        lines.append("other differences: none")
+    if cmp.only_new:
+        lines.append("recorded only by the newer run (not compared): " + ", ".join(cmp.only_new))
+    lines += ["", cmp.verdict()]
     return "\n".join(lines)
 
 
-def _value(v: Any) -> str:
+def _value(v: Any, none: str = "(none)") -> str:
     if v is None:
-        return "(none)"
+        return none
     text = " ".join(str(v).split())
     return text if len(text) <= 160 else text[:157] + "..."
 
@@ -158,10 +177,36 @@ def run_history(args: argparse.Namespace) -> int:
                     if old:
                         text += f" ({(sp.median - old) / old * 100:+.0f} %)"
                     cells.append(text)
-            print(f"  {rec.started_at[:10]}  {rec.run_id}  {engine_text(rec)}  output tok/s "
+            card = card_of(rec)
+            if previous is not None and previous.blocks_hash != rec.blocks_hash:
+                cells.append("commands changed since the run before")
+            print(f"  {rec.started_at[:10]}  {rec.run_id}  {engine_text(rec)}  "
+                  f"card {card[:12] + '…' if card else '(not recorded)'}  output tok/s "
                   + ("; ".join(cells) or "–"))
             previous = rec
+        _variance(groups[hw])
     return 0
+
+
+def _pct(value: float | None, why: str) -> str:
+    return f"±{value * 100:.1f} %" if value is not None else why
+
+
+def _variance(records: list[Record]) -> None:
+    """Per point: how far the same commands' output tok/s moves within a run, between runs on
+    one card, between cards and between days (± half the range, as the tables print it)."""
+    newest = records[-1]
+    same = [r for r in records if r.blocks_hash == newest.blocks_hash]
+    rows = point_variance(same)
+    if not rows:
+        return
+    print(f"  spread of output tok/s over the {len(same)} run(s) of the newest commands "
+          f"(blocks {newest.blocks_hash.split(':', 1)[-1][:8]}):")
+    for v in rows:
+        print(f"    {v.client} {v.point}: within a run {_pct(v.within_run, 'one run each')}; "
+              f"between runs on one card {_pct(v.same_card, 'no card ran it twice')}; "
+              f"between cards {_pct(v.between_cards, f'{v.cards} card(s) known')}; "
+              f"between days {_pct(v.between_days, f'{v.days} day(s)')}")
 
 
 def _old_median(previous: Record | None, client: str, coords: Any) -> float | None:

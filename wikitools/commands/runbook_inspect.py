@@ -25,8 +25,8 @@ from wikitools.runbook.engines.secrets import mask_env
 from wikitools.runbook.execution.plantext import format_plan, format_summary, format_verdict
 from wikitools.runbook.execution.preflight import required_gpus
 from wikitools.runbook.records.record import read_records
-from wikitools.runbook.rendering.render import render_pages, stored_text
-from wikitools.runbook.session import prepare
+from wikitools.runbook.rendering.render import stored_text
+from wikitools.runbook.session import prepare, render_into
 
 
 def add_parsers(sub: Any) -> None:
@@ -252,10 +252,7 @@ def _render_new_regions(root: Path, paths: list[str]) -> None:
     every = load_pages(load_config(root))
     runbooks, _diags = extract_runbooks(every)
     wanted = set(paths)
-    changes, _problems = render_pages([p for p in every if p.path in wanted], root,
-                                      runbooks=runbooks)
-    for change in changes:
-        write_if_changed(root / change.path, change.new)
+    render_into([p for p in every if p.path in wanted], root, runbooks)
 
 
 def _adopt(args: argparse.Namespace, pages: list[Page], every_page: list[Page],

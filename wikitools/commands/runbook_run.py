@@ -23,7 +23,7 @@ from wikitools.runbook.blocks.extract import extract_runbooks
 from wikitools.runbook.engines.secrets import mask_text
 from wikitools.runbook.execution.execute import Event
 from wikitools.runbook.execution.plantext import format_plan, format_summary, format_verdict
-from wikitools.runbook.records.compare import Row
+from wikitools.runbook.records.compare import Comparison
 from wikitools.runbook.records.record import Record, dumps
 from wikitools.runbook.session import RunResult, prepare, render_into, run_prepared
 
@@ -137,7 +137,7 @@ def run_run(args: argparse.Namespace) -> int:
     if result.record_path is None and result.kept_at is not None:
         print("refused at preflight: nothing written under runbooks/; the record is kept at "
               f"{_shown(result.kept_at, prepared.root)}", file=sys.stderr)
-    _changes(result.previous, result.changed, record)
+    _changes(result.previous, result.comparisons, record)
     if any(d.severity is Severity.ERROR for d in result.diagnostics):
         print("pages not fully re-rendered: see the errors above", file=sys.stderr)
         return 1
@@ -164,23 +164,30 @@ def _not_written(result: RunResult, root: Path) -> None:
     say("pages not re-rendered: the record is not in runbooks/")
 
 
-def _changes(previous: Record | None, changed: tuple[Row, ...], record: Record) -> None:
-    """Say which numbers moved beyond the spread since the last comparable record."""
+def _changes(previous: Record | None, comparisons: tuple[Comparison, ...],
+             record: Record) -> None:
+    """What changed since the last comparable record: what differs between the runs first,
+    then the numbers that moved; "nothing comparable" is said as such, never as an all-clear."""
     if previous is None or not record.ok:
         return
     ref = f"runbooks/{previous.runbook}/{previous.run_id}.json"
-    if not changed:
-        print(f"compared with {ref}: no number moved beyond the spread")
-        return
-    print(f"compared with {ref} (`wiki runbook compare {ref} "
-          f"runbooks/{record.runbook}/{record.run_id}.json` lists what else differs):")
-    for row in changed:
-        old, new = row.old, row.new
-        assert old is not None and new is not None and row.ratio is not None
-        print(f"  {row.verdict}: {row.client} {row.point} {row.metric} {old.median:,.2f} -> "
-              f"{new.median:,.2f} ({row.ratio:.2f}x)")
-    if previous.blocks_hash != record.blocks_hash:
-        print("  note: the page's commands changed between the two runs")
+    new_ref = f"runbooks/{record.runbook}/{record.run_id}.json"
+    print(f"compared with {ref} (`wiki runbook compare {ref} {new_ref}` shows it all):")
+    if not comparisons:
+        print("  nothing comparable: the two runs share no server variant")
+    for cmp in comparisons:
+        pad = "  "
+        if cmp.variant is not None:
+            print(f"  variant {cmp.variant}:")
+            pad = "    "
+        for line in cmp.headline():
+            print(pad + line)
+        for row in cmp.changed:
+            old, new = row.old, row.new
+            assert old is not None and new is not None and row.ratio is not None
+            print(f"{pad}{row.verdict}: {row.client} {row.point} {row.metric} "
+                  f"{old.median:,.2f} -> {new.median:,.2f} ({row.ratio:.2f}x)")
+        print(pad + cmp.verdict())
 
 
 def _summary(record: Record, path: str | None, rendered: list[str], err: Console) -> None:

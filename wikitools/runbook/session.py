@@ -27,7 +27,7 @@ from wikitools.runbook.execution.plan import PlanOverrides, artifacts_dir_for, m
 from wikitools.runbook.execution.preflight import preflight
 from wikitools.runbook.execution.processes import Leftover
 from wikitools.runbook.execution.runstate import RunLock, remove_temp_files
-from wikitools.runbook.records.compare import Row, previous_comparable, regressions
+from wikitools.runbook.records.compare import Comparison, compare_variants, previous_comparable
 from wikitools.runbook.records.record import (
     RECORDS_DIR,
     Record,
@@ -88,7 +88,7 @@ class RunResult:
     record_error: str | None = None  # why the record could not be written
     kept_at: Path | None = None  # where the record was kept instead
     previous: Record | None = None  # the last successful record on the same GPUs, if any
-    changed: tuple[Row, ...] = ()  # numbers that moved beyond the spread since `previous`
+    comparisons: tuple[Comparison, ...] = ()  # with `previous`, one per server variant
 
 
 def prepare(
@@ -182,7 +182,8 @@ def run_prepared(
                                                prepared.runbooks)
     return RunResult(base.record, path, rendered, tuple(sort_diagnostics(diags)),
                      base.leftovers, base.removed, previous=previous,
-                     changed=tuple(regressions(previous, record)))
+                     comparisons=tuple(compare_variants(previous, record)
+                                       if previous is not None and record.ok else ()))
 
 
 def _kept(base: RunResult, folder: Path, error: str | None) -> RunResult:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from wikitools.diagnostics import Diagnostic, Severity
@@ -28,14 +28,34 @@ class Adopted:
     skipped: tuple[Diagnostic, ...]  # blocks left alone, with the reason
 
 
-def _rewrite(text: str, suggestions: Iterable[Suggestion]) -> str:
+def _rewrite(text: str, suggestions: Sequence[Suggestion]) -> str:
     lines = text.split("\n")
     for s in suggestions:
         m = _FENCE.match(lines[s.line - 1])
-        if m is None:
+        if m is None or s.insert:
             continue
         lines[s.line - 1] = m["indent"] + m["fence"] + s.brace
+    for s in sorted((s for s in suggestions if s.insert), key=lambda s: -s.end_line):
+        m = _FENCE.match(lines[s.line - 1])
+        indent = m["indent"] if m else ""
+        lines[s.end_line:s.end_line] = ["", indent + s.fence, indent + s.insert, indent + "```"]
     return "\n".join(lines)
+
+
+_ADDED = 4  # lines an added server block takes: a blank line, two fences and the command
+
+
+def _shift(line: int, added: Sequence[Suggestion]) -> int:
+    """Where line `line` of the page is once the server blocks `added` are in."""
+    return line + _ADDED * sum(1 for a in added if a.end_line < line)
+
+
+def _block_lines(s: Suggestion, added: Sequence[Suggestion] = ()) -> set[int]:
+    """The lines of the block `s` stands for, in the rewritten page."""
+    if s.insert:
+        start = _shift(s.end_line, added) + 2
+        return set(range(start, start + 3))
+    return set(range(_shift(s.line, added), _shift(s.end_line, added) + 1))
 
 
 _KIND = re.compile(r"\bkind=(\w+)")
@@ -48,6 +68,7 @@ def _with_regions(page: Page, text: str, converted: Sequence[Suggestion]) -> str
     have = {m[1] for m in re.finditer(r"<!--\s*wiki:results\b[^>]*\brunbook=([\w.-]+)",
                                        page.text)}
     inserts: list[tuple[int, list[str]]] = []
+    added = [s for s in converted if s.insert]
     for rid in dict.fromkeys(s.runbook for s in converted if s.role == "server"):
         clients = [s for s in converted if s.role == "client" and s.runbook == rid]
         kinds = [k[1] for s in clients if (k := _KIND.search(s.brace))]
@@ -55,11 +76,11 @@ def _with_regions(page: Page, text: str, converted: Sequence[Suggestion]) -> str
         if rid in have or view is None:
             continue
         last = max(clients, key=lambda s: s.end_line)
-        m = _FENCE.match(lines[last.line - 1])
+        m = _FENCE.match(lines[_shift(last.line, added) - 1])
         indent = m["indent"] if m else ""
         region = [f"{indent}<!-- wiki:results runbook={rid} view={view} -->",
                   f"{indent}<!-- wiki:end -->"]
-        inserts.append((last.end_line, ["", *region]))
+        inserts.append((_shift(last.end_line, added), ["", *region]))
     for after, new in sorted(inserts, reverse=True):
         lines[after:after] = new
     return "\n".join(lines)
@@ -109,23 +130,20 @@ def adopt_page(page: Page, suggestions: Sequence[Suggestion],
         new = parse_page(text, page.path)
         _runbooks, diags = extract_runbooks([new, *other_pages])
         bad_lines = {d.line for d in diags if d.path == page.path}
-        bad_ids = {s.runbook for s in mine if _block_lines(s) & bad_lines}
+        added = [s for s in mine if s.insert]
+        bad_ids = {s.runbook for s in mine if _block_lines(s, added) & bad_lines}
         if not bad_ids:
             return Adopted(page.path, _with_regions(page, text, mine), tuple(mine),
                            tuple(skipped))
         for s in mine:
             if s.runbook in bad_ids:
                 why = next((d.message for d in diags if d.path == page.path
-                            and d.line in _block_lines(s)), None)
+                            and d.line in _block_lines(s, added)), None)
                 why = why or "another block of the same runbook cannot be converted"
                 skipped.append(Diagnostic(page.path, s.line, s.col, "RB012",
                                           f"{s.role} block not converted: {why}",
                                           Severity.WARNING))
         mine = [s for s in mine if s.runbook not in bad_ids]
-
-
-def _block_lines(s: Suggestion) -> set[int]:
-    return set(range(s.line, s.end_line + 1))
 
 
 def modernise_fences(page: Page) -> tuple[str, tuple[int, ...]]:

@@ -49,6 +49,9 @@ class Suggestion:
     source_line: int = 0  # the block holding the launcher (a compose file for `up` blocks)
     command: EngineCommand | ClientCommand | None = field(default=None, compare=False,
                                                           hash=False)
+    # A server block to add after the compose file at `line` (its `up` is only in the prose):
+    # the command it holds. Empty for blocks that are marked where they are.
+    insert: str = ""
 
     @property
     def fence(self) -> str:
@@ -56,7 +59,21 @@ class Suggestion:
 
     def format(self) -> str:
         where = f"{self.path}:{self.line}:{self.col}"
+        if self.insert:
+            return (f"{where}: compose file {self.summary} with no `up` block; add after it: "
+                    f"{self.fence} {self.insert}")
         return f"{where}: {self.role} {self.summary}; mark it: {self.fence}"
+
+
+def _up_block(pending: Suggestion) -> Suggestion:
+    """The server block that runs a compose file the page shows but runs only in its prose."""
+    cmd = pending.command
+    assert isinstance(cmd, EngineCommand)
+    attrs = f"engine={cmd.engine} gpus={cmd.gpus}"
+    return Suggestion(pending.path, pending.line, pending.col, "server", pending.summary,
+                      format_fence_info("bash", f"#{pending.runbook} .runbook-server {attrs}"),
+                      pending.runbook, pending.end_line, pending.line, cmd,
+                      insert="docker compose up -d")
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,12 +222,14 @@ def scan_wiki(pages: Iterable[Page], taken: Iterable[str] = ()) -> ScanResult:
                 continue
             if lang in YAML_LANGS and looks_like_compose(block.content):
                 cmd = understand_compose(block.content)
+                if pending_file is not None:
+                    out.append(_up_block(pending_file))
                 if cmd is None:  # the image decides the flags: a later `up` is not understood
                     compose, pending_file = None, None
-                    why = _compose_reason(block)
-                    if why:
+                    compose_why = _compose_reason(block)
+                    if compose_why:
                         refused.append(Diagnostic(page.path, block.line, block.col, "RB016",
-                                                  f"not proposed as a runbook: {why}",
+                                                  f"not proposed as a runbook: {compose_why}",
                                                   Severity.WARNING))
                     continue
                 rid = new_id(cmd, page.path)
@@ -221,6 +240,7 @@ def scan_wiki(pages: Iterable[Page], taken: Iterable[str] = ()) -> ScanResult:
                                f".runbook-file for={rid} path={DEFAULT_FILES[0]}"), rid,
                     block.end_line, block.line, cmd)
                 out.append(pending_file)
+                current = rid  # clients that follow measure it, whichever block runs it
                 continue
             if lang not in SHELL_LANGS:
                 continue
@@ -274,6 +294,8 @@ def scan_wiki(pages: Iterable[Page], taken: Iterable[str] = ()) -> ScanResult:
                     page.path, block.line, block.col, "client", f"({found.launcher})",
                     fence_info(block, "bash", f".runbook-client for={target} kind={kind}"),
                     target, block.end_line, block.line, found))
+        if pending_file is not None:
+            out.append(_up_block(pending_file))
     return ScanResult(out, refused)
 
 

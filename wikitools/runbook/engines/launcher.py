@@ -341,10 +341,10 @@ def top_level_launches(text: str, files: Mapping[str, str] | None = None,
         if i >= len(argv):
             continue
         head = " ".join(argv[i : i + 3])
-        body = scope.callables.get(basename(argv[i]))
-        if body:
+        fn_body = scope.callables.get(basename(argv[i]))
+        if fn_body:
             try:
-                inner = find_in_script(body, 1, Scope(files=dict(scope.files)))
+                inner = find_in_script(fn_body, 1, Scope(files=dict(scope.files)))
             except ShellSyntaxError:
                 inner = None
             if inner is not None and inner[0].kind == "server":

@@ -1,9 +1,11 @@
-"""Carry out a Plan on this host: start the server in its own process group, wait until it is
-really ready, run every client point against it, and always tear everything down and verify the
-port and GPU memory came back. Returns the run Record; never prints (progress goes to on_event).
+"""Carry out a Plan on this host, variant by variant: start the variant's server in its own
+process group, wait until it is really ready, run every run of every client point against it,
+and always tear everything down and verify the port and GPU memory came back before the next
+variant. Returns the run Record; never prints (progress goes to on_event).
 
-The steps are preflight, start, ready, warmup, one per client point, teardown; each runs inside
-`step()`, which records it and reports its start and end."""
+The steps are preflight, then per variant start, ready, warmup, one per client run, teardown
+(named `[KV=fp8] start` when the server has variants); each runs inside `step()`, which records
+it and reports its start and end."""
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ import secrets
 import stat
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -157,9 +157,6 @@ class VariantResult(RecordData):
     def ok(self) -> bool:
         return self.status == "ok"
 
-    def coord(self, var: str) -> str | None:
-        return dict(self.coords).get(var)
-
     def client(self, name: str | None) -> ClientResult | None:
         return next((c for c in self.clients if c.name == name), None)
 
@@ -220,11 +217,19 @@ class Record(RecordData):
         want = sorted(coords)
         return next((v for v in self.each_variant() if sorted(v.coords) == want), None)
 
+    def flat(self, variant: VariantResult) -> Record:
+        """The record as if its run had had only `variant` (a record without variants: itself):
+        what a reader of one server's results (a table, a comparison) reads."""
+        if not self.variants:
+            return self
+        return replace(self, status=variant.status if variant.status != "skipped" else "failed",
+                       failed_step=variant.failed_step, message=variant.message,
+                       engine=variant.engine, server=variant.server, markers=variant.markers,
+                       timings=variant.timings, gpu_state=variant.gpu_state,
+                       clients=variant.clients, variants=(), schema_version=SCHEMA_VERSION)
+
     def client(self, name: str | None) -> ClientResult | None:
-        for c in self.clients:
-            if c.name == name:
-                return c
-        return None
+        return next((c for c in self.clients if c.name == name), None)
 
     def to_dict(self) -> dict[str, Any]:
         data = RecordData.to_dict(self)
@@ -250,27 +255,23 @@ class Record(RecordData):
         data = {"page": "", "blocks_hash": "", **data}
         if "finished_at" not in data and "started_at" in data:
             data["finished_at"] = data["started_at"]
-        if version == 1:
-            data = _from_schema_1(data)
+        data["clients"] = _clients_with_coords(data.get("clients", []))
+        if isinstance(data.get("variants"), list):
+            data["variants"] = [{**v, "clients": _clients_with_coords(v.get("clients", []))}
+                                if isinstance(v, dict) else v for v in data["variants"]]
         return super(Record, cls).from_dict(data)
 
 
-def _from_schema_1(data: dict[str, Any]) -> dict[str, Any]:
-    """Schema 1 stored a point's one swept value as `value`: its coords are that value."""
-    clients = data.get("clients")
+def _clients_with_coords(clients: Any) -> Any:
+    """Schema 1 (and an early schema 2 writer) kept a point's one swept value only as `value`:
+    its coords are that value."""
     if not isinstance(clients, list):
-        return data
-    out: list[Any] = []
-    for c in clients:
-        if isinstance(c, dict) and isinstance(c.get("points"), list):
-            var = c.get("sweep_var")
-            c = {**c, "points": [
-                {**p, "coords": {var: p.get("value")}}
-                if isinstance(p, dict) and "coords" not in p and isinstance(var, str)
-                and p.get("value") is not None else p
-                for p in c["points"]]}
-        out.append(c)
-    return {**data, "clients": out}
+        return clients
+    return [{**c, "points": [
+        {**p, "coords": {c["sweep_var"]: p["value"]}} if isinstance(p, dict)
+        and not p.get("coords") and isinstance(c.get("sweep_var"), str)
+        and p.get("value") is not None else p for p in c["points"]]}
+        if isinstance(c, dict) and isinstance(c.get("points"), list) else c for c in clients]
 
 
 def point_from_samples(value: str | None, samples: Sequence[Sample],

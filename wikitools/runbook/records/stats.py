@@ -48,6 +48,27 @@ class Spread:
     def noisy(self) -> bool:
         return self.relative > NOISY_SPREAD
 
+    @property
+    def half_range(self) -> float:
+        """The ± the tables print: half the min–max range, relative to the median (0.029 for
+        ±2.9 %); 0 for one sample."""
+        return self.relative / 2
+
+    @property
+    def band(self) -> tuple[float, float]:
+        """median ± half the range (what a table's `561.2 ±1.7 %` means); a single sample,
+        which has no range of its own, gets the noise threshold: ±NOISY_SPREAD / 2."""
+        half = (self.high - self.low) / 2 if self.count > 1 else abs(self.median) * NOISY_SPREAD / 2
+        return self.median - half, self.median + half
+
+
+def beyond_spread(old: Spread, new: Spread) -> bool:
+    """True when two medians differ by more than their spreads: the bands the tables print
+    (median ± half the range) do not overlap."""
+    lo_o, hi_o = old.band
+    lo_n, hi_n = new.band
+    return hi_n < lo_o or hi_o < lo_n
+
 
 def spread_of(values: Sequence[Any]) -> Spread | None:
     nums = [n for n in (number(v) for v in values) if n is not None]
@@ -86,5 +107,5 @@ def relative_change(old: float, new: float) -> float | None:
     return (new - old) / abs(old)
 
 
-__all__ = ["KEY_METRICS", "NOISY_SPREAD", "Spread", "median_metrics", "number",
-           "relative_change", "spread_of"]
+__all__ = ["KEY_METRICS", "NOISY_SPREAD", "Spread", "beyond_spread", "median_metrics",
+           "number", "relative_change", "spread_of"]

@@ -113,15 +113,18 @@ def headline(record: Record) -> str:
         msg = msg if len(msg) <= 80 else msg[:77] + "..."
         return cell(f"failed at {md_code(record.failed_step)}: {md_text(msg)}")
     best: tuple[float, str, str] | None = None
-    for client in record.clients:
-        if client.kind != "serving":
-            continue
-        for p in client.points:
-            v = p.metrics.get("output_throughput")
-            if isinstance(v, int | float) and (best is None or v > best[0]):
-                where = (f" at {md_text(client.sweep_var)}={md_text(p.value)}"
-                         if client.sweep_var else "")
-                best = (v, md_text(client.name), where)
+    for variant in record.each_variant():
+        for client in variant.clients:
+            if client.kind != "serving":
+                continue
+            for p in client.points:
+                v = p.metrics.get("output_throughput")
+                if isinstance(v, int | float) and (best is None or v > best[0]):
+                    where = ([f"{md_text(client.sweep_var)}={md_text(p.value)}"]
+                             if client.sweep_var else [])
+                    if variant.coords:
+                        where.insert(0, f"variant {md_text(variant.name)}")
+                    best = (v, md_text(client.name), f" at {', '.join(where)}" if where else "")
     if best is None:
         return "ok"
     return cell(f"best output {best[0]:,.1f} tok/s ({best[1]}{best[2]})")

@@ -5,6 +5,7 @@ throughput/interactivity trade-off of several runbooks."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from wikitools.runbook.records.record import ClientResult, Point, Record
@@ -50,7 +51,7 @@ def with_spread(spread: Spread | None, pattern: str) -> str:
         return DASH
     text = pattern.format(spread.median)
     if spread.count > 1:
-        half = spread.relative * 50
+        half = spread.half_range * 100
         # a narrow no-break space keeps "%" with its number when the cell wraps
         text += f" ±{half:.1f}\u202f%" if half < 10 else f" ±{half:.0f}\u202f%"
         if spread.noisy:
@@ -73,7 +74,7 @@ def _status_cell(point: Point) -> str:
 
 def short_table(client: ClientResult) -> dict[str, Any]:
     vars_ = list(client.sweep_vars) if client.grid else [client.sweep_var or "run"]
-    header = vars_ + [h for h, _, _ in SHORT_COLUMNS]
+    header = [cell(md_text(v)) for v in vars_] + [h for h, _, _ in SHORT_COLUMNS]
     rows = []
     for point in client.points:
         row = _label(client, point)
@@ -89,7 +90,7 @@ def short_table(client: ClientResult) -> dict[str, Any]:
 def full_table(client: ClientResult, show_accept: bool) -> dict[str, Any]:
     vars_ = list(client.sweep_vars) if client.grid else [client.sweep_var or "run"]
     many = any(len(p.samples) > 1 for p in client.points)
-    header = vars_ + [h for h, _, _ in FULL_COLUMNS]
+    header = [cell(md_text(v)) for v in vars_] + [h for h, _, _ in FULL_COLUMNS]
     if show_accept:
         header.append("spec acceptance")
     header += ["ok/total", "runs"]
@@ -195,8 +196,9 @@ def sweep_charts(client: ClientResult) -> str:
 
 
 def grid_view(client: ClientResult) -> dict[str, Any] | None:
-    """Matrix (first variable down, second across) of median output tok/s, and its heat map."""
-    if not client.grid:
+    """Matrix (first variable down, second across) of median output tok/s, and its heat map;
+    None unless exactly two variables vary (more: one row per combination)."""
+    if len(client.sweep_vars) != 2:
         return None
     row_var, col_var = client.sweep_vars[0], client.sweep_vars[1]
     rows = _ordered(p.coord(row_var) for p in client.points)
@@ -204,7 +206,7 @@ def grid_view(client: ClientResult) -> dict[str, Any] | None:
     at = {(p.coord(row_var), p.coord(col_var)): p for p in client.points}
     matrix, values = [], []
     for r in rows:
-        line, nums = [cell(r)], []
+        line, nums = [cell(md_text(r))], []
         for c in cols:
             point = at.get((r, c))
             sp = point.spread("output_throughput") if point and point.status == "ok" else None
@@ -216,7 +218,8 @@ def grid_view(client: ClientResult) -> dict[str, Any] | None:
     heat = Heat("Output throughput (tok/s)", row_var, col_var, tuple(rows), tuple(cols),
                 tuple(values), " tok/s")
     return {
-        "header": [f"{row_var} \\\\ {col_var}", *[cell(c) for c in cols]],
+        "header": [f"{md_text(row_var)} \\\\ {md_text(col_var)}",
+                   *[cell(md_text(c)) for c in cols]],
         "aligns": ["---"] + ["--:"] * len(cols),
         "rows": matrix,
         "chart": figure([render_heat(heat)]),
@@ -229,6 +232,29 @@ def _ordered(values: Any) -> list[str]:
         if v is not None and v not in seen:
             seen.append(v)
     return seen
+
+
+def with_variants(record: Record, name: str | None) -> ClientResult | None:
+    """Client `name` across the record's server variants as one client whose variables are the
+    variant variables, then its own swept ones: one row per variant and point; a matrix when
+    two variables vary in all (two variant variables, or one and a swept one)."""
+    found = [(v, c) for v in record.each_variant() if (c := v.client(name)) is not None]
+    if not found:
+        return None
+    base = found[0][1]
+    if not record.variants:
+        return base
+    names = record.variant_vars + base.sweep_vars
+    points = []
+    for variant, client in found:
+        for p in client.points:
+            coords = variant.coords + tuple(
+                (k, v) for k, v in sorted(p.coords, key=lambda kv: base.sweep_vars.index(kv[0])
+                                          if kv[0] in base.sweep_vars else 0))
+            value = coords[0][1] if len(coords) == 1 else ",".join(f"{k}={v}" for k, v in coords)
+            points.append(replace(p, value=value, coords=tuple(sorted(coords))))
+    return replace(base, sweep_var=names[0] if names else None, sweep_vars=names,
+                   points=tuple(points))
 
 
 # --------------------------------------------------------------------------- trade-off
@@ -301,4 +327,4 @@ def tradeoff(entries: Sequence[tuple[str, Record, ClientResult, bool]]) -> dict[
 
 __all__ = ["FULL_COLUMNS", "SHORT_COLUMNS", "cell", "fmt", "full_table", "gpu_count",
            "grid_view", "repeats_note", "short_table", "sweep_charts", "tradeoff",
-           "with_spread"]
+           "with_spread", "with_variants"]

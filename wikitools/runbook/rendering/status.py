@@ -37,8 +37,9 @@ def target_arch(runbook: Runbook) -> str:
 
 
 def _engine(record: Record) -> str:
-    name = engines.display_name(record.engine.get("name"), default="")
-    version = record.engine.get("version")
+    engine = record.each_variant()[0].engine
+    name = engines.display_name(engine.get("name"), default="")
+    version = engine.get("version")
     return f"{name} {version}".strip() if version else name
 
 

@@ -49,9 +49,10 @@ def _client_of_kind(runbook: Runbook | None, record: Record, wanted: str | None,
         for block in sorted(runbook.clients, key=lambda c: c.line):
             if block.kind == kind:
                 return block.name
-    for result in record.clients:
-        if result.kind == kind:
-            return result.name
+    for variant in record.each_variant():
+        for result in variant.clients:
+            if result.kind == kind:
+                return result.name
     return None
 
 
@@ -67,12 +68,27 @@ def _shown_common(record: Record) -> dict[str, Any]:
         "gpu_before": describe_state(escaped(record.gpu_state.get("before")), "before the run"),
         "gpu_after": describe_state(escaped(record.gpu_state.get("after")), "after the clients"),
         "cpu_only": bool(record.host.get("cpu_only")),
+        "variants": _variant_facts(record),
     }
 
 
+def _variant_facts(record: Record) -> list[str]:
+    """One line per server variant: its name, engine and what its server reported."""
+    out = []
+    for v in record.variants:
+        flat = record.flat(v)
+        facts = server_facts(flat)
+        state = "" if v.ok else f" ({v.status}" + (f" at {md_code(v.failed_step)}"
+                                                    if v.failed_step else "") + ")"
+        out.append(cell(f"{md_code(v.name)}{state}: {engine_text(flat)}" + (
+            f"; {facts}" if facts else "")))
+    return out
+
+
 def serving_table(record: Record, client_name: str | None) -> dict[str, Any]:
-    shown = _shown_common(record)
-    client = record.client(client_name)
+    shown = _shown_common(record.flat(record.each_variant()[0]))
+    shown["variants"] = _variant_facts(record)
+    client = serving.with_variants(record, client_name)
     if client is None:
         shown.update(header=[], aligns=[], rows=[], short=None, charts="", grid=None, note="")
         return shown
@@ -151,12 +167,13 @@ def render_region(
         latest = records[-1]
         ok = next((r for r in reversed(records) if r.ok), None)
         if not latest.ok:
+            tail = next((v.server.get("log_tail") for v in latest.each_variant()
+                         if v.status == "failed" and v.server.get("log_tail")), ())
             ctx["failed"] = {
                 "date": day(latest.started_at),
                 "record_path": record_rel_path(latest),
                 "step": md_code(latest.failed_step),
-                "message": md_text(better_message(
-                    latest.message, latest.server.get("log_tail") or ()) or "no message"),
+                "message": md_text(better_message(latest.message, tail or ()) or "no message"),
             }
         if ok is not None:
             if region.view == "quality":

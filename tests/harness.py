@@ -1,0 +1,226 @@
+"""The end-to-end harness shared by the engine, Docker and fleet tests: the engine environment
+and its tiny model, free ports, polling, processes found by a tag in their environment, and `Run`,
+one `wiki runbook run` as a subprocess whose record and leftovers the tests check.
+
+Every process a run starts inherits TAG_VAR=<the run's tag>, so a test finds (and as a last
+resort kills) exactly its own processes, never anyone else's."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fakes.procs import tagged
+
+from wikitools.runbook.execution.processes import command_of
+
+REPO = Path(__file__).resolve().parents[1]
+ENGINE_VENV = Path(os.environ.get("WIKI_ENGINE_VENV", REPO / ".venv-engine"))
+ENGINE_BIN = ENGINE_VENV / "bin"
+MAKE_MODEL = REPO / "scripts" / "make-dummy-model.py"
+TAG_VAR = "WIKI_E2E_TAG"
+HAVE_ENGINE = (ENGINE_BIN / "vllm").is_file()
+NO_ENGINE = (f"engine environment missing ({ENGINE_VENV}); create it with "
+             "scripts/setup-engine-env.sh")
+# What vLLM logs when the model path of the pages' "bad model" runbooks does not exist.
+BAD_MODEL = ("huggingface_hub.errors.HFValidationError: Repo id must be in the form 'repo_name' or "
+             "'namespace/repo_name': '/nonexistent/tiny-model'. Use `repo_type` argument if "
+             "needed.")
+# The marks of a test that serves with the real vLLM CPU engine.
+needs_engine = (pytest.mark.engine, pytest.mark.skipif(not HAVE_ENGINE, reason=NO_ENGINE))
+
+
+def make_tiny_model(out: Path) -> Path:
+    """The tiny model with dummy weights (scripts/make-dummy-model.py --preset tiny)."""
+    subprocess.run([str(ENGINE_BIN / "python"), str(MAKE_MODEL), str(out), "--preset", "tiny"],
+                   check=True, capture_output=True, timeout=120)
+    return out
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def port_free(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return False
+    except OSError:
+        return True
+
+
+def wait_until(ready: Callable[[], object], timeout: float, interval: float = 0.1) -> bool:
+    """Poll `ready` until it is true or `timeout` seconds pass; its last answer, as a bool."""
+    deadline = time.monotonic() + timeout
+    while not ready():
+        if time.monotonic() >= deadline:
+            return bool(ready())
+        time.sleep(interval)
+    return True
+
+
+def tagged_pids(tag: str) -> list[int]:
+    """Live processes whose environment carries TAG_VAR=tag (inherited by every process the run
+    started: bash, the server, its engine core and workers, the clients)."""
+    return tagged(TAG_VAR, tag)
+
+
+def describe(pids: Sequence[int]) -> str:
+    return "\n".join(f"{pid}: {command_of(pid, limit=200)}" for pid in pids)
+
+
+def step(record: Mapping[str, Any], name: str) -> dict[str, Any]:
+    for s in record["steps"]:
+        if s["name"] == name:
+            return dict(s)
+    raise AssertionError(f"no step {name!r} in {[s['name'] for s in record['steps']]}")
+
+
+def strict_json(path: Path) -> dict[str, Any]:
+    """A record file: strict JSON (no NaN), serialised deterministically (sorted keys, indent 2,
+    UTF-8, LF, one trailing newline)."""
+    text = path.read_text(encoding="utf-8")
+    assert text.endswith("}\n") and "\r" not in text
+
+    def refuse(name: str) -> Any:
+        raise AssertionError(f"record is not strict JSON: it contains {name}")
+
+    data = json.loads(text, parse_constant=refuse)
+    assert text == json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+    assert isinstance(data, dict)
+    return data
+
+
+class Run:
+    """`wiki runbook run RUNBOOK --yes` in `root` as a subprocess, with the engine environment
+    first on PATH, TINY_MODEL naming the tiny model and this run's tag in the environment."""
+
+    def __init__(self, root: Path, runbook: str, *, port: int, model: Path | None,
+                 args: Sequence[str] = (), env: Mapping[str, str] | None = None) -> None:
+        self.root = root
+        self.runbook = runbook
+        self.port = port
+        self.tag = uuid.uuid4().hex[:16]
+        self.env = dict(os.environ)
+        self.env.update(
+            PATH=f"{ENGINE_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+            TINY_MODEL=str(model or "/nonexistent-model"),
+            HF_HUB_OFFLINE="1",
+            NO_COLOR="1",
+            **(env or {}),
+            **{TAG_VAR: self.tag},
+        )
+        self.env.pop("VIRTUAL_ENV", None)
+        self.argv = [sys.executable, "-m", "wikitools", "runbook", "run", runbook, "--yes",
+                     *args]
+        self.proc: subprocess.Popen[str] | None = None
+        self.seconds = 0.0
+        self.stdout = ""
+        self.stderr = ""
+        self._t0 = 0.0
+
+    def start(self) -> None:
+        self._t0 = time.monotonic()
+        self.proc = subprocess.Popen(self.argv, cwd=self.root, env=self.env, text=True,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    def wait(self, timeout: float) -> int:
+        assert self.proc is not None
+        try:
+            self.stdout, self.stderr = self.proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.stdout, self.stderr = self.proc.communicate()
+            self.cleanup()
+            pytest.fail(f"wiki runbook run {self.runbook} did not finish in {timeout:g} s\n"
+                        f"{self.output}")
+        self.seconds = time.monotonic() - self._t0
+        return self.proc.returncode
+
+    def __call__(self, timeout: float = 900) -> int:
+        self.start()
+        return self.wait(timeout)
+
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    @property
+    def output(self) -> str:
+        return f"--- stdout\n{self.stdout}\n--- stderr\n{self.stderr}"
+
+    def record_path(self) -> Path:
+        paths = sorted((self.root / "runbooks" / self.runbook).glob("*.json"))
+        assert len(paths) == 1, f"expected one record, found {paths}\n{self.output}"
+        return paths[0]
+
+    def record(self) -> dict[str, Any]:
+        return strict_json(self.record_path())
+
+    def artifacts(self) -> Path:
+        return self.root / self.record()["artifacts_dir"]
+
+    def wait_for_client(self, pattern: str, timeout: float = 900) -> Path:
+        """The log of the first client run matching `pattern` (a glob below the run's artifacts
+        folder), once the client process has written to it: the client is running."""
+        folder = self.root / ".artifacts" / self.runbook
+        found: list[Path] = []
+
+        def started() -> bool:
+            assert self.running(), f"the run ended before its client started\n{self.output}"
+            found[:] = [p for p in folder.glob(pattern) if p.stat().st_size > 0]
+            return bool(found)
+
+        assert wait_until(started, timeout, 0.2), "the client never started"
+        return found[0]
+
+    def leftovers(self) -> list[str]:
+        """What of this run is still there (processes carrying its tag)."""
+        return [f"process {line}" for line in describe(tagged_pids(self.tag)).splitlines()]
+
+    def cleanup(self) -> None:
+        """Last resort so a failing test leaves nothing behind: kill only our tagged processes."""
+        for pid in tagged_pids(self.tag):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+
+    def assert_nothing_left(self, timeout: float = 10) -> None:
+        wait_until(lambda: not self.leftovers(), timeout, 0.2)
+        left = self.leftovers()
+        self.cleanup()
+        assert not left, "left running:\n" + "\n".join(left)
+        assert port_free(self.port), f"port {self.port} still accepts connections"
+
+
+def assert_failed(run: Run, rc: int, failed_step: str) -> dict[str, Any]:
+    """The run failed at exactly `failed_step`, said why in one line, reported it without a
+    traceback of its own, tore down whatever it started and left nothing behind."""
+    assert rc == 1, run.output
+    rec = run.record()
+    assert rec["status"] == "failed", rec
+    assert rec["failed_step"] == failed_step, (rec["failed_step"], rec["message"])
+    assert rec["message"] and "\n" not in rec["message"]
+    assert f"FAILED at {failed_step}" in run.stdout, run.output
+    # An expected failure is reported, not raised: no traceback from the tool itself (the
+    # engine's own traceback may appear in the log tail it prints).
+    assert "wikitools" not in run.stderr.replace("\n", ""), run.output
+    teardown = step(rec, "teardown")
+    if failed_step == "preflight":  # refused before anything started: nothing to tear down
+        assert "start" not in [s["name"] for s in rec["steps"]], rec["steps"]
+        assert (teardown["status"], teardown["message"]) == ("skipped", "nothing was started")
+    else:
+        assert teardown["status"] == "ok", rec["steps"]
+    run.assert_nothing_left()
+    return rec
