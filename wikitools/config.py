@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wikitools.diagnostics import Diagnostic, Severity, yaml_problem
-from wikitools.errors import ConfigError
+from wikitools.errors import ConfigError, UsageError
 
 try:  # the C module directly: importing hashlib initialises OpenSSL, which costs start-up time
     from _blake2 import blake2b
@@ -107,12 +107,28 @@ def find_root(start: Path) -> Path:
     )
 
 
+DEFAULT_DOCS = "wiki"  # the pages folder of a wiki without a configuration file
+
+
+def is_wiki(folder: Path) -> bool:
+    """A wiki's top folder: it holds wiki.yml or mkdocs.yml, or (a wiki without a
+    configuration file) a `wiki/` folder of pages or, as the community wiki has, a
+    GLOSSARY.md at the top."""
+    return ((folder / CONFIG_NAME).is_file() or (folder / MKDOCS_NAME).is_file()
+            or (folder / DEFAULT_DOCS).is_dir() or (folder / "GLOSSARY.md").is_file())
+
+
 def resolve_root(given: Path | None) -> Path:
-    """--root as given (it must be a folder), else the wiki around the working directory."""
+    """--root as given, else the wiki around the working directory. A given root must be a
+    wiki (`is_wiki`): `--root /` would read the whole file system."""
     if given is None:
         return find_root(Path.cwd())
     if not given.is_dir():
         raise ConfigError(f"{given}: --root is not a folder")
+    if not is_wiki(given):
+        raise UsageError(f"{given}: --root is not a wiki (no {CONFIG_NAME}, {MKDOCS_NAME}, "
+                         f"{DEFAULT_DOCS}/ folder or GLOSSARY.md there); name the wiki's top "
+                         "folder")
     return given.resolve()
 
 
