@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import difflib
 import io
 import re
 import shutil
@@ -55,9 +54,10 @@ _ENGINE = re.compile(
 _IMAGE = re.compile(r"vllm|sglang|llama\.cpp|llama-server", re.I)
 _DOCKER_RUN = re.compile(r"\b(?:docker|podman)\s+(?:container\s+)?run\b")
 _COMPOSE_UP = re.compile(r"\bdocker[ -]compose\b[^\n]*\bup\b")
-_REGION = re.compile(r"<!-- wiki:results [^\n]*-->\n.*?<!-- wiki:end[^\n]*-->", re.S)
-_SERVER = re.compile(r"```bash \{ #[\w.-]+ \.runbook-server [^}\n]*\}\n\s*docker compose up -d"
-                     r"\n\s*```")  # a server block added after a compose file
+_REGION = re.compile(r"\r?\n\r?\n[ \t>]*<!-- wiki:results [^\n]*-->.*?<!-- wiki:end[^\n]*-->",
+                     re.S)
+_SERVER = re.compile(r"\r?\n\r?\n[ \t>]*```bash \{ #[\w.-]+ \.runbook-server [^}\n]*\}\r?\n"
+                     r"[ \t>]*docker compose up -d\r?\n[ \t>]*```(?=\r?\n)")
 _DIAG = re.compile(r"^(?P<path>[^:\n]+):(?P<line>\d+):(?P<col>\d+): (?P<rest>.*)$")
 
 
@@ -130,25 +130,23 @@ def _quiet(argv: list[str]) -> tuple[int, str]:
 
 
 def _changed_lines(before: Path, after: Path) -> list[str]:
-    """Lines changed between two copies that are neither opening fences nor added empty results
-    regions (the only edits `scan --write` may make)."""
+    """Lines changed between two copies other than opening fences, once the blocks `scan
+    --write` may add (empty results regions, a server block after a compose file) are taken
+    out again."""
     bad: list[str] = []
     for old in sorted(before.rglob("*.md")):
         rel = old.relative_to(before)
-        a = old.read_bytes().decode("utf-8", "replace").split("\n")
-        b = (after / rel).read_bytes().decode("utf-8", "replace").split("\n")
-        ops = difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
-        for tag, i1, i2, j1, j2 in ops:
-            if tag == "equal":
-                continue
-            if tag == "replace" and i2 - i1 == j2 - j1 and all(
-                    _OPEN.match(x) and _OPEN.match(y)
-                    for x, y in zip(a[i1:i2], b[j1:j2], strict=True)):
-                continue
-            added = _SERVER.sub("", _REGION.sub("", "\n".join(b[j1:j2])))
-            if tag == "insert" and not added.strip():
-                continue
-            bad.append(f"{rel}:{i1 + 1}: {tag} {a[i1:i2][:2]} -> {b[j1:j2][:2]}")
+        a_text = old.read_bytes().decode("utf-8", "replace")
+        b_text = (after / rel).read_bytes().decode("utf-8", "replace")
+        if "wiki:results" not in a_text:
+            b_text = _REGION.sub("", b_text)
+        b_text = _SERVER.sub("", b_text)
+        a, b = a_text.split("\n"), b_text.split("\n")
+        if len(a) != len(b):
+            bad.append(f"{rel}: {len(b) - len(a):+d} lines")
+            continue
+        bad += [f"{rel}:{n}: {x!r} -> {y!r}" for n, (x, y) in enumerate(zip(a, b, strict=True), 1)
+                if x != y and not (_OPEN.match(x) and _OPEN.match(y))]
     return bad
 
 

@@ -317,3 +317,36 @@ def test_compose_file_run_only_in_prose_gets_a_server_block(
     assert [c.kind for c in rb.clients] == ["serving"]
     assert main(["runbook", "scan", "--check", "--root", str(root)]) == 0
     capsys.readouterr()
+
+
+def test_arguments_after_a_shell_script_reach_the_launcher_it_forwards_them_to() -> None:
+    fences, refused = _scan(
+        "```bash\ndocker run -d --gpus all --network=host voipmonitor/vllm:x \\\n"
+        "  /bin/sh -lc 'unset NCCL_GRAPH_FILE; exec vllm serve \"$@\"' -- \\\n"
+        "  /models/Kimi-K2.6 --tensor-parallel-size 8 --port 8402\n```\n")
+    assert refused == []
+    assert fences == ["```bash { #kimi-k2.6-tp8 .runbook-server engine=vllm gpus=8 }"]
+    page = parse_page("```bash { #k .runbook-server engine=vllm gpus=8 }\n"
+                      "docker run -d --gpus all --network=host voipmonitor/vllm:x /bin/sh -lc "
+                      "'exec vllm serve \"$@\"' -- /models/K --tensor-parallel-size 8 --port 8402"
+                      "\n```\n", "p.md")
+    runbooks, diags = extract_runbooks([page])
+    assert diags == []
+    assert runbooks.get("k").server.port == 8402
+
+
+def test_chat_markup_in_a_command_is_not_a_placeholder() -> None:
+    fences, refused = _scan("```bash\nvllm serve org/r1 --tensor-parallel-size 2 "
+                            "--reasoning-parser deepseek_r1 --override-generation-config "
+                            "'{\"stop\": [\"<think>\"]}'\n```\n")
+    assert refused == []
+    assert fences == ["```bash { #r1-tp2 .runbook-server engine=vllm gpus=2 }"]
+
+
+def test_the_variable_the_page_gives_no_value_for_is_named_first() -> None:
+    _fences, refused = _scan(
+        "```bash\nexport IMAGE=voipmonitor/vllm:x\n```\n\n"
+        "```bash\ndocker run -d --gpus all --network host \"$IMAGE\" vllm serve \"$MODEL_DIR\" "
+        "--tp 8\n```\n")
+    assert refused[0] == ("p.md:6:62: RB015 warning: not proposed as a runbook: MODEL_DIR is not "
+                          "set: the command needs it")

@@ -30,7 +30,7 @@ vllm serve org/model \\
 vllm bench serve --model org/model --num-prompts 4
 ```
 """
-TYPO = ("wiki/typo.md:9:3: RB014 error: unknown flag '--tensor-paralel-size': vLLM "
+TYPO = ("wiki/typo.md:9:3: RB017 error: unknown flag '--tensor-paralel-size': vLLM "
         f"{flag_lists.VLLM_VERSION} has no such server flag; did you mean "
         "'--tensor-parallel-size'?")
 
@@ -66,7 +66,7 @@ def test_misspelled_engine_flag_is_reported_by_check(
     rc = main(["check", "--root", str(tree)])
     out = capsys.readouterr().out
     # a flag far from every real one (a fork's, another version's) is not judged
-    assert [line for line in out.splitlines() if " RB014 " in line] == [TYPO]
+    assert [line for line in out.splitlines() if " RB017 " in line] == [TYPO]
     assert rc == 1
 
 

@@ -140,6 +140,8 @@ def _describe_server(rb: Runbook) -> list[str]:
         ("speculative", json.dumps(c.speculative, sort_keys=True) if c.speculative else None),
         ("env", " ".join(f"{k}={v}" for k, v in mask_env(dict(c.env)).items())),
         ("run-only env", " ".join(f"{k}={v}" for k, v in mask_env(dict(s.extra_env)).items())),
+        ("variants", f"{s.variants.text()} ({len(s.variants)} servers, one after the other)"
+         if s.variants else None),
         ("other flags", " ".join(k if v is None else f"{k} {v}" for k, v in c.flags)),
     ]
     for label, value in fields:

@@ -18,6 +18,7 @@ from wikitools.fsio import write_if_changed
 from wikitools.pages import Page
 from wikitools.runbook.blocks.extract import extract_runbooks
 from wikitools.runbook.blocks.model import Runbook, RunbookSet
+from wikitools.runbook.blocks.refusals import runbook_unset
 from wikitools.runbook.blocks.sweep import Sweep, SweepError, parse_sweep
 from wikitools.runbook.blocks.variables import unset_variables
 from wikitools.runbook.execution.execute import EventSink, execute
@@ -74,7 +75,7 @@ class Prepared:
     started: datetime
     run_id: str
     unset: tuple[tuple[str, str], ...] = ()  # (variable, which block reads it) not set here
-    warnings: tuple[Diagnostic, ...] = ()  # block warnings of the runbook's page (RB014 …)
+    warnings: tuple[Diagnostic, ...] = ()  # block warnings of the runbook's page (RB017 …)
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +127,17 @@ def prepare(
                      overrides=overrides, verdict=verdict)
     warnings = tuple(d for d in sort_diagnostics(diags) if d.path == runbook.page)
     return Prepared(config.root, options, runbook, runbooks, tuple(pages), verdict, plan,
-                    started, run_id, tuple(unset_variables(runbook, os.environ)), warnings)
+                    started, run_id, unset_here(runbook, pages), warnings)
+
+
+def unset_here(runbook: Runbook, pages: list[Page]) -> tuple[tuple[str, str], ...]:
+    """(variable, which block reads it) for what the commands need and nothing here sets: the
+    server's as `wiki check` refuses them (RB015), then the clients'."""
+    server = [(name, "the server command") for r in runbook_unset(runbook, pages, os.environ)
+              for name in r.variables]
+    clients = [(name, where) for name, where in unset_variables(runbook, os.environ)
+               if where != "the server command"]
+    return tuple(dict.fromkeys(server + clients))
 
 
 def block_errors(runbook: Runbook, diags: list[Diagnostic]) -> None:

@@ -1,4 +1,4 @@
-"""RB014: a server block's flag that misspells, by one or two letters, a flag the engine's own
+"""RB017: a server block's flag that misspells, by one or two letters, a flag the engine's own
 parser defines (engines/flag_lists.py, one version), located where the block writes it, with the
 flag it means. A flag the list lacks altogether is not judged: it may be another version's or a
 fork's. The runbook stays readable; plan and run refuse it through its page's block errors,
@@ -32,7 +32,7 @@ def flag_findings(page: Page, block: CodeBlock, cmd: EngineCommand) -> list[Diag
             continue
         line, col = _locate_word(page, block, name)
         out.append(Diagnostic(
-            page.path, line, col, "RB014",
+            page.path, line, col, "RB017",
             f"unknown flag '{name}': {eng.display_name} {flags.version} has no such server "
             f"flag; did you mean '{typo}'?"))
     return out

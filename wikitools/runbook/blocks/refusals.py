@@ -26,6 +26,9 @@ UNSET_CODE = "RB015"
 
 _HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_]\w*)\1")
 _ANGLE = re.compile(r"(?<![<\w$|-])<(?![<(=|])([A-Za-z_][^<>\n]{0,80}?[^<>\s|])>(?!>)")
+# Tags a model's output or chat template uses, written in commands as they are: not placeholders.
+_MARKUP = frozenset({"<think>", "<answer>", "<tool_call>", "<br>", "<eos>", "<bos>", "<pad>",
+                     "<unk>", "<image>"})
 _ELLIPSIS = re.compile(r"(?:(?<=\s)|^)(\.\.\.|…|\[\.\.\.\]|<\.\.\.>)(?=\s|$|\\$)")
 _PATH_TO = re.compile(r"/path/to\b|\bpath/to/", re.I)
 _XXX = re.compile(r"""=(["']?)(x{3,}|X{3,}|x\.x\.x\.x|your[-_][\w-]+)\1(?=\s|$|;)""", re.I)
@@ -91,7 +94,8 @@ def placeholders(text: str) -> list[tuple[int, int, str]]:
     found: list[tuple[int, int, str]] = []
     for i, line, in_body in _code_lines(text):
         for rx in (_ANGLE, _PATH_TO, _XXX):
-            found += [(i, m.start(), m[0].lstrip("=")) for m in rx.finditer(line)]
+            found += [(i, m.start(), m[0].lstrip("=")) for m in rx.finditer(line)
+                      if m[0].lower() not in _MARKUP]
         if not in_body:  # `...` in a script body may be code (Python's Ellipsis)
             found += [(i, m.start(1), m[1]) for m in _ELLIPSIS.finditer(line)]
     return sorted(set(found))

@@ -179,6 +179,8 @@ def _refuse(page: Page, block: CodeBlock, files: dict[str, str],
         resolved = _page_env(page, block, names)
         if resolved is not None:
             env, unset = resolved, []
+        else:  # the variables the page gives no plain value for come first
+            unset.sort(key=lambda r: _page_env(page, block, r.variables) is not None)
     diags = [Diagnostic(page.path, r.line, r.col, r.code,
                         f"not proposed as a runbook: {r.message}", Severity.WARNING)
              for r in [*found, *unset]]
