@@ -350,3 +350,14 @@ def test_the_variable_the_page_gives_no_value_for_is_named_first() -> None:
         "--tp 8\n```\n")
     assert refused[0] == ("p.md:6:62: RB015 warning: not proposed as a runbook: MODEL_DIR is not "
                           "set: the command needs it")
+
+
+def test_port_passed_into_the_container_keeps_the_scripts_default() -> None:
+    page = parse_page(
+        "```bash { #g .runbook-server engine=vllm gpus=16 }\nPORT=\"${PORT:-5329}\"\n"
+        "docker run -d --gpus all --network host -e PORT=\"${PORT}\" --entrypoint bash "
+        "voipmonitor/vllm:x -lc '\nexec vllm serve org/m --port \"${PORT}\" "
+        "--tensor-parallel-size 16\n'\n```\n", "p.md")
+    runbooks, diags = extract_runbooks([page])
+    assert diags == []
+    assert runbooks.get("g").server.port == 5329

@@ -177,3 +177,21 @@ def test_a_record_without_variants_is_still_schema_2(tmp_path: Path, capsys,
     assert data["clients"][0]["points"][0]["status"] == "ok"
     (only,) = read_record(path).each_variant()
     assert only.coords == () and only.clients[0].name == "bench"
+
+
+def test_quality_rows_name_their_variant() -> None:
+    from wikitools.runbook.records.record import ClientResult, Point, VariantResult
+    from wikitools.runbook.rendering.views import quality_table
+
+    def variant(kv: str, acc: float) -> VariantResult:
+        point = Point(None, "ok", {"tasks": {"gsm8k": {"exact_match,strict": acc,
+                                                        "exact_match_stderr,strict": 0.01}}})
+        return VariantResult((("KV", kv),), "ok", clients=(
+            ClientResult("q", "quality", "lm_eval", None, (point,)),))
+
+    record = Record(runbook="r", page="wiki/v.md", blocks_hash="sha256:00", run_id="x",
+                    started_at="2026-12-01T00:00:00Z", finished_at="2026-12-01T00:00:00Z",
+                    status="ok", variants=(variant("auto", 0.5), variant("fp8", 0.25)))
+    assert quality_table(record, "q")["rows"] == [
+        ["KV=auto: gsm8k", "exact_match", "strict", "0.5000", "0.0100"],
+        ["KV=fp8: gsm8k", "exact_match", "strict", "0.2500", "0.0100"]]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import enum
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -57,6 +56,8 @@ def summary(diags: list[Diagnostic]) -> str:
 
 def closest(word: str, choices: Iterable[str], cutoff: float = 0.6) -> str | None:
     """The choice most like `word` (difflib ratio at least `cutoff`), or None."""
+    import difflib  # only when a name is wrong: most runs never need it
+
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=cutoff)
     return close[0] if close else None
 

@@ -137,38 +137,54 @@ def _acronym_findings(page: Page, context: AcronymContext) -> list[Diagnostic]:
     ]
 
 
+def _warm(acronyms: AcronymContext | None) -> None:
+    """Import what `_work` needs and build the acronym matcher here, before the workers
+    start: forked workers then share them instead of each importing and building its own."""
+    import wikitools.expansions
+    import wikitools.lint
+    import wikitools.pages
+    import wikitools.runbook.blocks.scan  # noqa: F401
+
+    if acronyms is not None:
+        _matcher(acronyms)
+
+
 # Set in each worker process by _start_worker.
-_WORKER: tuple[WikiConfig, AcronymContext | None] | None = None
+_WORKER: tuple[WikiConfig, AcronymContext | None, bool] | None = None
 
 
-def _start_worker(config: WikiConfig, acronyms: AcronymContext | None) -> None:
+def _start_worker(config: WikiConfig, acronyms: AcronymContext | None, keep: bool) -> None:
     global _WORKER
-    _WORKER = (config, acronyms)
+    _WORKER = (config, acronyms, keep)
 
 
 def _work(path: Path) -> tuple[Facts, Page | None]:
     from wikitools.pages import read_page
 
     assert _WORKER is not None
-    config, acronyms = _WORKER
+    config, acronyms, keep = _WORKER
     page = read_page(path, config.root)
     facts = facts_of(page, config, acronyms)
-    return facts, (page if facts.runbooks else None)
+    return facts, (page if keep and facts.runbooks else None)
 
 
 def _compute(
-    config: WikiConfig, paths: list[Path], acronyms: AcronymContext | None
+    config: WikiConfig, paths: list[Path], acronyms: AcronymContext | None, keep: bool
 ) -> list[tuple[Facts, Page | None]]:
+    """Facts of each path, with the parsed page when `keep` and it holds runbook parts
+    (other pages are never sent back from a worker)."""
     workers = min(workers_for(paths), MAX_WORKERS)
     if workers > 1:
         from concurrent.futures import ProcessPoolExecutor
 
+        _warm(acronyms)
+
         with ProcessPoolExecutor(
-            max_workers=workers, initializer=_start_worker, initargs=(config, acronyms)
+            max_workers=workers, initializer=_start_worker, initargs=(config, acronyms, keep)
         ) as pool:
             chunk = max(1, len(paths) // (workers * 8))
             return list(pool.map(_work, paths, chunksize=chunk))
-    _start_worker(config, acronyms)
+    _start_worker(config, acronyms, keep)
     return [_work(p) for p in paths]
 
 
@@ -286,7 +302,8 @@ def gather(
                 continue
         missing.append(i)
     pages: dict[str, Page] = {}
-    for facts, page in _compute(config, [files.paths[i] for i in missing], acronyms):
+    for facts, page in _compute(config, [files.paths[i] for i in missing], acronyms,
+                                  runbook_pages):
         found[facts.path] = facts
         if page is not None:
             pages[facts.path] = page

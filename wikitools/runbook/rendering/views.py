@@ -102,20 +102,25 @@ def serving_table(record: Record, client_name: str | None) -> dict[str, Any]:
 
 
 def quality_table(record: Record, client_name: str | None) -> dict[str, Any]:
-    shown = _shown_common(record)
-    client = record.client(client_name)
+    """One row per task and metric; with server variants, each task is named with its
+    variant (`KV=fp8: gsm8k`)."""
+    shown = _shown_common(record.flat(record.each_variant()[0]))
     rows: list[list[str]] = []
-    for point in client.points if client else ():
-        tasks = point.metrics.get("tasks") or {}
-        for task in sorted(tasks):
-            values = tasks[task]
-            for key in sorted(values):
-                metric, _, flt = key.partition(",")
-                if metric.endswith("_stderr"):
-                    continue
-                err = values.get(f"{metric}_stderr,{flt}" if flt else f"{metric}_stderr")
-                rows.append([cell(md_text(task)), cell(md_text(metric)), cell(md_text(flt or DASH)),
-                             fmt(values[key], "{:.4f}"), fmt(err, "{:.4f}")])
+    for variant in record.each_variant():
+        client = variant.client(client_name)
+        prefix = f"{md_text(variant.name)}: " if variant.coords else ""
+        for point in client.points if client else ():
+            tasks = point.metrics.get("tasks") or {}
+            for task in sorted(tasks):
+                values = tasks[task]
+                for key in sorted(values):
+                    metric, _, flt = key.partition(",")
+                    if metric.endswith("_stderr"):
+                        continue
+                    err = values.get(f"{metric}_stderr,{flt}" if flt else f"{metric}_stderr")
+                    rows.append([cell(prefix + md_text(task)), cell(md_text(metric)),
+                                 cell(md_text(flt or DASH)),
+                                 fmt(values[key], "{:.4f}"), fmt(err, "{:.4f}")])
     shown["rows"] = rows
     return shown
 
