@@ -107,7 +107,7 @@ def test_lint_links(tmp_path: Path, capsys) -> None:
             " ![img](img/missing.png) [dir](../hardware/) [enc](../hardware/with%20space.md)"
             " [out](../../README.md) [mail](mailto:a@b.c)\n"
         ),
-        "wiki/hardware/pcie.md": "# P\n",
+        "wiki/hardware/pcie.md": "# P\n\n## Lanes\n",
         "wiki/hardware/with space.md": "# S\n",
     })
     code, out, _ = run(["lint", "--root", str(tmp_path)], capsys)
@@ -315,7 +315,7 @@ def test_lint_yaml_comment_cuts_value(tmp_path: Path, capsys) -> None:
 def test_pages_unreachable_from_home_are_reported(tmp_path: Path, capsys) -> None:
     make_tree(tmp_path, {
         "wiki/index.md": "# Home\n\nSee [models](models/) and [a](a.md#part).\n",
-        "wiki/a.md": "# A\n",
+        "wiki/a.md": "# A\n\n## Part\n",
         "wiki/models/index.md": "# Models\n\n[x](x.md)\n",
         "wiki/models/x.md": "# X\n\nBack [home](../index.md).\n",
         "wiki/orphan.md": "# Orphan\n\nLinks out to [a](a.md) but nothing links here.\n",

@@ -133,7 +133,9 @@ def test_duplicate_ids_across_pages() -> None:
     runbooks, diags = extract_runbooks([b, a])
     assert [d.format() for d in diags] == [
         "b.md:3:12: RB001 error: duplicate runbook id 'same' (first defined at a.md:1)"]
-    assert runbooks.get("same").page == "a.md"
+    assert [r.page for r in runbooks] == ["a.md"]
+    with pytest.raises(UsageError, match=r"'same' is defined 2 times: a\.md:1 and b\.md:3"):
+        runbooks.get("same")  # ambiguous until the copy is renamed: plan and run refuse
 
 
 def test_lookup_errors() -> None:

@@ -2,7 +2,10 @@
 `Expansion (ACR)` or `ACR (Expansion)`; all-caps tokens the glossary lacks are reported.
 
 Codes: ACR001 (error) first use not expanded; ACR002 (error) unknown acronym: the contributing
-guide asks for a glossary row with every new acronym, so the check insists on it.
+guide asks for a glossary row with every new acronym, so the check insists on it (with a "did
+you mean" when the glossary has a term whose expansion stands beside it or whose letters it
+transposes: "MEO (Mixture of Experts)" → MoE); ACR004 (error) a term written all in capitals that
+the glossary writes in mixed case (MOE for MoE), once per page.
 
 Where it looks. Only `Page.spans` (prose the reader sees); code, HTML, comments, front matter,
 URLs and link targets never reach it. Inside prose it skips, as a whole, any word that is a
@@ -100,6 +103,7 @@ class Use:
     col: int
     context: str
     expanded: bool
+    hint: str | None = None  # an unknown acronym: the glossary term it probably means
 
 
 class Matcher:
@@ -298,7 +302,8 @@ def find_uses(page: Page, matcher: Matcher, settled: Container[str] = frozenset(
         span = spans[k]
         col = span.col + (start - starts[k])
         if entry is None:
-            yield Use(head, None, span.line, col, span.context, False)
+            yield Use(head, None, span.line, col, span.context, False,
+                      _near_miss(matcher, head, text, start, m.end()))
             continue
         expanded = False
         if entry.term not in settled and not entry.name:
@@ -312,6 +317,26 @@ def find_uses(page: Page, matcher: Matcher, settled: Container[str] = frozenset(
                 or (opens_after and after.match(text[end : end + 400]))
             )
         yield Use(m.group("t"), entry, span.line, col, span.context, expanded)
+
+
+def _near_miss(matcher: Matcher, token: str, text: str, start: int, end: int) -> str | None:
+    """The glossary term an unknown acronym probably misspells: the one whose expansion is
+    written beside it ("MEO (Mixture of Experts)" → MoE), else one with the same letters."""
+    opens_before = text[max(0, start - 6) : start].rstrip(" *_").endswith(("(", "["))
+    opens_after = "(" in text[end : end + 12] or "[" in text[end : end + 12]
+    if opens_before or opens_after:
+        for entry in matcher.glossary.entries:
+            if entry.name:
+                continue
+            before, after = matcher.expansion_patterns(entry)
+            if (opens_before and before.search(text, max(0, start - 400), start)) or (
+                    opens_after and after.match(text[end : end + 400])):
+                return entry.term
+    # by spelling, only the same letters in another order (MEO for MoE): a one-letter change
+    # is as often another acronym (CPU and GPU, TPU and TP)
+    letters = sorted(token.upper())
+    return next((e.term for e in matcher.glossary.entries
+                 if not e.name and len(e.term) > 2 and sorted(e.term.upper()) == letters), None)
 
 
 def check_page(
@@ -332,11 +357,17 @@ def check_page(
                         use.line,
                         use.col,
                         "ACR002",
+                        f'unknown acronym "{use.token}": did you mean "{use.hint}"? (or add a '
+                        f"row for it to {glossary_path})" if use.hint else
                         f'unknown acronym "{use.token}": add a row for it to {glossary_path}',
                     )
                 )
             continue
         term = use.entry.term
+        if _case_variant(use.token, term) and use.token not in unknown:
+            unknown.add(use.token)
+            diags.append(Diagnostic(page.path, use.line, use.col, "ACR004",
+                                    f'"{use.token}" is written "{term}" (as in {glossary_path})'))
         if term in settled or use.entry.name:
             continue
         if use.expanded:
@@ -354,6 +385,16 @@ def check_page(
                 )
             )
     return diags
+
+
+def _case_variant(token: str, term: str) -> bool:
+    """`MOE` for the glossary's `MoE`, `VLLM` for `vLLM`: the all-caps spelling of a term that
+    the glossary writes in mixed case (terms with digits match in any case on purpose; a plural
+    or a digit suffix is not part of the spelling)."""
+    if any(c.isdigit() for c in term) or term.upper() == term or " " in term:
+        return False
+    stem = token[: len(term)]
+    return stem != term and stem == term.upper()
 
 
 GENERATED_MARK = re.compile(r"\A\s*<!--\s*(?:generated|auto-generated|do not edit)", re.IGNORECASE)

@@ -92,19 +92,36 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if hasattr(args, "root"):  # every command works on the wiki around it
             args.root = resolve_root(args.root)
-        return int(args.handler(args))
+        code = int(args.handler(args))
+        sys.stdout.flush()  # a reader gone away is seen here, not at interpreter exit
+        return code
     except WikiError as exc:
         print(f"wiki: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("wiki: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        return _reader_gone()
     except Exception:
         import traceback
 
         print("wiki: internal error (a bug; please report it with this traceback)", file=sys.stderr)
         traceback.print_exc()
         return 3
+
+
+def _reader_gone() -> int:
+    """The reader of stdout went away (`wiki runbook list | head -1`): stop quietly, as a
+    process killed by SIGPIPE would (exit 141), and point stdout at /dev/null so that the
+    interpreter's last flush does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+    return 141
 
 
 if __name__ == "__main__":

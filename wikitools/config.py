@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wikitools.diagnostics import Diagnostic, Severity, yaml_problem
-from wikitools.errors import ConfigError
+from wikitools.errors import ConfigError, UsageError
 
 try:  # the C module directly: importing hashlib initialises OpenSSL, which costs start-up time
     from _blake2 import blake2b
@@ -107,12 +107,28 @@ def find_root(start: Path) -> Path:
     )
 
 
+DEFAULT_DOCS = "wiki"  # the pages folder of a wiki without a configuration file
+
+
+def is_wiki(folder: Path) -> bool:
+    """A wiki's top folder: it holds wiki.yml or mkdocs.yml, or (a wiki without a
+    configuration file) a `wiki/` folder of pages or, as the community wiki has, a
+    GLOSSARY.md at the top."""
+    return ((folder / CONFIG_NAME).is_file() or (folder / MKDOCS_NAME).is_file()
+            or (folder / DEFAULT_DOCS).is_dir() or (folder / "GLOSSARY.md").is_file())
+
+
 def resolve_root(given: Path | None) -> Path:
-    """--root as given (it must be a folder), else the wiki around the working directory."""
+    """--root as given, else the wiki around the working directory. A given root must be a
+    wiki (`is_wiki`): `--root /` would read the whole file system."""
     if given is None:
         return find_root(Path.cwd())
     if not given.is_dir():
         raise ConfigError(f"{given}: --root is not a folder")
+    if not is_wiki(given):
+        raise UsageError(f"{given}: --root is not a wiki (no {CONFIG_NAME}, {MKDOCS_NAME}, "
+                         f"{DEFAULT_DOCS}/ folder or GLOSSARY.md there); name the wiki's top "
+                         "folder")
     return given.resolve()
 
 
@@ -232,8 +248,10 @@ _KNOWN = frozenset({"docs_dir", "glossary", "index", "statuses", "exclude"})
 def _read_yaml(path: Path) -> dict[str, Any]:
     import yaml  # here, not at the top: a warm run takes wiki.yml from the memo
 
+    from wikitools.yamlload import load_yaml
+
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = load_yaml(path.read_text(encoding="utf-8"), yaml.SafeLoader)
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path.name}: not valid UTF-8 ({exc.reason})") from None
     except yaml.YAMLError as exc:
@@ -254,12 +272,14 @@ def mkdocs_docs_dir(root: Path) -> str | None:
         return None
     import yaml
 
+    from wikitools.yamlload import load_yaml
+
     class _MkDocsLoader(yaml.SafeLoader):
         """mkdocs.yml may hold `!!python/name:` and `!ENV` tags; only `docs_dir` is read."""
 
     _MkDocsLoader.add_multi_constructor("", lambda _loader, _suffix, _node: None)
     try:
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_MkDocsLoader)
+        data = load_yaml(path.read_text(encoding="utf-8"), _MkDocsLoader)
     except (yaml.YAMLError, UnicodeDecodeError, OSError):
         return None
     value = data.get("docs_dir", "docs") if isinstance(data, dict) else None

@@ -31,7 +31,7 @@ MAX_WORKERS = 4  # each worker holds the parser (~40 MB): keeps a cold run under
 # Modules whose code decides the facts: a change to any of them empties the cache.
 _SOURCES = (
     "pages", "page_model", "facts", "index", "lint", "acronyms", "expansions", "glossary",
-    "runbook/blocks/regions",
+    "anchors", "runbook/blocks/regions",
 )
 
 
@@ -47,6 +47,7 @@ class Facts:
     # None when not worked out (no glossary), else (glossary key, findings)
     raw_acronyms: tuple[str, tuple[tuple[Any, ...], ...]] | None
     runbooks: bool  # runbook blocks or results markers: the runbook checks need the page
+    anchors: tuple[str, ...] = ()  # ids a link may name after `#`
 
     @property
     def path(self) -> str:
@@ -92,6 +93,7 @@ def has_runbook_parts(page: Page) -> bool:
 
 
 def facts_of(page: Page, config: WikiConfig, acronyms: AcronymContext | None) -> Facts:
+    from wikitools.anchors import page_anchors
     from wikitools.index import make_entry
     from wikitools.lint import page_findings, page_links
 
@@ -106,6 +108,7 @@ def facts_of(page: Page, config: WikiConfig, acronyms: AcronymContext | None) ->
         links=page_links(page),
         raw_acronyms=found,
         runbooks=has_runbook_parts(page),
+        anchors=page_anchors(page),
     )
 
 
@@ -222,15 +225,17 @@ def _facts_out(f: Facts) -> tuple[Any, ...]:
         f.links,
         f.raw_acronyms,
         f.runbooks,
+        f.anchors,
     )
 
 
 def _facts_in(t: tuple[Any, ...]) -> Facts:
-    entry, untitled, findings, links, acronyms, runbooks = t
+    entry, untitled, findings, links, acronyms, runbooks, anchors = t
     path, title, status, description, first, family, hub, at = entry
     # marshal keeps the (line, col) tuple; be explicit about it
     return Facts(Entry(path, title, status, description, first, family, hub, tuple(at)),
-                 _diag_in(untitled) if untitled else None, findings, links, acronyms, runbooks)
+                 _diag_in(untitled) if untitled else None, findings, links, acronyms, runbooks,
+                 anchors)
 
 
 def _context(config: WikiConfig) -> tuple[Any, ...]:
@@ -327,7 +332,7 @@ def _keep_acronyms(facts: Facts, old: tuple[bytes, Any] | None, digest: bytes) -
     if previous is None:
         return facts
     return Facts(facts.entry, facts.untitled, facts.raw_findings, facts.links, previous,
-                 facts.runbooks)
+                 facts.runbooks, facts.anchors)
 
 
 def entries(gathered: Iterable[Facts]) -> list[Entry]:

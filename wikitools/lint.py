@@ -3,7 +3,8 @@
 Codes: FM003 unknown status value, FM004 front matter key of the wrong type, FM005 value cut
 short by a YAML comment (warning), PG003 more than one
 level-1 heading, LNK001 link to a file that does not exist, LNK002 page that no chain of links
-from the home page reaches (warning), IDX001 page without a title (shared with the index),
+from the home page reaches (warning), LNK003 link to an anchor the page does not have
+(wikitools.anchors), IDX001 page without a title (shared with the index),
 FM006 status that claims more than the records prove (`measured` without successful records
 on the target architecture or without runbooks, `reviewed` on a page with runbooks), FM007
 `reviewed` without a valid `reviewed:` date, FM008 hub whose status is not derived from its
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
+from wikitools.anchors import check_anchors, page_anchors
 from wikitools.config import WikiConfig
 from wikitools.diagnostics import Diagnostic, Severity, closest, did_you_mean
 from wikitools.index import Entry, front_matter_position, make_entry, title_of
@@ -47,7 +49,9 @@ def lint_pages(config: WikiConfig, pages: list[Page]) -> list[Diagnostic]:
     out: list[Diagnostic] = []
     for page in pages:
         out.extend(page_findings(config, page))
-    out.extend(link_findings(config, {page.path: page_links(page) for page in pages}))
+    links = {page.path: page_links(page) for page in pages}
+    out.extend(link_findings(config, links))
+    out.extend(check_anchors(links, {page.path: page_anchors(page) for page in pages}))
     out.extend(status_findings(config, [make_entry(page)[0] for page in pages], pages))
     return out
 

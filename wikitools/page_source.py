@@ -11,10 +11,7 @@ import yaml
 
 from wikitools.diagnostics import Diagnostic, yaml_problem
 from wikitools.page_model import Page, TextSpan
-
-# libyaml's loader when present: front matter is parsed once per page, and the pure-Python
-# loader costs about a millisecond each (seconds on a large wiki).
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+from wikitools.yamlload import load_yaml
 
 # Material containers whose bodies are indented by four spaces: admonitions, collapsible
 # admonitions and content tabs. Plain CommonMark would read those bodies as indented code.
@@ -50,12 +47,12 @@ def take_front_matter(page: Page, lines: list[str]) -> list[str]:
         return list(lines)
     source = "\n".join(lines[1:end])
     try:
-        data = yaml.load(source, Loader=_YAML_LOADER) if source.strip() else {}
+        data = load_yaml(source) if source.strip() else {}
     except yaml.YAMLError:
         data = None
     if data is None and source.strip():
         try:  # the pure-Python loader words its errors the same on every machine
-            data = yaml.safe_load(source)
+            data = load_yaml(source, yaml.SafeLoader)
         except yaml.YAMLError as exc:
             data = _yaml_problem(page, exc)
     if data is None:

@@ -73,8 +73,15 @@ def check_runbooks(config: WikiConfig, pages: tuple[Page, ...]) -> list[Diagnost
     from wikitools.runbook.blocks.extract import extract_runbooks
     from wikitools.runbook.rendering.render import check_regions
 
-    runbooks, diags = extract_runbooks(pages)
+    runbooks, diags = extract_runbooks(pages, config.root)
     return [*diags, *check_regions(pages, config.root, runbooks)]
+
+
+def check_records(root: Path) -> list[Diagnostic]:
+    """RGN006 for each record under runbooks/ that does not fit the record schema."""
+    from wikitools.runbook.records.validate import check_records as records_findings
+
+    return records_findings(root)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -109,6 +116,7 @@ def run(args: argparse.Namespace) -> int:
         step("acronyms", lambda: check_acronyms(config, facts, args.baseline))
     step("lint", lambda: lint_findings(config, gathered))
     step("runbooks", lambda: check_runbooks(config, gathered.runbook_pages))
+    step("records", lambda: check_records(config.root))
 
     diags = sort_diagnostics(diags)
     for diag in diags:

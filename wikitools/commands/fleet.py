@@ -79,7 +79,7 @@ def _help(parser: argparse.ArgumentParser) -> int:
 def _load(args: argparse.Namespace) -> tuple[Path, list[Any], Any, list[Runbook]]:
     config = load_config(args.root)
     pages = load_pages(config)
-    runbooks, _diags = extract_runbooks(pages)
+    runbooks, _diags = extract_runbooks(pages, config.root)
     chosen = select(runbooks, config.root, args.refs, stale=args.stale,
                     unrun=args.never_run, every=args.all)
     return config.root, pages, runbooks, chosen

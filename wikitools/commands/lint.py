@@ -25,11 +25,14 @@ def add_parser(sub: Any) -> None:
 
 def lint_findings(config: Any, gathered: Gathered) -> list[Diagnostic]:
     """Every lint finding, from the facts (and the pages that hold runbooks, for FM006)."""
+    from wikitools.anchors import check_anchors
     from wikitools.lint import link_findings, status_findings
 
     facts = gathered.facts
+    links = {f.path: f.links for f in facts}
     out = [d for f in facts for d in f.findings]
-    out += link_findings(config, {f.path: f.links for f in facts})
+    out += link_findings(config, links)
+    out += check_anchors(links, {f.path: f.anchors for f in facts})
     out += status_findings(config, [f.entry for f in facts], gathered.runbook_pages)
     return out
 

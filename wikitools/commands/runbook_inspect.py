@@ -181,9 +181,12 @@ def _describe_clients(rb: Runbook) -> list[str]:
 
 
 def run_show(args: argparse.Namespace) -> int:
-    rb, _diags = _resolve(args.root, args.ref)
+    rb, diags = _resolve(args.root, args.ref)
     print("\n".join(_describe_server(rb) + _describe_clients(rb)))
-    return 0
+    own = sort_diagnostics([d for d in diags if d.path == rb.page])
+    for d in own:
+        print(d.format(), file=sys.stderr)
+    return 1 if any(d.severity is Severity.ERROR for d in own) else 0
 
 
 # --------------------------------------------------------------------------- plan
@@ -191,6 +194,8 @@ def run_show(args: argparse.Namespace) -> int:
 
 def run_plan(args: argparse.Namespace) -> int:
     prepared = prepare(args.ref, args.root, run_options(args))
+    for d in prepared.warnings:
+        print(d.format(), file=sys.stderr)
     print(format_summary(prepared.plan, prepared.unset), end="")
     print()
     print(format_plan(prepared.plan), end="")

@@ -109,6 +109,9 @@ def run_run(args: argparse.Namespace) -> int:
     print(format_plan(prepared.plan), end="")
     print()
     print(format_verdict(prepared.verdict), end="", flush=True)
+    if not args.yes and not prepared.verdict.ok:
+        err.print("not run: preflight refused this host (--force runs it anyway)")
+        return 1
     if not args.yes and not _confirm(err):
         err.print("not run")
         return 1
@@ -131,11 +134,18 @@ def run_run(args: argparse.Namespace) -> int:
     if result.record_error is not None:
         _not_written(result, prepared.root)
         return 2
+    if result.record_path is None and result.kept_at is not None:
+        print("refused at preflight: nothing written under runbooks/; the record is kept at "
+              f"{_shown(result.kept_at, prepared.root)}", file=sys.stderr)
     _changes(result.previous, result.comparisons, record)
     if any(d.severity is Severity.ERROR for d in result.diagnostics):
         print("pages not fully re-rendered: see the errors above", file=sys.stderr)
         return 1
     return 0 if record.ok else 1
+
+
+def _shown(path: Path, root: Path) -> str:
+    return path.relative_to(root).as_posix() if path.is_relative_to(root) else path.as_posix()
 
 
 def _not_written(result: RunResult, root: Path) -> None:
@@ -145,8 +155,7 @@ def _not_written(result: RunResult, root: Path) -> None:
 
     say(f"wiki: error: {result.record_error}")
     if result.kept_at is not None:
-        kept = (result.kept_at.relative_to(root).as_posix()
-                if result.kept_at.is_relative_to(root) else result.kept_at.as_posix())
+        kept = _shown(result.kept_at, root)
         say(f"the record is kept in {kept}: copy it to runbooks/{result.record.runbook}/ once "
             "that folder can be written, then run `wiki runbook render`")
     else:
@@ -229,7 +238,7 @@ def run_render(args: argparse.Namespace) -> int:
     config = load_config(args.root)
     root = config.root
     all_pages = load_pages(config)
-    runbooks, _ = extract_runbooks(all_pages)
+    runbooks, _ = extract_runbooks(all_pages, root)
     if args.paths:
         pages = []
         for p in args.paths:

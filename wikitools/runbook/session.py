@@ -77,6 +77,7 @@ class Prepared:
     started: datetime
     run_id: str
     unset: tuple[tuple[str, str], ...] = ()  # (variable, which block reads it) not set here
+    warnings: tuple[Diagnostic, ...] = ()  # block warnings of the runbook's page (RB017 …)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +111,7 @@ def prepare(
         raise UsageError(f"--repeats {options.repeats}: expected 1-100")
     config = load_config(root)
     pages = load_pages(config)
-    runbooks, diags = extract_runbooks(pages)
+    runbooks, diags = extract_runbooks(pages, config.root)
     if not selector.strip("#").strip():
         raise UsageError("name a runbook: ID or path/to/page.md#ID")
     runbook = runbooks.get(selector)
@@ -126,8 +127,9 @@ def prepare(
                               warmup=options.warmup)
     plan = make_plan(runbook, root=config.root, artifacts_dir=artifacts_dir_for(runbook, run_id),
                      overrides=overrides, verdict=verdict)
+    warnings = tuple(d for d in sort_diagnostics(diags) if d.path == runbook.page)
     return Prepared(config.root, options, runbook, runbooks, tuple(pages), verdict, plan,
-                    started, run_id, unset_here(runbook, pages))
+                    started, run_id, unset_here(runbook, pages), warnings)
 
 
 def unset_here(runbook: Runbook, pages: list[Page]) -> tuple[tuple[str, str], ...]:
@@ -158,7 +160,8 @@ def run_prepared(
 ) -> RunResult:
     """Hold the runbook and its port (RunLocked when another run has them; what a dead run
     left is stopped first), execute the plan, write the record and (unless options.render is
-    False or preflight refused) re-render the pages holding a results region of this runbook.
+    False) re-render the pages holding a results region of this runbook. A run refused by
+    preflight measured nothing: its record stays in the artifacts folder, never in runbooks/.
     A record that cannot be written is kept in the run's artifacts folder instead, and then no
     page is re-rendered (RunResult.record_error says why)."""
     root, options = prepared.root, prepared.options
@@ -182,6 +185,8 @@ def run_prepared(
     base = RunResult(masked(record), None, (), (), tuple(leftovers), tuple(removed))
     if not options.write:
         return base
+    if record.failed_step == "preflight":  # measured nothing: not history, only a local note
+        return _kept(base, root / prepared.plan.artifacts_dir, None)
     try:
         path = write_record(root, record)
     except RecordError as exc:
@@ -213,9 +218,10 @@ def finish_record(record: Record, prepared: Prepared, before: dict[str, str],
     return replace(record, receipt={**receipt, "files": files})
 
 
-def _kept(base: RunResult, folder: Path, error: str) -> RunResult:
-    """The result of a run whose record could not be written: kept as `record.json` in the
-    artifacts folder (nothing when that fails too: the caller prints the record)."""
+def _kept(base: RunResult, folder: Path, error: str | None) -> RunResult:
+    """The result of a run whose record is not written under runbooks/ (it could not be,
+    `error` says why; or preflight refused the run): kept as `record.json` in the artifacts
+    folder (nothing when that fails too: the caller prints the record)."""
     kept = folder / "record.json"
     try:
         folder.mkdir(parents=True, exist_ok=True)

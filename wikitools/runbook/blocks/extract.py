@@ -12,6 +12,8 @@ from pathlib import Path
 
 from wikitools.diagnostics import Diagnostic, did_you_mean
 from wikitools.pages import CodeBlock, Page
+from wikitools.runbook.blocks.copies import find_originals
+from wikitools.runbook.blocks.flagcheck import flag_findings
 from wikitools.runbook.blocks.model import (
     ClientBlock,
     FileBlock,
@@ -161,6 +163,7 @@ def _server(ctx: _Ctx, files: dict[str, str] | None = None) -> ServerBlock | Non
     if "env" in opts:
         env = _parse_env(ctx, *opts["env"])
     cmd = parse_server_command(block.content, dict(env), files)
+    ctx.diags.extend(flag_findings(ctx.page, block, cmd))
     engine_attr = None
     if "engine" in opts:
         value, col = opts["engine"]
@@ -304,14 +307,30 @@ def _client(ctx: _Ctx) -> _PendingClient | None:
     return _PendingClient(ctx, for_id, for_col, name, name_col, kind, timeout, sweep, reference)
 
 
-def extract_runbooks(pages: Iterable[Page]) -> tuple[RunbookSet, list[Diagnostic]]:
-    """Every runbook of the wiki and the RB diagnostics of all runbook blocks."""
+def _server_ids(pages: list[Page]) -> dict[str, list[tuple[str, int]]]:
+    """Each id of a server block and where it stands (page path, line), in page order."""
+    out: dict[str, list[tuple[str, int]]] = {}
+    for page in pages:
+        for block in page.code_blocks:
+            if is_runbook_block(block) and not block.attrs.error and block.attrs.id and \
+                    SERVER_CLASS in block.attrs.classes:
+                out.setdefault(block.attrs.id, []).append((page.path, block.line))
+    return out
+
+
+def extract_runbooks(pages: Iterable[Page], root: Path | None = None,
+                     ) -> tuple[RunbookSet, list[Diagnostic]]:
+    """Every runbook of the wiki and the RB diagnostics of all runbook blocks. `root`: the
+    wiki's folder, whose git history tells an original server block from its copy when two
+    share an id (RB001 blames the copy; the id is ambiguous until one is renamed)."""
     diags: list[Diagnostic] = []
     servers: dict[str, ServerBlock] = {}
     first_at: dict[str, str] = {}
     broken: dict[str, str] = {}  # ids of servers that exist but have errors → "path:line"
     pending: list[_PendingClient] = []
     pages = sorted(pages, key=lambda p: p.path)
+    originals = find_originals(_server_ids(pages), root)
+    duplicates: dict[str, list[str]] = {rid: [f"{p}:{n}"] for rid, (p, n) in originals.items()}
     files: dict[str, list[tuple[FileBlock, _Ctx]]] = {}
     for page in pages:
         for block in page.code_blocks:
@@ -355,9 +374,11 @@ def extract_runbooks(pages: Iterable[Page]) -> tuple[RunbookSet, list[Diagnostic
                 server = _server(ctx, own)
                 if rid is None:
                     continue
-                if rid in first_at:
+                if rid in originals and originals[rid] != (page.path, block.line):
+                    orig = duplicates[rid][0]
+                    duplicates[rid].append(f"{page.path}:{block.line}")
                     ctx.error("RB001", f"duplicate runbook id '{rid}' (first defined at "
-                              f"{first_at[rid]})", ctx.col_of("#" + rid))
+                              f"{orig})", ctx.col_of("#" + rid))
                     continue
                 first_at[rid] = f"{page.path}:{block.line}"
                 if server is None or ctx.failed:
@@ -421,7 +442,9 @@ def extract_runbooks(pages: Iterable[Page]) -> tuple[RunbookSet, list[Diagnostic
                 files=tuple(own_files.get(rid, ())))
         for rid, s in sorted(servers.items(), key=lambda kv: (kv[1].page, kv[1].line))
     )
-    return RunbookSet(runbooks, tuple(sorted(broken.items()))), diags
+    return RunbookSet(runbooks, tuple(sorted(broken.items())),
+                      tuple((rid, tuple(places)) for rid, places in sorted(duplicates.items()))
+                      ), diags
 
 
 def load_runbooks(root: Path) -> tuple[RunbookSet, list[Diagnostic], list[Page]]:
@@ -430,5 +453,5 @@ def load_runbooks(root: Path) -> tuple[RunbookSet, list[Diagnostic], list[Page]]
 
     config = load_config(root)
     pages = load_pages(config)
-    runbooks, diags = extract_runbooks(pages)
+    runbooks, diags = extract_runbooks(pages, config.root)
     return runbooks, diags, pages

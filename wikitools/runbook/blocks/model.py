@@ -122,6 +122,8 @@ class RunbookSet:
 
     runbooks: tuple[Runbook, ...] = ()
     broken: tuple[tuple[str, str], ...] = ()  # (id, "path:line") of server blocks with errors
+    # (id, ("path:line" of the original, of each copy)) of ids that several server blocks share
+    duplicates: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def __iter__(self) -> Iterator[Runbook]:
         return iter(self.runbooks)
@@ -139,6 +141,11 @@ class RunbookSet:
         """Look up `ID` or `path/to/page.md#ID`; UsageError with a suggestion when unknown."""
         page, _, rid = ref.rpartition("#")
         rid = rid.strip()
+        for did, places in self.duplicates:
+            if did == rid:
+                raise UsageError(f"runbook id '{rid}' is defined {len(places)} times: "
+                                 f"{' and '.join(places)}; rename the copy's id "
+                                 f"({places[-1]}) before planning or running it")
         for r in self.runbooks:
             if r.id == rid:
                 want = page.removeprefix("./")

@@ -16,6 +16,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from wikitools.runbook.engines import flag_lists
+from wikitools.runbook.engines.flags import FlagList
+
 
 @dataclass(frozen=True, slots=True)
 class Launcher:
@@ -75,6 +78,7 @@ class Engine:
     image_hint: str | None = None  # substring of a docker image name that tells the engine
     image_entrypoint: bool = False  # the image's entrypoint is the launcher (`IMAGE --flag …`)
     image_subcommand: str | None = None  # … also `IMAGE serve …`
+    flags: FlagList | None = None  # the server flags it accepts (flag_lists.py, one version)
     dp_on_tp_flag: str | None = None  # with it, data-parallel ranks run on the TP GPUs
     cache_dirs: tuple[CacheDir, ...] = ()  # compile/kernel caches (warm when not empty)
 
@@ -151,6 +155,8 @@ VLLM = Engine(
     image_entrypoint=True,
     image_subcommand="serve",
     cache_dirs=(VLLM_COMPILE_CACHE, TORCHINDUCTOR_CACHE, TRITON_CACHE, FLASHINFER_CACHE),
+    flags=FlagList(flag_lists.VLLM_VERSION, flag_lists.VLLM_FLAGS, underscores=True,
+                   dotted=True, opt_level=True),
 )
 
 SGLANG = Engine(
@@ -171,6 +177,7 @@ SGLANG = Engine(
     server_info_paths=("/server_info", "/get_server_info"),
     spec_flag_prefix="--speculative-",
     image_hint="sglang",
+    flags=FlagList(flag_lists.SGLANG_VERSION, flag_lists.SGLANG_FLAGS),
     dp_on_tp_flag="--enable-dp-attention",
     cache_dirs=(TORCHINDUCTOR_CACHE, TRITON_CACHE, FLASHINFER_CACHE),
 )

@@ -208,6 +208,7 @@ def parse_server_command(text: str, extra_env: dict[str, str] | None = None,
         wrappers=tuple(found.wrappers),
         flags=tuple(flags),
         problems=tuple(problems),
+        written_flags=tuple(name for name, _ in raw_flags),
     )
 
 

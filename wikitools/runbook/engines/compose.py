@@ -15,8 +15,8 @@ import yaml
 from wikitools.errors import InputError
 from wikitools.runbook.engines import docker_cli as dk
 from wikitools.runbook.engines.shell import split_words
+from wikitools.yamlload import load_yaml
 
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 # Compose interpolation: $$ (a literal $), ${VAR}, ${VAR:-default}, ${VAR-default},
 # ${VAR:?message}, ${VAR?message}, ${VAR:+alt}, $VAR.
 _INTERP = re.compile(
@@ -160,7 +160,7 @@ def parse_compose(text: str, host: Mapping[str, str] | None = None) -> ComposeFi
     interpolate from (default: none, so every `${VAR:-default}` takes its default)."""
     host = host or {}
     try:
-        data = yaml.load(text, Loader=_YAML_LOADER)
+        data = load_yaml(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""

@@ -60,6 +60,7 @@ class EngineCommand:
     wrappers: tuple[str, ...] = ()  # outermost first, e.g. ("docker run", "bash -c")
     flags: tuple[tuple[str, str | None], ...] = ()  # other flags, canonical long names, in order
     problems: tuple[str, ...] = ()  # things not understood (unbalanced quote, bad JSON, ...)
+    written_flags: tuple[str, ...] = ()  # every flag after the launcher, as written
 
     def env_dict(self) -> dict[str, str]:
         return dict(self.env)

@@ -18,15 +18,29 @@ import json
 import os
 import re
 import secrets
+import stat
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from wikitools.errors import InputError
 from wikitools.runbook.engines.secrets import mask_data
+from wikitools.runbook.records.schema import (
+    ENGINE,
+    GPU_STATE,
+    HOST,
+    MARKERS,
+    METRICS,
+    SERVER,
+    TIMINGS,
+    RecordData,
+    RecordError,
+    locate,
+    matching,
+    shaped,
+)
 from wikitools.runbook.records.stats import Spread, median_metrics, spread_of
 
 SCHEMA_VERSION = 2  # a record without variants
@@ -38,59 +52,42 @@ RECORDS_DIR = "runbooks"
 
 
 
-def _fields(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """`asdict`'s mapping of a record dataclass; a point's coords are stored as a mapping."""
-    return {k: (dict(v) if k == "coords" else v) for k, v in pairs}
-
-
-def plain(value: Any) -> Any:
-    """JSON-ready data: mappings as dicts, tuples and lists as lists (after `asdict`)."""
-    if isinstance(value, Mapping):
-        return {k: plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [plain(v) for v in value]
-    return value
+STAMP = r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?Z"
+RUN_ID_PATTERN = r"\d{8}T\d{6}(?:\.\d{3})?Z-[0-9a-f]{8}(?:-[0-9a-f]{4}|-[0-9a-f]{8})?"
+RUNBOOK_ID_PATTERN = r"[a-z0-9][a-z0-9._-]*"
+RUN_STATUS = r"ok|failed"
+VARIANT_STATUS = r"ok|failed|skipped"
+STEP_STATUS = r"ok|failed|timeout|skipped"
 
 
 @dataclass(frozen=True, slots=True)
-class Step:
+class Step(RecordData):
     name: str
-    status: str  # ok | failed | timeout | skipped
+    status: str = field(metadata=matching(STEP_STATUS))
     seconds: float = 0.0
     message: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return plain(asdict(self, dict_factory=_fields))
-
 
 @dataclass(frozen=True, slots=True)
-class Sample:
+class Sample(RecordData):
     """One measurement of a sweep point (one client run)."""
 
-    status: str  # ok | failed | timeout
-    metrics: Mapping[str, Any] = field(default_factory=dict)
+    status: str = field(default="ok", metadata=matching(STEP_STATUS))
+    metrics: Mapping[str, Any] = field(default_factory=dict, metadata=shaped(METRICS))
     seconds: float = 0.0
     result_file: str | None = None
     message: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return plain(asdict(self, dict_factory=_fields))
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Sample:
-        return cls(data.get("status", "ok"), data.get("metrics") or {}, data.get("seconds", 0.0),
-                   data.get("result_file"), data.get("message"))
-
 
 @dataclass(frozen=True, slots=True)
-class Point:
+class Point(RecordData):
     """One client sweep point (or the single run of a client without a sweep: value None).
     `metrics` is the median over the successful `samples`; `coords` names the value of each
     swept variable (one for a plain sweep, two for a grid)."""
 
-    value: str | None
-    status: str
-    metrics: Mapping[str, Any] = field(default_factory=dict)
+    value: str | None = None
+    status: str = field(default="ok", metadata=matching(STEP_STATUS))
+    metrics: Mapping[str, Any] = field(default_factory=dict, metadata=shaped(METRICS))
     result_file: str | None = None
     message: str | None = None
     seconds: float = 0.0
@@ -112,19 +109,16 @@ class Point:
     def coord(self, var: str) -> str | None:
         return dict(self.coords).get(var)
 
-    def to_dict(self) -> dict[str, Any]:
-        return plain(asdict(self, dict_factory=_fields))
-
 
 @dataclass(frozen=True, slots=True)
-class ClientResult:
+class ClientResult(RecordData):
     name: str
-    kind: str
-    command: str
-    sweep_var: str | None
+    kind: str = "serving"
+    command: str = ""
+    sweep_var: str | None = None
     points: tuple[Point, ...] = ()
     sweep_vars: tuple[str, ...] = ()  # every swept variable; two for a grid sweep
-    repeats: int = 1  # samples asked for per point
+    repeats: int = field(default=1, metadata={"low": 0, "high": 1_000_000})  # samples per point
     warmup: bool = False  # an unrecorded run preceded each point
 
     def __post_init__(self) -> None:
@@ -135,24 +129,23 @@ class ClientResult:
     def grid(self) -> bool:
         return len(self.sweep_vars) > 1
 
-    def to_dict(self) -> dict[str, Any]:
-        return plain(asdict(self, dict_factory=_fields))
-
 
 @dataclass(frozen=True, slots=True)
-class VariantResult:
+class VariantResult(RecordData):
     """One server configuration of a run and what was measured against it. A record without
-    variants has one, with no coordinates, made from its top-level fields."""
+    variants has one, with no coordinates, made from its top-level fields. Its coordinates are
+    stored as a list of pairs: the block's order."""
 
     coords: tuple[tuple[str, str], ...] = ()  # (variable, value), in the block's order
-    status: str = "ok"  # ok | failed | skipped (not started: an earlier variant failed hard)
+    # ok | failed | skipped (not started: an earlier variant failed hard)
+    status: str = field(default="ok", metadata=matching(VARIANT_STATUS))
     failed_step: str | None = None
     message: str | None = None
-    engine: Mapping[str, Any] = field(default_factory=dict)
-    server: Mapping[str, Any] = field(default_factory=dict)
-    markers: Mapping[str, Any] = field(default_factory=dict)
-    timings: Mapping[str, Any] = field(default_factory=dict)
-    gpu_state: Mapping[str, Any] = field(default_factory=dict)
+    engine: Mapping[str, Any] = field(default_factory=dict, metadata=shaped(ENGINE))
+    server: Mapping[str, Any] = field(default_factory=dict, metadata=shaped(SERVER))
+    markers: Mapping[str, Any] = field(default_factory=dict, metadata=shaped(MARKERS))
+    timings: Mapping[str, Any] = field(default_factory=dict, metadata=shaped(TIMINGS))
+    gpu_state: Mapping[str, Any] = field(default_factory=dict, metadata=shaped(GPU_STATE))
     clients: tuple[ClientResult, ...] = ()
 
     @property
@@ -168,41 +161,34 @@ class VariantResult:
         return next((c for c in self.clients if c.name == name), None)
 
     def to_dict(self) -> dict[str, Any]:
-        data = plain(asdict(self, dict_factory=_fields))
+        data = RecordData.to_dict(self)
         data["coords"] = [list(kv) for kv in self.coords]  # ordered: the block's order
         return data
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> VariantResult:
-        maps = {k: data.get(k) or {} for k in ("engine", "server", "markers", "timings",
-                                                "gpu_state")}
-        return cls(coords=tuple((str(k), str(v)) for k, v in data.get("coords") or ()),
-                   status=data.get("status", "ok"), failed_step=data.get("failed_step"),
-                   message=data.get("message"), **maps,
-                   clients=tuple(_client(c) for c in data.get("clients", ())))
-
 
 @dataclass(frozen=True, slots=True)
-class Record:
-    runbook: str
+class Record(RecordData):
+    runbook: str = field(metadata=matching(RUNBOOK_ID_PATTERN))
     page: str
     blocks_hash: str
-    run_id: str
-    started_at: str
-    finished_at: str
-    status: str  # ok | failed
+    run_id: str = field(metadata=matching(RUN_ID_PATTERN))
+    started_at: str = field(metadata=matching(STAMP))
+    finished_at: str = field(metadata=matching(STAMP))
+    status: str = field(metadata=matching(RUN_STATUS))  # ok | failed
     failed_step: str | None = None
     message: str | None = None
-    host: Mapping[str, Any] = field(default_factory=dict)
-    engine: Mapping[str, Any] = field(default_factory=dict)
-    server: Mapping[str, Any] = field(default_factory=dict)
-    markers: Mapping[str, Any] = field(default_factory=dict)
-    timings: Mapping[str, Any] = field(default_factory=dict)
+    host: Mapping[str, Any] = field(default_factory=dict, metadata=shaped(HOST))
+    engine: Mapping[str, Any] = field(default_factory=dict, metadata=shaped(ENGINE))
+    server: Mapping[str, Any] = field(default_factory=dict, metadata=shaped(SERVER))
+    markers: Mapping[str, Any] = field(default_factory=dict, metadata=shaped(MARKERS))
+    timings: Mapping[str, Any] = field(default_factory=dict, metadata=shaped(TIMINGS))
     steps: tuple[Step, ...] = ()
     clients: tuple[ClientResult, ...] = ()
     artifacts_dir: str | None = None
-    gpu_state: Mapping[str, Any] = field(default_factory=dict)  # {"before": …, "after": …}
-    receipt: Mapping[str, Any] = field(default_factory=dict)  # file hashes, model, caches
+    gpu_state: Mapping[str, Any] = field(  # {"before": …, "after": …}
+        default_factory=dict, metadata=shaped(GPU_STATE))
+    receipt: Mapping[str, Any] = field(  # file hashes, model snapshot, caches
+        default_factory=dict, metadata=shaped(MARKERS))
     schema_version: int = SCHEMA_VERSION
     variants: tuple[VariantResult, ...] = ()  # schema 3: every server variant, in run order
 
@@ -228,6 +214,11 @@ class Record:
                               self.server, self.markers, self.timings, self.gpu_state,
                               self.clients),)
 
+    def variant(self, coords: tuple[tuple[str, str], ...]) -> VariantResult | None:
+        """The variant at `coords` (order of the pairs does not matter)."""
+        want = sorted(coords)
+        return next((v for v in self.each_variant() if sorted(v.coords) == want), None)
+
     def flat(self, variant: VariantResult) -> Record:
         """The record as if its run had had only `variant` (a record without variants: itself):
         what a reader of one server's results (a table, a comparison) reads."""
@@ -239,16 +230,11 @@ class Record:
                        timings=variant.timings, gpu_state=variant.gpu_state,
                        clients=variant.clients, variants=(), schema_version=SCHEMA_VERSION)
 
-    def variant(self, coords: tuple[tuple[str, str], ...]) -> VariantResult | None:
-        """The variant at `coords` (order of the pairs does not matter)."""
-        want = sorted(coords)
-        return next((v for v in self.each_variant() if sorted(v.coords) == want), None)
-
     def client(self, name: str | None) -> ClientResult | None:
         return next((c for c in self.clients if c.name == name), None)
 
     def to_dict(self) -> dict[str, Any]:
-        data = plain(asdict(self, dict_factory=_fields))
+        data = RecordData.to_dict(self)
         if self.variants:
             data["variants"] = [v.to_dict() for v in self.variants]
             for key in PER_VARIANT:
@@ -258,42 +244,36 @@ class Record:
         return data
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Record:
+    def from_dict(cls, data: Any) -> Record:
+        """Read and check a record of any readable schema version; raises RecordError naming
+        the field that does not fit."""
+        if not isinstance(data, dict):
+            raise RecordError("not a JSON object")
         version = data.get("schema_version")
-        if version not in READABLE_VERSIONS:
+        if isinstance(version, bool) or version not in READABLE_VERSIONS:
             known = " or ".join(str(v) for v in READABLE_VERSIONS)
-            raise RecordError(f"schema_version {version!r} is not {known}")
-        try:
-            clients = tuple(_client(c) for c in data.get("clients", ()))
-            steps = tuple(
-                Step(s["name"], s["status"], s.get("seconds", 0.0), s.get("message"))
-                for s in data.get("steps", ())
-            )
-            return cls(
-                runbook=data["runbook"],
-                page=data.get("page", ""),
-                blocks_hash=data.get("blocks_hash", ""),
-                run_id=data["run_id"],
-                started_at=data["started_at"],
-                finished_at=data.get("finished_at", data["started_at"]),
-                status=data["status"],
-                failed_step=data.get("failed_step"),
-                message=data.get("message"),
-                host=data.get("host") or {},
-                engine=data.get("engine") or {},
-                server=data.get("server") or {},
-                markers=data.get("markers") or {},
-                timings=data.get("timings") or {},
-                steps=steps,
-                clients=clients,
-                artifacts_dir=data.get("artifacts_dir"),
-                gpu_state=data.get("gpu_state") or {},
-                receipt=data.get("receipt") or {},
-                schema_version=version,
-                variants=tuple(VariantResult.from_dict(v) for v in data.get("variants") or ()),
-            )
-        except (KeyError, TypeError, AttributeError) as exc:
-            raise RecordError(f"missing or malformed field {exc}") from None
+            raise RecordError(f"field schema_version: {version!r} is not {known}",
+                              field="schema_version")
+        data = {"page": "", "blocks_hash": "", **data}
+        if "finished_at" not in data and "started_at" in data:
+            data["finished_at"] = data["started_at"]
+        data["clients"] = _clients_with_coords(data.get("clients", []))
+        if isinstance(data.get("variants"), list):
+            data["variants"] = [{**v, "clients": _clients_with_coords(v.get("clients", []))}
+                                if isinstance(v, dict) else v for v in data["variants"]]
+        return super(Record, cls).from_dict(data)
+
+
+def _clients_with_coords(clients: Any) -> Any:
+    """Schema 1 (and an early schema 2 writer) kept a point's one swept value only as `value`:
+    its coords are that value."""
+    if not isinstance(clients, list):
+        return clients
+    return [{**c, "points": [
+        {**p, "coords": {c["sweep_var"]: p["value"]}} if isinstance(p, dict)
+        and not p.get("coords") and isinstance(c.get("sweep_var"), str)
+        and p.get("value") is not None else p for p in c["points"]]}
+        if isinstance(c, dict) and isinstance(c.get("points"), list) else c for c in clients]
 
 
 def point_from_samples(value: str | None, samples: Sequence[Sample],
@@ -315,41 +295,6 @@ def point_from_samples(value: str | None, samples: Sequence[Sample],
     )
 
 
-def _client(c: Mapping[str, Any]) -> ClientResult:
-    return ClientResult(
-        name=c["name"],
-        kind=c.get("kind", "serving"),
-        command=c.get("command", ""),
-        sweep_var=c.get("sweep_var"),
-        points=tuple(_point(p, c.get("sweep_var")) for p in c.get("points", ())),
-        sweep_vars=tuple(c.get("sweep_vars") or ([c["sweep_var"]] if c.get("sweep_var") else [])),
-        repeats=c.get("repeats", 1),
-        warmup=c.get("warmup", False),
-    )
-
-
-def _point(p: Mapping[str, Any], sweep_var: str | None) -> Point:
-    value = p.get("value")
-    coords = p.get("coords")
-    if not coords:  # schema 1 (and an early schema 2 writer): the one swept variable's value
-        coords = {sweep_var: value} if sweep_var and value is not None else {}
-    return Point(
-        value=value,
-        status=p.get("status", "ok"),
-        metrics=p.get("metrics") or {},
-        result_file=p.get("result_file"),
-        message=p.get("message"),
-        seconds=p.get("seconds", 0.0),
-        samples=tuple(Sample.from_dict(s) for s in p.get("samples") or ()),
-        coords=tuple(sorted((str(k), str(v)) for k, v in coords.items())),
-    )
-
-
-class RecordError(InputError):
-    """A record file that cannot be read (unknown schema version, missing fields, broken JSON),
-    or cannot be written."""
-
-
 # --------------------------------------------------------------------------- ids and times
 
 
@@ -358,7 +303,7 @@ def utc_stamp(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-RUN_ID = re.compile(r"^\d{8}T\d{6}(?:\.\d{3})?Z-[0-9a-f]{8}(?:-[0-9a-f]{4}|-[0-9a-f]{8})?$")
+RUN_ID = re.compile(f"^{RUN_ID_PATTERN}$")
 
 
 def make_run_id(started: datetime, blocks_hash: str) -> str:
@@ -421,25 +366,76 @@ def _rel(root: Path, path: Path) -> str:
     return path.relative_to(root).as_posix() if path.is_relative_to(root) else path.as_posix()
 
 
-def read_record(path: Path, name: str | None = None) -> Record:
-    """One record, secrets masked (records written before masking covered a case included).
-    Raises RecordError located at the file (`name`, default its file name), and at the line and
-    column when the JSON itself is broken."""
-    where = name or path.name
+MAX_RECORD_BYTES = 64 << 20  # the largest real records are well under 1 MiB
+
+
+def _read_bounded(path: Path, where: str) -> str:
+    """The file's text: a regular file (not a FIFO that would block, not /dev/zero) of at most
+    MAX_RECORD_BYTES, UTF-8."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as exc:
-        raise RecordError(f"{where}: cannot read the record: {exc.strerror or exc}") from None
-    except json.JSONDecodeError as exc:
-        raise RecordError(f"{where}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}") from None
-    except ValueError as exc:
-        raise RecordError(f"{where}: cannot read the record: {exc}") from None
-    if not isinstance(data, dict):
-        raise RecordError(f"{where}: not a JSON object")
+        raise RecordError(f"{where}: cannot read the record: {exc.strerror or exc}",
+                          path=where, detail=f"cannot read the record: {exc.strerror or exc}",
+                          ) from None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise RecordError(f"{where}: not a regular file", path=where,
+                              detail="not a regular file")
+        data = f.read(MAX_RECORD_BYTES + 1)
+    if len(data) > MAX_RECORD_BYTES:
+        detail = f"larger than {MAX_RECORD_BYTES >> 20} MiB: not a run record"
+        raise RecordError(f"{where}: {detail}", path=where, detail=detail)
     try:
-        return Record.from_dict(mask_data(data))
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        detail = f"not UTF-8 text (byte {exc.start})"
+        raise RecordError(f"{where}: {detail}", path=where, detail=detail) from None
+
+
+def parse_record(text: str, where: str, expect: tuple[str, str] | None = None) -> Record:
+    """A record from its JSON text, every field checked (schema.py); secrets masked. Raises
+    RecordError located at `where`, the line and column, and the field. `expect`: the
+    (runbook id, run id) its place under runbooks/ says it holds."""
+    def fail(detail: str, line: int = 1, col: int = 1, fld: str | None = None) -> RecordError:
+        return RecordError(f"{where}:{line}:{col}: {detail}", path=where, line=line, col=col,
+                           field=fld, detail=detail)
+
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise fail(f"not valid JSON: {exc.msg}", exc.lineno, exc.colno) from None
+    except RecursionError:
+        raise fail("not a run record: nested too deeply") from None
+    except ValueError as exc:  # e.g. an integer literal with too many digits
+        raise fail(f"not a run record: {exc}") from None
+    try:
+        record = Record.from_dict(data)
     except RecordError as exc:
-        raise RecordError(f"{where}: {exc}") from None
+        line, col = locate(text, exc.field or "")
+        raise fail(str(exc), line, col, exc.field) from None
+    except RecursionError:
+        raise fail("not a run record: nested too deeply") from None
+    if expect is not None:
+        for name, want in zip(("runbook", "run_id"), expect, strict=True):
+            got = getattr(record, name)
+            if got != want:
+                line, col = locate(text, name)
+                raise fail(f"field {name}: {json.dumps(got)} does not match the record's place "
+                           f"(expected {json.dumps(want)})", line, col, name)
+    return Record.from_dict(mask_data(record.to_dict()))
+
+
+def read_record(path: Path, name: str | None = None, *, placed: bool | None = None) -> Record:
+    """One record, checked and secrets masked (records written before masking covered a case
+    included). Raises RecordError located at the file (`name`, default its file name), the line
+    and column, and the field. `placed`: the file is `runbooks/<runbook>/<run_id>.json`, and
+    the record must say so (default: when the file sits in such a folder)."""
+    where = name or path.name
+    if placed is None:
+        placed = path.parent.parent.name == RECORDS_DIR
+    text = _read_bounded(path, where)
+    return parse_record(text, where, (path.parent.name, path.stem) if placed else None)
 
 
 def read_records(root: Path, runbook_id: str) -> tuple[list[Record], list[RecordError]]:
@@ -451,7 +447,7 @@ def read_records(root: Path, runbook_id: str) -> tuple[list[Record], list[Record
     records, errors = [], []
     for path in sorted(folder.glob("*.json")):
         try:
-            records.append(read_record(path, _rel(root, path)))
+            records.append(read_record(path, _rel(root, path), placed=True))
         except RecordError as exc:
             errors.append(exc)
     records.sort(key=lambda r: (r.started_at, r.run_id))
@@ -477,7 +473,26 @@ def record_rel_path(record: Record) -> str:
     return f"{RECORDS_DIR}/{record.runbook}/{record.run_id}.json"
 
 
-__all__ = ["RUN_ID", "ClientResult", "Point", "Record", "RecordError", "Sample", "Step",
-           "VariantResult", "dumps", "latest_record", "load_records", "make_run_id", "masked",
-           "point_from_samples", "read_record", "read_records", "record_path", "record_rel_path",
-           "utc_stamp", "write_record"]
+__all__ = [
+    "RUN_ID",
+    "ClientResult",
+    "Point",
+    "Record",
+    "RecordError",
+    "Sample",
+    "Step",
+    "VariantResult",
+    "dumps",
+    "latest_record",
+    "load_records",
+    "make_run_id",
+    "masked",
+    "parse_record",
+    "point_from_samples",
+    "read_record",
+    "read_records",
+    "record_path",
+    "record_rel_path",
+    "utc_stamp",
+    "write_record",
+]

@@ -3,6 +3,7 @@ and whether the spread is too large for the median to be trusted."""
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -16,10 +17,15 @@ KEY_METRICS = ("output_throughput", "median_ttft_ms", "median_tpot_ms")
 
 
 def number(value: Any) -> float | None:
-    """`value` as a float when it is a real number (bools and strings are not)."""
+    """`value` as a float when it is a real, finite number (bools, strings, NaN, infinities and
+    integers too large for a float are not)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    return float(value)
+    try:
+        n = float(value)
+    except OverflowError:
+        return None
+    return n if math.isfinite(n) else None
 
 
 @dataclass(frozen=True, slots=True)

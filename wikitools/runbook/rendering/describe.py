@@ -10,6 +10,7 @@ from wikitools.runbook.records.record import (
     Record,
 )
 from wikitools.runbook.records.stats import number
+from wikitools.runbook.rendering.escape import escaped, md_code, md_text
 
 DASH = "–"
 
@@ -33,34 +34,35 @@ def hardware(record: Record) -> str:
     gpus = host.get("gpus") or []
     if host.get("cpu_only") or not gpus:
         return "a CPU-only host (no GPU)"
-    names = sorted({str(g.get("name", "?")) for g in gpus})
-    ccs = sorted({str(g.get("compute_capability", "?")) for g in gpus})
+    names = sorted({md_text(g.get("name", "?")) for g in gpus})
+    ccs = sorted({md_text(g.get("compute_capability", "?")) for g in gpus})
     archs = ", ".join(f"sm{c.replace('.', '')} (compute capability {c})" for c in ccs)
     count = host.get("gpu_count") or len(gpus)
     parts = [f"{count} × {' + '.join(names)}, {archs}"]
     if host.get("driver"):
-        parts.append(f"driver {host['driver']}")
+        parts.append(f"driver {md_text(host['driver'])}")
     if host.get("cuda"):
-        parts.append(f"CUDA {host['cuda']}")
+        parts.append(f"CUDA {md_text(host['cuda'])}")
     topo = host.get("topology")
     if topo and topo != "none" and count > 1:
-        parts.append(f"GPU link {topo}")
+        parts.append(f"GPU link {md_text(topo)}")
     return ", ".join(parts)
 
 
 def engine_text(record: Record) -> str:
     eng = record.engine
-    name = engines.display_name(eng.get("name"))
-    text = f"{name} {eng['version']}" if eng.get("version") else f"{name} (version not reported)"
+    name = md_text(engines.display_name(eng.get("name")))
+    text = (f"{name} {md_text(eng['version'])}" if eng.get("version")
+            else f"{name} (version not reported)")
     if eng.get("image"):
-        text += f", image `{eng['image']}`"
+        text += f", image {md_code(eng['image'])}"
         if eng.get("image_digest"):
-            text += f" (`{eng['image_digest']}`)"
+            text += f" ({md_code(eng['image_digest'])})"
     return text
 
 
 def server_facts(record: Record) -> str:
-    m = record.markers
+    m = escaped(record.markers)
     parts = []
     if m.get("attention_backend"):
         backend = f"attention backend {m['attention_backend']}"
@@ -73,7 +75,8 @@ def server_facts(record: Record) -> str:
         if isinstance(m.get("kv_cache_gib"), int | float):
             kv += f" ({m['kv_cache_gib']:,.2f} GiB)"
         parts.append(kv)
-    if isinstance(m.get("max_concurrency"), int | float) and m.get("max_concurrency_tokens"):
+    if isinstance(m.get("max_concurrency"), int | float) and isinstance(
+            m.get("max_concurrency_tokens"), int | float):
         parts.append(
             f"maximum concurrency {m['max_concurrency']:,.2f}× at "
             f"{m['max_concurrency_tokens']:,} tokens per request"
@@ -127,7 +130,7 @@ def headline(record: Record) -> str:
     if not record.ok:
         msg = record.message or ""
         msg = msg if len(msg) <= 80 else msg[:77] + "..."
-        return cell(f"failed at `{record.failed_step}`: {msg}")
+        return cell(f"failed at {md_code(record.failed_step)}: {md_text(msg)}")
     best: tuple[float, str, str] | None = None
     for variant in record.each_variant():
         for client in variant.clients:
@@ -136,10 +139,11 @@ def headline(record: Record) -> str:
             for p in client.points:
                 v = p.metrics.get("output_throughput")
                 if isinstance(v, int | float) and (best is None or v > best[0]):
-                    where = [f"{client.sweep_var}={p.value}"] if client.sweep_var else []
+                    where = ([f"{md_text(client.sweep_var)}={md_text(p.value)}"]
+                             if client.sweep_var else [])
                     if variant.coords:
-                        where.insert(0, f"variant {variant.name}")
-                    best = (v, client.name, f" at {', '.join(where)}" if where else "")
+                        where.insert(0, f"variant {md_text(variant.name)}")
+                    best = (v, md_text(client.name), f" at {', '.join(where)}" if where else "")
     if best is None:
         return "ok"
     return cell(f"best output {best[0]:,.1f} tok/s ({best[1]}{best[2]})")

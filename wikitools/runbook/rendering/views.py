@@ -32,6 +32,7 @@ from wikitools.runbook.rendering.describe import (
     short_hardware,
     speculative,
 )
+from wikitools.runbook.rendering.escape import escaped, md_code, md_text
 from wikitools.runbook.rendering.templates import environment
 
 
@@ -65,8 +66,8 @@ def _shown_common(record: Record) -> dict[str, Any]:
         "record_path": record_rel_path(record),
         "blocks_short": record.blocks_hash.split(":", 1)[-1][:8],
         "pipeline_check": pipeline_check(record),
-        "gpu_before": describe_state(record.gpu_state.get("before"), "before the run"),
-        "gpu_after": describe_state(record.gpu_state.get("after"), "after the clients"),
+        "gpu_before": describe_state(escaped(record.gpu_state.get("before")), "before the run"),
+        "gpu_after": describe_state(escaped(record.gpu_state.get("after")), "after the clients"),
         "cpu_only": bool(record.host.get("cpu_only")),
         "variants": _variant_facts(record),
     }
@@ -78,10 +79,10 @@ def _variant_facts(record: Record) -> list[str]:
     for v in record.variants:
         flat = record.flat(v)
         facts = server_facts(flat)
-        state = "" if v.ok else f" ({v.status}" + (f" at `{v.failed_step}`" if v.failed_step
-                                                    else "") + ")"
-        out.append(cell(f"`{v.name}`{state}: {engine_text(flat)}" + (f"; {facts}" if facts
-                                                                      else "")))
+        state = "" if v.ok else f" ({v.status}" + (f" at {md_code(v.failed_step)}"
+                                                    if v.failed_step else "") + ")"
+        out.append(cell(f"{md_code(v.name)}{state}: {engine_text(flat)}" + (
+            f"; {facts}" if facts else "")))
     return out
 
 
@@ -114,7 +115,7 @@ def quality_table(record: Record, client_name: str | None) -> dict[str, Any]:
     rows: list[list[str]] = []
     for variant in record.each_variant():
         client = variant.client(client_name)
-        prefix = f"{variant.name}: " if variant.coords else ""
+        prefix = f"{md_text(variant.name)}: " if variant.coords else ""
         for point in client.points if client else ():
             tasks = point.metrics.get("tasks") or {}
             for task in sorted(tasks):
@@ -124,7 +125,8 @@ def quality_table(record: Record, client_name: str | None) -> dict[str, Any]:
                     if metric.endswith("_stderr"):
                         continue
                     err = values.get(f"{metric}_stderr,{flt}" if flt else f"{metric}_stderr")
-                    rows.append([cell(prefix + task), cell(metric), cell(flt or DASH),
+                    rows.append([cell(prefix + md_text(task)), cell(md_text(metric)),
+                                 cell(md_text(flt or DASH)),
                                  fmt(values[key], "{:.4f}"), fmt(err, "{:.4f}")])
     shown["rows"] = rows
     return shown
@@ -162,7 +164,7 @@ def render_region(
     }
     if region.view == "history":
         rows = [
-            [day(r.started_at), f"`{r.run_id}`", r.status, cell(engine_text(r)),
+            [day(r.started_at), md_code(r.run_id), r.status, cell(engine_text(r)),
              cell(hardware(r)), headline(r)]
             for r in reversed(records)
         ]
@@ -187,9 +189,8 @@ def render_region(
             ctx["failed"] = {
                 "date": day(latest.started_at),
                 "record_path": record_rel_path(latest),
-                "step": latest.failed_step,
-                "message": " ".join((better_message(
-                    latest.message, tail or ()) or "no message").split()),
+                "step": md_code(latest.failed_step),
+                "message": md_text(better_message(latest.message, tail or ()) or "no message"),
             }
         if ok is not None:
             if region.view == "quality":
