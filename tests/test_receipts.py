@@ -36,7 +36,8 @@ def _record(root: Path, runbook: str, runs: list[list[float]], reference: str | 
         samples.append(Sample("ok", {"positions": 1, "top_k": 3}, 0.1, rel))
     point = Point(None, "ok", {"positions": 1, "top_k": 3}, samples[0].result_file,
                   samples=tuple(samples))
-    rec = Record(runbook, "wiki/x.md", "sha256:b", f"20261201T000000Z-{runbook[:8]:0<8}",
+    run_id = "20261201T000000Z-" + hashlib.sha256(runbook.encode()).hexdigest()[:8]
+    rec = Record(runbook, "wiki/x.md", "sha256:b", run_id,
                  "2026-12-01T00:00:00Z", "2026-12-01T00:01:00Z", status,
                  clients=(ClientResult("kld", "kld", "wiki kld capture", None, (point,)),))
     return score_record(rec, root, lambda _name: reference)
