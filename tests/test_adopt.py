@@ -361,3 +361,9 @@ def test_port_passed_into_the_container_keeps_the_scripts_default() -> None:
     runbooks, diags = extract_runbooks([page])
     assert diags == []
     assert runbooks.get("g").server.port == 5329
+
+
+def test_scan_check_passes_on_this_wikis_own_untouched_pages(capsys) -> None:
+    repo = Path(__file__).resolve().parent.parent
+    assert main(["runbook", "scan", "--check", "--root", str(repo)]) == 0
+    assert "would mark" not in capsys.readouterr().out

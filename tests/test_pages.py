@@ -174,3 +174,9 @@ def test_parse_fence_info_columns() -> None:
     assert attrs.options == (("gpus", "2", 33), ("env", "A=1 B=2", 40))
     assert parse_fence_info("{ .bash gpus=2", 4).error
     assert parse_fence_info("python title=x", 4).lang == "python"
+
+
+def test_text_after_an_escaped_character_is_located_where_it_stands() -> None:
+    page = parse_page("[link](a.md#x) \\![alt](i.png) ![alt](i.png) 0\n", "p.md")
+    assert [(s.text, s.col) for s in page.spans] == [
+        ("link", 2), (" !", 15), ("alt", 19), (" ", 30), ("alt", 33), (" 0", 44)]

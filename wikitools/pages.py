@@ -52,6 +52,7 @@ _BARE_URL = re.compile(r"\b(?:https?|ftp)://[^\s<>()\[\]`]+|\bwww\.[^\s<>()\[\]`
 _URL_TRAILING = ".,;:!?'\")*_"
 _QUOTE_PREFIX = re.compile(r"^(?:[ \t]*>)+")
 _BREAK_TAG = re.compile(r"<br\s*/?>", re.IGNORECASE)
+_ESCAPABLE = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")  # CommonMark backslash escapes
 
 
 # --------------------------------------------------------------------------- reading
@@ -145,6 +146,21 @@ def _plain(children: list[Token] | None, *, html: bool = False) -> str:
         elif tok.type == "image":
             parts.append(_plain(tok.children))
     return "".join(parts).strip()
+
+
+def _find_text(content: str, text: str, cursor: int) -> tuple[int, int] | None:
+    """Where a text token's `text` stands in the source `content`, from `cursor` on: the source
+    may carry a backslash before any punctuation that markdown-it unescaped (`\\!` reads `!`)."""
+    if content.startswith(text, cursor):
+        return cursor, cursor + len(text)
+    if not any(ch in _ESCAPABLE for ch in text):
+        found = content.find(text, cursor)
+        return (found, found + len(text)) if found >= 0 else None
+    pattern = "".join(
+        "\\\\?" + re.escape(ch) if ch in _ESCAPABLE else re.escape(ch) for ch in text
+    )
+    match = re.compile(pattern).search(content, cursor)
+    return match.span() if match else None
 
 
 def _code_span_end(content: str, markup: str, cursor: int) -> int:
@@ -342,9 +358,9 @@ class _Walker:
         for child in tok.children or []:
             kind = child.type
             if kind == "text":
-                found = content.find(child.content, cursor)
-                at = found if found >= 0 else cursor
-                cursor = at + len(child.content) if found >= 0 else cursor
+                span = _find_text(content, child.content, cursor)
+                at = span[0] if span else cursor
+                cursor = span[1] if span else cursor
                 ctx = stack[-1] if stack else context
                 if ctx != "autolink":
                     self._text(child.content, locate(at), ctx)

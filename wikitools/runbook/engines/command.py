@@ -124,12 +124,12 @@ def parse_server_command(text: str, extra_env: dict[str, str] | None = None,
     assert eng is not None  # launchers name known engines
     aliases = {**engines.SERVER_FLAG_ALIASES, **eng.flag_aliases}
     scope = dict(extra_env or {})
-    for name, value in env:
+    for var, setting in env:
         # `docker run -e PORT="$PORT"` passes the host's PORT on: it keeps the value the
         # script gave PORT before (`PORT="${PORT:-5329}"`) instead of hiding it
-        if name in scope and re.fullmatch(rf"\$\{{?{name}\}}?", value.strip('"')):
+        if var in scope and re.fullmatch(rf"\$\{{?{var}\}}?", setting.strip('"')):
             continue
-        scope[name] = value
+        scope[var] = setting
     scope.update((str(n), v) for n, v in enumerate(found.positional, start=1))
     positionals, raw_flags = parse_flags(found.rest)
     values: dict[str, Any] = {}

@@ -158,9 +158,9 @@ def _find(argv: list[str], words: list[Word] | None, scope: Scope, depth: int = 
         if inner is None:
             return None
         found, inner_env = inner
-        after = argv[j + 2 :]  # `sh -c SCRIPT NAME ARGS…`: NAME is $0, ARGS are "$@"
-        if after and any(_FORWARD.match(a) for a in found.rest):
-            _forward(found, after[1:])
+        passed = argv[j + 2 :]  # `sh -c SCRIPT NAME ARGS…`: NAME is $0, ARGS are "$@"
+        if passed and any(_FORWARD.match(a) for a in found.rest):
+            _forward(found, passed[1:])
         found.words = None
         found.wrappers.insert(0, f"{base} {argv[j]}")
         found.env = env + inner_env + found.env
