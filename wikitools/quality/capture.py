@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 
 from wikitools.errors import InputError, WikiError
-from wikitools.quality.tokens import TokenInput
+from wikitools.quality.tokens import TokenInput, read_json
 
 FORMAT = "wiki-kld-capture/1"
 APIS = ("vllm", "sglang")
@@ -72,12 +72,7 @@ def file_hash(path: Path) -> str:
 
 def load(path: Path, shown: str | None = None) -> Capture:
     where = shown or path.as_posix()
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError(f"{where}: cannot read the capture: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise InputError(f"{where}: not JSON ({exc})") from None
+    data = read_json(path, where, "the capture")
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise InputError(f"{where}: not a KLD capture (format {FORMAT} expected)")
     try:

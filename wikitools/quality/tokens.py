@@ -43,15 +43,20 @@ def from_seed(seed: int, count: int, low: int, high: int) -> TokenInput:
     return TokenInput(ids, f"seed:{seed}:{count}:{low}-{high}")
 
 
+def read_json(path: Path, where: str, what: str) -> object:
+    """A JSON file's value; an unreadable or malformed file is an input error naming `what`."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"{where}: cannot read {what}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise InputError(f"{where}: not JSON ({exc})") from None
+
+
 def from_file(path: Path, shown: str | None = None) -> TokenInput:
     """A JSON list of token ids, or an object with an `ids` list."""
     where = shown or path.as_posix()
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError(f"{where}: cannot read the token file: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise InputError(f"{where}: not JSON ({exc})") from None
+    data = read_json(path, where, "the token file")
     ids = data.get("ids") if isinstance(data, dict) else data
     if not isinstance(ids, list) or len(ids) < 2 or not all(
             type(i) is int and i >= 0 for i in ids):
