@@ -161,8 +161,15 @@ class Run:
     def output(self) -> str:
         return f"--- stdout\n{self.stdout}\n--- stderr\n{self.stderr}"
 
+    def stored_records(self) -> list[Path]:
+        """The records this run stored with the wiki, under `runbooks/`."""
+        return sorted((self.root / "runbooks" / self.runbook).glob("*.json"))
+
     def record_path(self) -> Path:
-        paths = sorted((self.root / "runbooks" / self.runbook).glob("*.json"))
+        """The run's record: under `runbooks/`, or in its artifacts folder for a run that
+        preflight refused (such a record never goes into the wiki)."""
+        paths = self.stored_records() or sorted(
+            (self.root / ".artifacts" / self.runbook).glob("*/record.json"))
         assert len(paths) == 1, f"expected one record, found {paths}\n{self.output}"
         return paths[0]
 
@@ -218,6 +225,7 @@ def assert_failed(run: Run, rc: int, failed_step: str) -> dict[str, Any]:
     assert "wikitools" not in run.stderr.replace("\n", ""), run.output
     teardown = step(rec, "teardown")
     if failed_step == "preflight":  # refused before anything started: nothing to tear down
+        assert run.stored_records() == [], "a refused run wrote into runbooks/"
         assert "start" not in [s["name"] for s in rec["steps"]], rec["steps"]
         assert (teardown["status"], teardown["message"]) == ("skipped", "nothing was started")
     else:
