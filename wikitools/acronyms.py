@@ -103,7 +103,9 @@ class Use:
     col: int
     context: str
     expanded: bool
-    hint: str | None = None  # an unknown acronym: the glossary term it probably means
+    # An unknown acronym: the glossary term it probably means, worked out for the first use of
+    # each unknown token on the page (the one reported).
+    hint: str | None = None
 
 
 class Matcher:
@@ -126,6 +128,10 @@ class Matcher:
         self.known_upper = {e.term.upper() for e in glossary.entries}
         self._expansions: dict[str, tuple[re.Pattern[str], re.Pattern[str]]] = {}
         self._entries: dict[str, Entry | None] = {}  # spelling -> entry, as looked up
+        self.anagrams: dict[str, str] = {}  # sorted capitals -> the first term spelt with them
+        for entry in glossary.entries:
+            if not entry.name and len(entry.term) > 2:
+                self.anagrams.setdefault("".join(sorted(entry.term.upper())), entry.term)
 
     def entry_for(self, spelling: str) -> Entry | None:
         try:
@@ -283,6 +289,7 @@ def find_uses(page: Page, matcher: Matcher, settled: Container[str] = frozenset(
     if "{" in text:
         text = _JSON.sub(lambda m: " " * len(m.group(0)), text)
     words = _Words(text, matcher)
+    hinted: set[str] = set()
     for m in matcher.regex.finditer(text):
         start = m.start()
         if start and _WORDCHAR.match(text, start - 1):
@@ -302,8 +309,9 @@ def find_uses(page: Page, matcher: Matcher, settled: Container[str] = frozenset(
         span = spans[k]
         col = span.col + (start - starts[k])
         if entry is None:
-            yield Use(head, None, span.line, col, span.context, False,
-                      _near_miss(matcher, head, text, start, m.end()))
+            hint = None if head in hinted else _near_miss(matcher, head, text, start, m.end())
+            hinted.add(head)
+            yield Use(head, None, span.line, col, span.context, False, hint)
             continue
         expanded = False
         if entry.term not in settled and not entry.name:
@@ -334,9 +342,7 @@ def _near_miss(matcher: Matcher, token: str, text: str, start: int, end: int) ->
                 return entry.term
     # by spelling, only the same letters in another order (MEO for MoE): a one-letter change
     # is as often another acronym (CPU and GPU, TPU and TP)
-    letters = sorted(token.upper())
-    return next((e.term for e in matcher.glossary.entries
-                 if not e.name and len(e.term) > 2 and sorted(e.term.upper()) == letters), None)
+    return matcher.anagrams.get("".join(sorted(token.upper())))
 
 
 def check_page(
