@@ -420,16 +420,21 @@ def append_args(text: str, args: list[str]) -> str | None:
     return text[:at] + " " + " ".join(shell_quote(a) for a in args) + text[at:]
 
 
-def docker_run_offset(text: str) -> int | None:
-    """Offset just after `run` in the block's first top-level `docker run` (or `docker container
-    run`), where docker options can be added; None when there is none."""
+def _programs(text: str) -> list[tuple[SimpleCommand, int]]:
+    """Each top-level command of `text` with the index of its program word, past environment
+    assignments and wrappers; none when the text does not parse."""
     try:
         cmds = split_commands(text)
     except ShellSyntaxError:
-        return None
-    for cmd in cmds:
+        return []
+    return [(cmd, _strip_prefixes(cmd.argv, [], [])) for cmd in cmds]
+
+
+def docker_run_offset(text: str) -> int | None:
+    """Offset just after `run` in the block's first top-level `docker run` (or `docker container
+    run`), where docker options can be added; None when there is none."""
+    for cmd, i in _programs(text):
         argv = cmd.argv
-        i = _strip_prefixes(argv, [], [])
         if i + 1 >= len(argv) or basename(argv[i]) not in docker_cli.CONTAINER_PROGRAMS:
             continue
         if argv[i + 1] == "run":
@@ -445,13 +450,8 @@ def own_compose_project(text: str, project: str) -> str | None:
     `--project-name=X` replaced, or `-p project` added after the program. A `-p` given on the
     command line outranks COMPOSE_PROJECT_NAME and the file's `name:`, so the call acts on
     `project` only. None when there is no such call outside a quoted string."""
-    try:
-        cmds = split_commands(text)
-    except ShellSyntaxError:
-        return None
-    for cmd in cmds:
+    for cmd, i in _programs(text):
         argv = cmd.argv
-        i = _strip_prefixes(argv, [], [])
         call = compose_call(argv, i) if i < len(argv) else None
         if call is None:
             continue
