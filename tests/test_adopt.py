@@ -446,3 +446,54 @@ def test_a_compose_file_that_hands_an_engine_image_to_a_wrapper_is_refused() -> 
         "p.md:1:1: RB016 warning: not proposed as a runbook: compose file whose services start "
         "no engine the reader knows (service ds4 runs scripts/run-server.sh): the engine, model "
         "and port cannot be read from it"]
+
+
+def test_a_launch_through_a_script_of_the_repository_is_refused_naming_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = _wiki(tmp_path, {"p.md": (
+        "# P\n\n```bash\nPORT=8402 scripts/run-server.sh\n```\n\n"
+        "```bash\ncd docs && ./start.sh\n```\n\n```bash\nscripts/outside.sh\n```\n\n"
+        "```bash\nscripts/missing.sh\n```\n")})
+    (root / "scripts").mkdir()
+    (root / "scripts" / "run-server.sh").write_text(
+        "#!/bin/bash\nexec vllm serve org/m --port \"${PORT:-8000}\" --tensor-parallel-size 2\n")
+    (root / "docs" / "start.sh").write_text("docker run -d --gpus all vllm/vllm-openai:v0.10.0"
+                                            " --model org/m\n")
+    elsewhere = tmp_path / "elsewhere.sh"  # outside the wiki: a symlink does not lead there
+    elsewhere.write_text("vllm serve org/x\n")
+    (root / "scripts" / "outside.sh").symlink_to(elsewhere)
+    assert main(["runbook", "scan", "--root", str(root)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    tail = (", a file of the repository that starts an engine: a runbook holds only what its "
+            "page shows, so it cannot read or hash that file; show it on the page (a "
+            "here-document, or a block marked `.runbook-file`)")
+    assert out == [
+        "docs/p.md:4:1: RB016 warning: not proposed as a runbook: runs scripts/run-server.sh"
+        + tail,
+        f"docs/p.md:8:12: RB016 warning: not proposed as a runbook: runs docs/start.sh{tail}",
+    ]
+
+
+def test_a_written_launcher_that_runs_a_script_inside_the_image_is_refused_saying_so() -> None:
+    _fences, refused = _scan(
+        "```bash\ncat >/tmp/run-g <<'EOF'\ndocker run -d --gpus all vllm/vllm-openai:v0.10.0 "
+        "bash -lc 'exec /opt/vllm/scripts/run-glm'\nEOF\nchmod +x /tmp/run-g\n```\n\n"
+        "```bash\nPORT=5264 /tmp/run-g\n```\n")
+    assert refused[-1] == (
+        "p.md:1:1: RB016 warning: not proposed as a runbook: writes /tmp/run-g, which the block "
+        "at line 8 runs: runs a launcher the block at line 1 writes, which the reader does not "
+        "understand: it starts /opt/vllm/scripts/run-glm inside the image, so the engine, model "
+        "and port cannot be read from the page")
+
+
+def test_template_fields_a_docs_build_fills_in_are_placeholders() -> None:
+    fences, refused = _scan(
+        "```bash\nexport IMAGE=quay.io/ascend/vllm-ascend:|vllm_ascend_version|\n"
+        "docker run -d --gpus all $IMAGE vllm serve org/m\n```\n\n"
+        "```bash\nvllm serve org/m --revision {{ revision }}\n```\n")
+    assert fences == []
+    assert [r.split(": ", 1)[1] for r in refused] == [
+        "RB014 warning: not proposed as a runbook: the command holds a placeholder, "
+        "|vllm_ascend_version|: write the value it stands for",
+        "RB014 warning: not proposed as a runbook: the command holds a placeholder, "
+        "{{ revision }}: write the value it stands for"]

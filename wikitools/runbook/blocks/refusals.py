@@ -6,9 +6,11 @@ variables the command needs that nothing sets (RB015; where the page sets them, 
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from wikitools.diagnostics import Diagnostic, Severity
 from wikitools.pages import CodeBlock, Page
@@ -34,6 +36,8 @@ _MARKUP = frozenset({"<think>", "<answer>", "<tool_call>", "<br>", "<eos>", "<bo
                      "<unk>", "<image>"})
 _ELLIPSIS = re.compile(r"(?:(?<=\s)|^)(\.\.\.|…|\[\.\.\.\]|<\.\.\.>)(?=\s|$|\\$)")
 _PATH_TO = re.compile(r"/path/to\b|\bpath/to/", re.I)
+# Template syntax a docs build fills in: Jinja `{{ version }}`, Sphinx/MyST `|version|`.
+_TEMPLATE = re.compile(r"\{\{\s*[\w.]+\s*\}\}|(?<![\w|])\|[a-z_][\w-]*\|(?![\w|])")
 _XXX = re.compile(r"""=(["']?)(x{3,}|X{3,}|x\.x\.x\.x|your[-_][\w-]+)\1(?=\s|$|;)""", re.I)
 _MULTI_NODE = re.compile(
     r"--(?:node[-_]rank|dist[-_]init[-_]addr|headless|data[-_]parallel[-_]address|"
@@ -96,7 +100,7 @@ def placeholders(text: str) -> list[tuple[int, int, str]]:
     """(line index, column index, the placeholder) for each placeholder in shell text."""
     found: list[tuple[int, int, str]] = []
     for i, line, in_body in _code_lines(text):
-        for rx in (_ANGLE, _PATH_TO, _XXX):
+        for rx in (_ANGLE, _PATH_TO, _XXX, _TEMPLATE):
             found += [(i, m.start(), m[0].lstrip("=")) for m in rx.finditer(line)
                       if m[0].lower() not in _MARKUP]
         if not in_body:  # `...` in a script body may be code (Python's Ellipsis)
@@ -286,6 +290,7 @@ def runs_file(text: str, path: str) -> list[int]:
 
 
 _ENGINE_WORD = re.compile(r"vllm|sglang|llama", re.I)
+_ENGINE_REF = re.compile(r"[\w./-]*(?:vllm|sglang|llama)[\w./-]*:[\w.-]+", re.I)
 
 
 def _one_off(block: CodeBlock) -> Refusal | None:
@@ -326,7 +331,11 @@ def unproposed_reason(page: Page, block: CodeBlock, problems: Iterable[str] = ()
     runs = {p: runs_file(text, p) for p in elsewhere}
     runs = {p: offs for p, offs in runs.items() if offs}
     if not (_LAUNCH.search(code) or runs):
-        return _one_off(block) if _ENGINE_WORD.search(code) else None
+        if not _ENGINE_WORD.search(code):
+            return None
+        marks = [r for r in static_refusals(block) if r.reason == "placeholder"] \
+            if re.search(r"\b(?:docker|podman)\s+run\b", code) else []
+        return marks[0] if marks else _one_off(block)
     found = static_refusals(block)
     if found:
         return found[0]
@@ -389,6 +398,14 @@ def runner_reason(block: CodeBlock, writers: Mapping[int, CodeBlock], files: Map
         return found[0]
     where = ", ".join(f"line {n}" for n in sorted(writers))
     why = next(iter(problems), None) or "no engine launcher found in it"
+    bodies = [b for w in writers.values() for b in heredoc_files(w.content).values()]
+    scripts = [m[1] for b in bodies for m in _SCRIPT.finditer(b)]
+    inside = [p for p in scripts if p.startswith(("/opt/", "/usr/"))]
+    if inside:
+        named = next((p for p in inside if p.endswith((".sh", ".py")) or "/scripts/" in p
+                      or "/bin/" in p), None)
+        why = (f"it starts {named or 'a script'} inside the image, so the engine, model and "
+               "port cannot be read from the page")
     return Refusal(block.line, block.col, "RB016", "opaque",
                    f"runs a launcher the block at {where} writes, which the reader does not "
                    f"understand: {why}")
@@ -402,3 +419,71 @@ def writer_refusals(page: Page, runner: CodeBlock, writers: Mapping[int, CodeBlo
                        f"not proposed as a runbook: writes {', '.join(heredoc_files(w.content))}"
                        f", which the block at line {runner.line} runs: {why.message}",
                        Severity.WARNING) for n, w in sorted(writers.items()) if n not in claimed]
+
+
+_PATHLIKE = re.compile(r"^(?:\./)?[\w.-]+(?:/[\w.-]+)+$|^\./[\w.-]+$")
+
+
+def repository_file(root: Path, page: str, block: CodeBlock, spelled: str) -> str | None:
+    """The repository path (POSIX, relative to `root`) of a file a block's command names by a
+    relative path: from a `cd DIR` of the block, the wiki root or the page's folder; never a
+    file outside the root (nor reached through a symlink out of it)."""
+    if not _PATHLIKE.match(spelled) or ".." in spelled.split("/"):
+        return None
+    top = root.resolve()
+    cds = [m[1] for m in re.finditer(r"(?m)^\s*cd\s+([\w./-]+)\s*(?:&&|;|$)", block.content)]
+    bases = [*(top / d for d in cds if not d.startswith("/")), top,
+             top / posixpath.dirname(page)]
+    for base in bases:
+        candidate = (base / spelled).resolve()
+        if candidate.is_file() and candidate.is_relative_to(top):
+            return candidate.relative_to(top).as_posix()
+    return None
+
+
+def repository_launch(root: Path, page: str, block: CodeBlock) -> Refusal | None:
+    """A block that runs a script or compose file of the wiki's repository that starts an
+    engine (`scripts/run-server.sh`, `docker compose -f compose/x.yml up`): said, located,
+    since a runbook holds only what its page shows."""
+    try:
+        cmds = split_commands(block.content)
+    except ShellSyntaxError:
+        return None
+    hits: list[tuple[int, str]] = []
+    for cmd in cmds:
+        argv = cmd.argv
+        lead = next((k for k, a in enumerate(argv) if not re.match(r"[A-Za-z_]\w*=", a)), None)
+        if lead is None:
+            continue
+        words = [argv[lead]] if basename(argv[lead]) not in _SHELLS else argv[lead + 1 : lead + 2]
+        call = compose_call(argv, lead)
+        if call is not None and call.subcommand in COMPOSE_START_SUBCOMMANDS:
+            words = list(call.files)
+        for spelled in words:
+            rel = repository_file(root, page, block, spelled)
+            if rel is None:
+                continue
+            try:
+                text = (root / rel).read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                continue
+            compose = re.search(r"(?m)^services:", text) and _ENGINE_REF.search(text)
+            if not (_LAUNCH.search(text) or compose):
+                continue
+            hits.append((cmd.words[0].start, rel))
+            break
+    if not hits:
+        return None
+    if len(hits) > 1:
+        lines = [_position(block, block.content, o)[0] for o, _r in hits]
+        line, col = _position(block, block.content, hits[1][0])
+        return Refusal(line, col, STATIC_CODE, "alternatives",
+                       f"the block starts {len(hits)} servers (lines "
+                       f"{', '.join(map(str, lines))}): alternatives to choose from, not one "
+                       "run; give each its own block")
+    line, col = _position(block, block.content, hits[0][0])
+    return Refusal(line, col, "RB016", "repository",
+                   f"runs {hits[0][1]}, a file of the repository that starts an engine: a "
+                   "runbook holds only what its page shows, so it cannot read or hash that "
+                   "file; show it on the page (a here-document, or a block marked "
+                   "`.runbook-file`)")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from wikitools.diagnostics import Diagnostic, Severity
 from wikitools.fences import format_fence_info
@@ -19,6 +20,7 @@ from wikitools.runbook.blocks.refusals import (
     later_runner,
     page_scripts,
     page_value,
+    repository_launch,
     runner_reason,
     runs_file,
     static_refusals,
@@ -196,9 +198,11 @@ def scan_pages(pages: Iterable[Page], taken: Iterable[str] = ()) -> list[Suggest
     return scan_wiki(pages, taken).suggestions
 
 
-def scan_wiki(pages: Iterable[Page], taken: Iterable[str] = ()) -> ScanResult:
+def scan_wiki(pages: Iterable[Page], taken: Iterable[str] = (), root: Path | None = None,
+              ) -> ScanResult:
     """Suggestions for every plain launch and client block of `pages`, and the launch blocks
-    refused with their reasons. Ids are unique against `taken` and each other."""
+    refused with their reasons. Ids are unique against `taken` and each other. `root`: the
+    wiki's folder, to say which launches run a script or compose file of the repository."""
     out: list[Suggestion] = []
     refused: list[Diagnostic] = []
     used = set(taken)
@@ -277,6 +281,8 @@ def scan_wiki(pages: Iterable[Page], taken: Iterable[str] = ()) -> ScanResult:
                 _f, _env, problems = find_launcher(block.content, files)
                 why = (runner_reason(block, runs, files, problems) if runs else
                        unproposed_reason(page, block, problems, scripts))
+                if root is not None and (why is None or why.reason == "opaque"):
+                    why = repository_launch(root, page.path, block) or why
                 if why is not None:
                     refused.append(Diagnostic(page.path, why.line, why.col, why.code,
                                               f"not proposed as a runbook: {why.message}",
