@@ -16,7 +16,8 @@ A launch block is found by text alone (not by the tool's own reader), so blocks 
 are counted: a fenced block that starts an engine (`vllm serve`, `python -m vllm.entrypoints…`,
 `python -m sglang.launch_server`, `sglang serve`, `llama-server`), a `docker run` of an engine
 image, a compose file whose services run an engine, or a `docker compose up` with no compose file
-before it on the page. Needs no network.
+before it on the page, or a run of a script or compose file of the tree that does one of
+these. Needs no network.
 
     python benchmarks/bench_adopt.py TREE [--docs-dir DIR] [--list] [--keep DIR]
 """
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import io
 import re
 import shutil
@@ -85,7 +87,9 @@ def fenced_blocks(path: str, text: str) -> list[Block]:
         j = i + 1
         while j < len(lines):
             stripped = lines[j].lstrip(" \t>")
-            if stripped.startswith(fence) and not stripped.strip().strip(fence[0]):
+            indent = len(lines[j]) - len(stripped) - len(lead)  # 4 more: text, not a fence
+            if stripped.startswith(fence) and not stripped.strip().strip(fence[0]) and \
+                    indent < 4:
                 break
             body.append(lines[j][len(lead):] if lines[j].startswith(lead) else lines[j].lstrip())
             j += 1
@@ -100,7 +104,43 @@ def _code(text: str) -> str:
     return "\n".join(ln for ln in text.split("\n") if not ln.lstrip().startswith("#"))
 
 
-def launch_blocks(path: str, text: str) -> list[Block]:
+_PROGRAM = re.compile(r"(?:^|&&|;|\|\|)\s*(?:[A-Za-z_]\w*=\S*\s+)*(?:(?:bash|sh|exec|nohup)\s+)?"
+                      r"(?:\./)?([\w.-]+(?:/[\w.-]+)+|\./[\w.-]+)(?=\s|$|;|&)", re.M)
+_COMPOSE_FILE = re.compile(r"\bdocker[ -]compose\b[^\n]*?(?:-f|--file)[ =](\S+)[^\n]*\bup\b")
+_SCRIPT_LAUNCH = re.compile(r"\b(?:docker|podman)\s+run\b[^\n]*(?:\s-d\b|--detach|--gpus)")
+
+
+def _starts_engine(text: str) -> bool:
+    """A script or compose file that starts a server (not a build or a one-off check)."""
+    code = _code(text)
+    if re.search(r"(?m)^services:", text):
+        return bool(_IMAGE.search(text))
+    return bool(_ENGINE.search(code) or (_SCRIPT_LAUNCH.search(code) and _IMAGE.search(code))
+                or (_COMPOSE_UP.search(code) and _IMAGE.search(code)))
+
+
+def _runs_tree_file(tree: Path | None, page: str, code: str) -> bool:
+    """The block runs a file of the tree as a command (or `docker compose -f FILE up`), by a
+    relative path from the root, the page's folder or a `cd` of the block, and that file
+    starts a server itself."""
+    if tree is None:
+        return False
+    top = tree.resolve()
+    bases = [top / d for d in re.findall(r"(?m)^\s*cd\s+([\w./-]+)", code) if d[0] != "/"]
+    bases += [top, top / Path(page).parent]
+    for rel in [*_PROGRAM.findall(code), *_COMPOSE_FILE.findall(code)]:
+        for base in bases:
+            f = (base / rel).resolve()
+            if f.is_file() and f.is_relative_to(top):
+                try:
+                    if _starts_engine(f.read_text(encoding="utf-8")):
+                        return True
+                except (OSError, UnicodeDecodeError):
+                    pass
+    return False
+
+
+def launch_blocks(path: str, text: str, tree: Path | None = None) -> list[Block]:
     out: list[Block] = []
     compose_seen = False
     for b in fenced_blocks(path, text):
@@ -114,7 +154,8 @@ def launch_blocks(path: str, text: str) -> list[Block]:
         if b.lang not in ("", "bash", "sh", "shell", "zsh", "console", "shell-session", "text"):
             continue
         engine = _ENGINE.search(code) or (_DOCKER_RUN.search(code) and _IMAGE.search(code))
-        if engine or (_COMPOSE_UP.search(code) and not compose_seen):
+        runs_file = b.lang not in ("", "text") and _runs_tree_file(tree, path, code)
+        if engine or (_COMPOSE_UP.search(code) and not compose_seen) or runs_file:
             out.append(b)
     return out
 
@@ -150,6 +191,25 @@ def _changed_lines(before: Path, after: Path) -> list[str]:
     return bad
 
 
+def _line_maps(before: Path, after: Path) -> dict[str, dict[int, int]]:
+    """For each page `scan --write` changed: where each line of the page went (1-based), once
+    results regions and server blocks were added above it."""
+    out: dict[str, dict[int, int]] = {}
+    for old in before.rglob("*.md"):
+        rel = old.relative_to(before)
+        a = old.read_bytes().decode("utf-8", "replace").split("\n")
+        b = (after / rel).read_bytes().decode("utf-8", "replace").split("\n")
+        if len(a) == len(b):
+            continue
+        mapping: dict[int, int] = {}
+        ops = difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
+        for tag, i1, i2, j1, j2 in ops:
+            if tag == "equal" or (tag == "replace" and i2 - i1 == j2 - j1):
+                mapping.update((i1 + k + 1, j1 + k + 1) for k in range(i2 - i1))
+        out[rel.as_posix()] = mapping
+    return out
+
+
 def funnel(tree: Path, docs_dir: str | None, keep: Path | None, listing: bool) -> int:
     work = Path(tempfile.mkdtemp(prefix="wiki-funnel-"))
     try:
@@ -161,7 +221,7 @@ def funnel(tree: Path, docs_dir: str | None, keep: Path | None, listing: bool) -
         shutil.copytree(before, after, symlinks=True)
         config = load_config(after)
         docs = config.docs_dir
-        blocks = [b for p in load_pages(config) for b in launch_blocks(p.path, p.text)]
+        blocks = [b for p in load_pages(config) for b in launch_blocks(p.path, p.text, before)]
 
         t0 = time.perf_counter()
         rc_write, out_write = _quiet(["runbook", "scan", "--write", "--root", str(after)])
@@ -199,13 +259,15 @@ def funnel(tree: Path, docs_dir: str | None, keep: Path | None, listing: bool) -
                 if m and "RB0" in m["rest"]:
                     refusals.setdefault((m["path"], int(m["line"])), m["rest"])
 
+        moved = _line_maps(before, after)
         rows: list[tuple[str, str]] = []
         for b in blocks:
-            key = (b.path, b.line)
+            shift = moved.get(b.path, {})
+            key = (b.path, shift.get(b.line, b.line))
             hit = planned.get(key)
             if hit is None:  # a compose `up` block reads the file: find a runbook on its lines
                 hit = next((v for (p, ln), v in planned.items() if p == b.path
-                            and b.line <= ln <= b.end), None)
+                            and key[1] <= ln <= shift.get(b.end, b.end)), None)
             if hit is not None:
                 rid, rc, what = hit
                 kind = "runbook" if rc in (0, 1) else "planfail"

@@ -17,7 +17,7 @@ _REEXEC = "WIKI_SCRIPT_REEXEC"  # set once, so a broken .venv cannot loop
 
 
 # What every page command needs; checked without importing (an import costs start-up time).
-NEEDED = ("yaml", "markdown_it", "pathspec")
+NEEDED = ("yaml", "markdown_it_pyrs", "pathspec")
 
 
 def run(command: str, argv: list[str]) -> int:

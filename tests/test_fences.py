@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
-from markdown_it import MarkdownIt
+from markdown_it_pyrs import MarkdownIt
 
 from wikitools.cli import main
 from wikitools.fences import block_hash_info, modernise_info, parse_fence_info
@@ -74,7 +74,7 @@ def test_modernise_and_hash() -> None:
     ("{ .bash #a .runbook-server engine=vllm gpus=2 }", "language-{"),
 ])
 def test_plain_commonmark_takes_the_first_word(info: str, cls: str) -> None:
-    """markdown-it-py with no plugins: the reading of GitHub and other CommonMark renderers."""
+    """A CommonMark renderer with no plugins: the reading of GitHub and the others."""
     out = MarkdownIt("commonmark").render(f"```{info}\nvllm serve m\n```\n")
     assert out == f'<pre><code class="{cls}">vllm serve m\n</code></pre>\n'
 

@@ -14,6 +14,7 @@ from test_lint import make_tree
 
 from wikitools.cli import main
 from wikitools.glossary import abbreviation_lines, load_glossary
+from wikitools.pages import parse_page
 
 REPO = Path(__file__).resolve().parent.parent
 GLOSSARY = "# Glossary\n\n| Acronym | Meaning |\n|---|---|\n| GPU | graphics processing unit |\n"
@@ -168,3 +169,18 @@ def test_outside_a_wiki_is_refused(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "not inside a wiki" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_backtick_the_parser_fails_on_is_read_as_text(tmp_path: Path) -> None:
+    # markdown-it-pyrs 0.4 panics on a lone backtick inside an unclosed `[` (markdown-it-rust
+    # issue 40): the page is read all the same, that backtick as text and the code span as
+    # code, with a located warning and no panic message on stderr.
+    source = "# A\n\nSee [the `x` tool and ` here.\n"
+    page = parse_page(source, "a.md")
+    assert [(s.text, s.col) for s in page.spans] == [("A", 3), ("See [the ", 1),
+                                                     (" tool and ` here.", 13)]
+    root = make_wiki(tmp_path, {"wiki/a.md": source})
+    done = wiki(["lint", "--root", str(root)], tmp_path, timeout=120)
+    assert "wiki/a.md:3:23: PG008 warning: this backtick closes no code span" in done.stdout
+    assert done.stderr == "0 errors, 1 warning in 1 file (2 pages)\n", done.stderr  # no panic
+    assert done.returncode == 0

@@ -1,4 +1,4 @@
-"""Page model positions, as markdown-it-py-style fixture files in tests/fixtures/pages/*.md.
+"""Page model positions, as markdown-it-style fixture files in tests/fixtures/pages/*.md.
 
 Each case is `title` / `.` / input / `.` / expected dump / `.`; the test id carries the file and
 line. A title containing `[crlf]` feeds the input with CRLF line endings. `pytest

@@ -185,3 +185,17 @@ def test_a_hub_cannot_be_measured_while_a_page_is_not(tmp_path, capsys):
     record(root)  # an SM120 record: the page may now be measured, and so may its hub
     (root / "wiki/fake.md").write_text(text.replace("status: unverified", "status: measured"))
     assert lint(root, capsys)[0] == 0
+
+
+def test_a_hub_with_its_own_unrun_runbook_stays_below_its_reviewed_pages(tmp_path, capsys):
+    """The hub's own runbook has no record, so the hub is unverified although its one other
+    page is reviewed; it still may not claim more than that page."""
+    root = tree(tmp_path, status="unverified")
+    text = (root / "wiki/fake.md").read_text().replace(
+        "status: unverified\n", "status: unverified\nhub: true\nfamily: fam\n")
+    (root / "wiki/fake.md").write_text(text)
+    (root / "wiki/m.md").write_text(_member("reviewed"))
+    assert lint(root, capsys)[0] == 0
+    (root / "wiki/fake.md").write_text(text.replace("status: unverified", "status: measured"))
+    code, out = lint(root, capsys)
+    assert code == 1 and "FM008" in out and "'status: reviewed'" in out

@@ -52,16 +52,12 @@ Add a real acronym to the glossary, even a familiar one (GPU, CPU), so it gets a
 from __future__ import annotations
 
 import bisect
-import json
 import re
 import string
-from collections import Counter
 from collections.abc import Callable, Container, Iterable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 from wikitools.diagnostics import Diagnostic, sort_key
-from wikitools.errors import ConfigError
 from wikitools.glossary import Entry, Glossary
 from wikitools.pages import Page
 from wikitools.runbook.blocks.regions import find_regions
@@ -103,7 +99,9 @@ class Use:
     col: int
     context: str
     expanded: bool
-    hint: str | None = None  # an unknown acronym: the glossary term it probably means
+    # An unknown acronym: the glossary term it probably means, worked out for the first use of
+    # each unknown token on the page (the one reported).
+    hint: str | None = None
 
 
 class Matcher:
@@ -126,6 +124,10 @@ class Matcher:
         self.known_upper = {e.term.upper() for e in glossary.entries}
         self._expansions: dict[str, tuple[re.Pattern[str], re.Pattern[str]]] = {}
         self._entries: dict[str, Entry | None] = {}  # spelling -> entry, as looked up
+        self.anagrams: dict[str, str] = {}  # sorted capitals -> the first term spelt with them
+        for entry in glossary.entries:
+            if not entry.name and len(entry.term) > 2:
+                self.anagrams.setdefault("".join(sorted(entry.term.upper())), entry.term)
 
     def entry_for(self, spelling: str) -> Entry | None:
         try:
@@ -283,6 +285,7 @@ def find_uses(page: Page, matcher: Matcher, settled: Container[str] = frozenset(
     if "{" in text:
         text = _JSON.sub(lambda m: " " * len(m.group(0)), text)
     words = _Words(text, matcher)
+    hinted: set[str] = set()
     for m in matcher.regex.finditer(text):
         start = m.start()
         if start and _WORDCHAR.match(text, start - 1):
@@ -302,8 +305,9 @@ def find_uses(page: Page, matcher: Matcher, settled: Container[str] = frozenset(
         span = spans[k]
         col = span.col + (start - starts[k])
         if entry is None:
-            yield Use(head, None, span.line, col, span.context, False,
-                      _near_miss(matcher, head, text, start, m.end()))
+            hint = None if head in hinted else _near_miss(matcher, head, text, start, m.end())
+            hinted.add(head)
+            yield Use(head, None, span.line, col, span.context, False, hint)
             continue
         expanded = False
         if entry.term not in settled and not entry.name:
@@ -334,9 +338,7 @@ def _near_miss(matcher: Matcher, token: str, text: str, start: int, end: int) ->
                 return entry.term
     # by spelling, only the same letters in another order (MEO for MoE): a one-letter change
     # is as often another acronym (CPU and GPU, TPU and TP)
-    letters = sorted(token.upper())
-    return next((e.term for e in matcher.glossary.entries
-                 if not e.name and len(e.term) > 2 and sorted(e.term.upper()) == letters), None)
+    return matcher.anagrams.get("".join(sorted(token.upper())))
 
 
 def check_page(
@@ -427,63 +429,3 @@ def check_pages(
         if is_checked(page, gpath):
             diags.extend(check(page, matcher))
     return sorted(diags, key=sort_key)
-
-
-# --------------------------------------------------------------------------- baseline
-
-BASELINE_VERSION = 1
-DEFAULT_BASELINE = ".acronyms-baseline.json"  # used by `wiki check` when present at the root
-_QUOTED = re.compile(r'"([^"]*)"')
-
-
-def baseline_key(diag: Diagnostic) -> tuple[str, str, str]:
-    """(path, code, term): stable when lines move."""
-    m = _QUOTED.search(diag.message)
-    return (diag.path, diag.code, m.group(1) if m else diag.message)
-
-
-def render_baseline(diags: Iterable[Diagnostic]) -> str:
-    counts = Counter(baseline_key(d) for d in diags)
-    findings = [
-        {"path": p, "code": c, "term": t, "count": n} for (p, c, t), n in sorted(counts.items())
-    ]
-    data = {"schema_version": BASELINE_VERSION, "tool": "wiki acronyms", "findings": findings}
-    return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-
-
-def load_baseline(path: Path) -> Counter[tuple[str, str, str]]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise ConfigError(f"{path}: baseline not found (write one with --write-baseline)") from exc
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read baseline: {exc}") from exc
-    if not isinstance(data, dict) or data.get("schema_version") != BASELINE_VERSION:
-        raise ConfigError(
-            f"{path}: not a baseline file (schema_version {BASELINE_VERSION} expected)"
-        )
-    counts: Counter[tuple[str, str, str]] = Counter()
-    for item in data.get("findings", []):
-        try:
-            counts[(str(item["path"]), str(item["code"]), str(item["term"]))] += int(item["count"])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ConfigError(f"{path}: malformed baseline entry {item!r}") from exc
-    return counts
-
-
-def apply_baseline(
-    diags: list[Diagnostic], baseline: Counter[tuple[str, str, str]]
-) -> tuple[list[Diagnostic], int, int]:
-    """(new findings, how many the baseline suppressed, baseline entries no longer seen)."""
-    left = Counter(baseline)
-    fresh: list[Diagnostic] = []
-    suppressed = 0
-    for diag in sorted(diags, key=sort_key):
-        key = baseline_key(diag)
-        if left[key] > 0:
-            left[key] -= 1
-            suppressed += 1
-        else:
-            fresh.append(diag)
-    gone = sum(1 for n in left.values() if n > 0)
-    return fresh, suppressed, gone

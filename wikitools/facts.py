@@ -30,8 +30,8 @@ if TYPE_CHECKING:
 MAX_WORKERS = 4  # each worker holds the parser (~40 MB): keeps a cold run under 300 MB
 # Modules whose code decides the facts: a change to any of them empties the cache.
 _SOURCES = (
-    "pages", "page_model", "facts", "index", "lint", "acronyms", "expansions", "glossary",
-    "anchors", "runbook/blocks/regions",
+    "pages", "page_model", "page_source", "fences", "facts", "index", "lint", "acronyms",
+    "expansions", "glossary", "anchors", "runbook/blocks/regions",
 )
 
 
@@ -192,14 +192,17 @@ def _compute(
 
 
 def _source_key() -> str:
-    """Changes with the code that computes facts, with markdown-it-py and with Python."""
+    """Changes with the code that computes facts, with the parser's version and with Python."""
     digest = blake2b(sys.version.encode(), digest_size=12)
     package = Path(__file__).parent
     for name in _SOURCES:
         digest.update((package / f"{name}.py").read_bytes())
-    spec = importlib.util.find_spec("markdown_it")
-    if spec is not None and spec.origin:
-        digest.update(Path(spec.origin).read_bytes())  # holds __version__
+    spec = importlib.util.find_spec("markdown_it_pyrs")
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        # the installed version, named by its dist-info folder beside the package
+        digest.update(" ".join(sorted(
+            path.name for path in Path(folder).parent.glob("markdown_it_pyrs-*.dist-info")
+        )).encode())
     return digest.hexdigest()
 
 

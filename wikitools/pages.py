@@ -1,4 +1,4 @@
-"""The page parser: one markdown-it-py parse per page into the model of `wikitools.page_model`
+"""The page parser: one markdown-it-pyrs parse per page into the model of `wikitools.page_model`
 (re-exported here), positions mapped back to the source. Every other module reads `Page`,
 never raw Markdown."""
 
@@ -8,11 +8,10 @@ import bisect
 import os
 import re
 import stat
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
-from markdown_it import MarkdownIt
-from markdown_it.token import Token
+from markdown_it_pyrs import MarkdownIt, Node
 
 from wikitools.diagnostics import Diagnostic, Severity
 from wikitools.fences import parse_fence_info
@@ -46,13 +45,16 @@ __all__ = [
     "read_page",
 ]
 
-_MD = MarkdownIt("commonmark", {"html": True}).enable("table")
+_MD = MarkdownIt("commonmark").enable("table")  # HTML blocks and inline HTML included
 
 _BARE_URL = re.compile(r"\b(?:https?|ftp)://[^\s<>()\[\]`]+|\bwww\.[^\s<>()\[\]`]+")
 _URL_TRAILING = ".,;:!?'\")*_"
 _QUOTE_PREFIX = re.compile(r"^(?:[ \t]*>)+")
 _BREAK_TAG = re.compile(r"<br\s*/?>", re.IGNORECASE)
-_ESCAPABLE = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")  # CommonMark backslash escapes
+_COMMENT = re.compile(r"<!--(.*?)-->", re.DOTALL)
+_TEXT = frozenset(("text", "text_special"))  # text_special: an escaped character or an entity
+_LEAF = frozenset(("code_inline", "softbreak", "hardbreak"))
+_INLINE = _TEXT | _LEAF | {"html_inline", "link", "autolink", "image", "em", "strong"}
 
 
 # --------------------------------------------------------------------------- reading
@@ -114,319 +116,372 @@ def parse_page(text: str, path: str = "<string>") -> Page:
     lines = text.split("\n")
     body_lines = take_front_matter(page, lines)
     body_lines = flatten_containers(page, body_lines)
-    tokens = _MD.parse("\n".join(body_lines))
-    _Walker(page, lines).walk(tokens)
+    tree, body, mark = _tree(page, lines, body_lines)
+    _Walker(page, lines, body.split("\n"), body, mark).blocks(tree)
     return page
 
 
-# --------------------------------------------------------------------------- token walk
+def _tree(page: Page, lines: list[str], body_lines: list[str]) -> tuple[Node, str, str | None]:
+    """The syntax tree of the body, the body it was parsed from, and the character that stands
+    for a backtick in it, if any. markdown-it-pyrs 0.4 panics on some backtick runs that close
+    no code span, when it scans one twice (inside an unclosed `[`; markdown-it-rust/markdown-it
+    issue 40). Such a run is text in CommonMark: the page is parsed again with the runs that no
+    run of their length follows written as a stand-in character (read back as a backtick), else
+    with every backtick so written, with a PG008 warning at the first."""
+    body = "\n".join(body_lines)
+    tree = _quiet_tree(body)
+    if tree is not None:
+        return tree, body, None
+    mark = next((ch for ch in _MARKS if ch not in body), None)
+    for unmatched_only in (True, False) if mark else ():
+        marked = _inert_backticks(body, mark or "", unmatched_only)
+        tree = _quiet_tree(marked)
+        if tree is None:
+            continue
+        at = next((i for i, (x, y) in enumerate(zip(body, marked, strict=True)) if x != y), 0)
+        k = body.count("\n", 0, at)
+        col = at - body.rfind("\n", 0, at) + len(lines[k]) - len(body_lines[k])
+        page.problems.append(Diagnostic(
+            page.path, k + 1, col, "PG008",
+            "this backtick closes no code span and the Markdown parser fails on it: write it "
+            "as \\` (it is read as text)" if unmatched_only else "the Markdown parser fails on "
+            "this page's backticks: every backtick is read as text", Severity.WARNING))
+        return tree, marked, mark
+    page.problems.append(Diagnostic(
+        page.path, 1, 1, "PG008", "the Markdown parser fails on this page; its body is not read"))
+    return _MD.tree(""), "", None
 
 
-def _span(tok: Token) -> tuple[int, int]:
-    """The 0-based [start, end) source lines of a block-level token (markdown-it always maps
-    them; only inline children go unmapped)."""
-    if tok.map is None:
-        raise ValueError(f"markdown-it token {tok.type!r} has no source map")
-    start, end = tok.map
-    return start, end
+_STDERR: list[int] = []  # a duplicate of file descriptor 2 and one of /dev/null, once opened
 
 
-def _plain(children: list[Token] | None, *, html: bool = False) -> str:
+def _quiet_tree(body: str) -> Node | None:
+    """The syntax tree, or None where the parser panics (the Rust panic message it writes on
+    file descriptor 2 is discarded)."""
+    try:
+        if not _STDERR:
+            _STDERR.extend((os.dup(2), os.open(os.devnull, os.O_WRONLY)))
+        os.dup2(_STDERR[1], 2)
+    except OSError:
+        pass
+    try:
+        return _MD.tree(body)
+    except BaseException as exc:  # pyo3's PanicException derives from BaseException
+        if type(exc).__name__ != "PanicException":
+            raise
+        return None
+    finally:
+        if _STDERR:
+            os.dup2(_STDERR[0], 2)
+
+
+# Stand-ins for a backtick that are punctuation too, as a backtick is (emphasis reads them alike).
+_MARKS = "\u2e3b\u2e3a\u2e2e\u2e18\u2e1f"
+_BLANK_LINES = re.compile(r"(\n[ \t]*\n)")
+_TICKS = re.compile(r"`+")
+_PREFIX = r"(?:[ \t>]|[-*+][ \t]|\d{1,9}[.)][ \t])*"  # quote and list item markers
+_FENCE_PREFIX = re.compile(_PREFIX)
+_OWN_LINE = re.compile(r"[ \t>]*#|.*\|")  # a heading or a table row: inline content of its own
+_ITEM_START = re.compile(r"[ \t>]*(?:[-*+]|\d{1,9}[.)])(?:[ \t]|$)")
+
+
+def _inert_backticks(body: str, mark: str, unmatched_only: bool) -> str:
+    """The body with backtick runs written as `mark`: those that no run of the same length
+    follows in their block of lines (between blank lines, list items, headings and table rows),
+    or all; never a fence's opening run."""
+    out: list[str] = []
+    for chunk in _BLANK_LINES.split(body):
+        if "`" not in chunk:
+            out.append(chunk)
+            continue
+        groups: list[list[str]] = [[]]
+        for line in chunk.split("\n"):
+            if _OWN_LINE.match(line):
+                groups += [[line], []]
+            elif _ITEM_START.match(line) and groups[-1]:
+                groups.append([line])
+            else:
+                groups[-1].append(line)
+        out.append("\n".join(_inert_runs("\n".join(g), mark, unmatched_only)
+                             for g in groups if g))
+    return "".join(out)
+
+
+def _inert_runs(text: str, mark: str, unmatched_only: bool) -> str:
+    later: set[int] = set()
+    inert: list[tuple[int, int]] = []
+    for m in reversed(list(_TICKS.finditer(text))):
+        size = m.end() - m.start()
+        line_start = text.rfind("\n", 0, m.start()) + 1
+        opener = size >= 3 and _FENCE_PREFIX.fullmatch(text, line_start, m.start()) is not None
+        if not opener and (not unmatched_only or size not in later):
+            inert.append((m.start(), m.end()))
+        later.add(size)
+    parts, last = [], 0
+    for start, end in reversed(inert):
+        parts += [text[last:start], mark * (end - start)]
+        last = end
+    return "".join(parts) + text[last:]
+
+
+# --------------------------------------------------------------------------- tree walk
+
+
+def _plain(nodes: Sequence[Node], html: bool = False) -> str:
     """Inline text without markup. With `html`, inline tags such as `<think>` stay in the text
     (a heading's words); comments never do."""
     parts: list[str] = []
-    for tok in children or []:
-        keep_html = html and tok.type == "html_inline" and not tok.content.startswith("<!--")
-        if tok.type in ("text", "code_inline") or keep_html:
-            parts.append(tok.content)
-        elif tok.type in ("softbreak", "hardbreak") or (
-            tok.type == "html_inline" and _BREAK_TAG.fullmatch(tok.content)
-        ):
-            parts.append(" ")
-        elif tok.type == "image":
-            parts.append(_plain(tok.children))
+    _plain_parts(nodes, html, parts)
     return "".join(parts).strip()
 
 
-def _find_text(content: str, text: str, cursor: int) -> tuple[int, int] | None:
-    """Where a text token's `text` stands in the source `content`, from `cursor` on: the source
-    may carry a backslash before any punctuation that markdown-it unescaped (`\\!` reads `!`)."""
-    if content.startswith(text, cursor):
-        return cursor, cursor + len(text)
-    if not any(ch in _ESCAPABLE for ch in text):
-        found = content.find(text, cursor)
-        return (found, found + len(text)) if found >= 0 else None
-    pattern = "".join(
-        "\\\\?" + re.escape(ch) if ch in _ESCAPABLE else re.escape(ch) for ch in text
-    )
-    match = re.compile(pattern).search(content, cursor)
-    return match.span() if match else None
+def _plain_parts(nodes: Sequence[Node], html: bool, parts: list[str]) -> None:
+    for node in nodes:
+        name = node.name
+        if name in _TEXT:
+            parts.append(node.meta["content"])
+        elif name == "html_inline":
+            content = node.meta["content"]
+            if html and not content.startswith("<!--"):
+                parts.append(content)
+            elif _BREAK_TAG.fullmatch(content):
+                parts.append(" ")
+        elif name in ("softbreak", "hardbreak"):
+            parts.append(" ")
+        elif name == "image":
+            parts.append(_plain(node.children))
+        else:  # emphasis, links, code spans: their text
+            _plain_parts(node.children, html, parts)
 
 
-def _code_span_end(content: str, markup: str, cursor: int) -> int:
-    """Offset just past the code span opened by the first `markup` run at or after `cursor`
-    (the closing run has exactly the same number of backticks)."""
-    opening = re.compile(rf"(?<!`){markup}(?!`)")
-    start = opening.search(content, cursor)
-    if start is None:
-        return cursor
-    end = opening.search(content, start.end())
-    return end.end() if end else start.end()
+def _label_end(data: bytes, start: int) -> int:
+    """Offset of the `]` that closes the link label opened just before `start`."""
+    depth, i = 0, start
+    while i < len(data):
+        ch = data[i]
+        if ch == 0x5C:  # a backslash escapes the next byte
+            i += 2
+            continue
+        if ch == 0x5B:
+            depth += 1
+        elif ch == 0x5D:
+            if depth == 0:
+                return i
+            depth -= 1
+        i += 1
+    return len(data)
 
 
 class _Walker:
-    """Turns the token stream into Page elements, mapping positions back to the source."""
+    """Turns the syntax tree into Page elements. Every node carries its byte offsets in the
+    parsed body, which has the source's lines, some with leading columns taken off
+    (`flatten_containers`): an offset maps back to an exact source line and column."""
 
-    def __init__(self, page: Page, lines: list[str]) -> None:
+    def __init__(
+        self, page: Page, lines: list[str], body_lines: list[str], body: str, mark: str | None
+    ) -> None:
         self.page = page
+        self.mark = mark
         self.lines = lines
+        self.body_lines = body_lines
+        self.ascii = body.isascii()
+        self.data = body.encode()
+        self.starts: list[int] = []
+        offset = 0
+        for line in body_lines:
+            self.starts.append(offset)
+            offset += (len(line) if self.ascii or line.isascii() else len(line.encode())) + 1
 
     # positions -------------------------------------------------------------
 
-    def _col_in_line(self, line_idx: int, needle: str, start_col0: int = 0) -> int:
-        """0-based column of `needle` in source line `line_idx` at or after `start_col0`."""
-        src = self.lines[line_idx] if line_idx < len(self.lines) else ""
-        found = src.find(needle, start_col0) if needle else -1
-        return found if found >= 0 else start_col0
+    def at(self, offset: int) -> tuple[int, int]:
+        """0-based source line and column (code points) of a byte offset in the body."""
+        k = bisect.bisect_right(self.starts, offset) - 1
+        col = offset - self.starts[k]
+        line = self.body_lines[k]
+        if not (self.ascii or line.isascii()):
+            col = len(line.encode()[:col].decode("utf-8", errors="ignore"))
+        return k, len(self.lines[k]) - len(line) + col
 
-    def walk(self, tokens: list[Token]) -> None:
-        table: dict[str, Any] | None = None
-        pending: dict[str, Any] = {}
-        for i, tok in enumerate(tokens):
-            if tok.type == "fence":
-                self._fence(tok)
-            elif tok.type == "code_block":
-                self._indented(tok)
-            elif tok.type == "html_block":
-                self._html_block(tok)
-            elif tok.type == "heading_open":
-                pending = {"heading": tok}
-            elif tok.type == "paragraph_open":
-                pending = {"paragraph": tok}
-            elif tok.type == "table_open":
-                start, end = _span(tok)
-                table = {"line": start + 1, "end": end, "header": [], "rows": []}
-            elif tok.type == "tr_open" and table is not None:
-                table["rows"].append([])
-            elif tok.type == "thead_close" and table is not None:
-                table["header"] = table["rows"].pop() if table["rows"] else []
-            elif tok.type == "table_close" and table is not None:
-                self._table(table)
-                table = None
-            elif tok.type == "inline":
-                if table is not None and tokens[i - 1].type in ("th_open", "td_open"):
-                    self._cell(tok, table)
-                elif "heading" in pending:
-                    self._heading(pending.pop("heading"), tok)
-                elif "paragraph" in pending:
-                    pending.pop("paragraph")
-                    self._inline(tok, "paragraph")
-                    self.page.paragraphs.append(Paragraph(_plain(tok.children), _span(tok)[0] + 1))
-                else:
-                    self._inline(tok, "paragraph")
+    def line_of(self, offset: int) -> int:
+        return bisect.bisect_right(self.starts, offset) - 1
+
+    def last_line(self, node: Node) -> int:
+        """The 1-based last source line of a block."""
+        start, end = node.srcmap or (0, 0)
+        return self.line_of(max(end - 1, start)) + 1
+
+    def source(self, start: int, end: int) -> str:
+        return self.unmark(self.data[start:end].decode("utf-8", errors="replace"))
+
+    def unmark(self, text: str) -> str:
+        """The text with the parser's stand-in for a backtick (see `_tree`) read back."""
+        return text if self.mark is None else text.replace(self.mark, "`")
 
     # blocks ----------------------------------------------------------------
 
-    def _fence(self, tok: Token) -> None:
-        start, end = _span(tok)
-        src = self.lines[start]
-        col0 = self._col_in_line(start, tok.markup)
-        last = self.lines[end - 1] if end - 1 < len(self.lines) else ""
-        last = _QUOTE_PREFIX.sub("", last).strip()  # a fence inside `> ` closes inside it too
-        closed = end - 1 > start and last.startswith(tok.markup) and not last.strip(tok.markup[0])
-        info_col = col0 + len(tok.markup) + 1
-        attrs = parse_fence_info(src[col0 + len(tok.markup) :], info_col)
-        block = CodeBlock(
-            line=start + 1,
-            col=col0 + 1,
-            content=tok.content,
-            content_line=start + 2,
-            end_line=end,
-            fenced=True,
-            closed=closed,
-            info=tok.info,
-            attrs=attrs,
-        )
-        self.page.code_blocks.append(block)
+    def blocks(self, node: Node) -> None:
+        run: list[Node] = []  # the inline content of a tight list item's paragraph
+        for child in node.children:
+            name = child.name
+            if name in _INLINE:
+                run.append(child)
+                continue
+            if run:
+                self._paragraph(run, run[0])
+                run = []
+            if name == "paragraph":
+                self._paragraph(child.children, child)
+            elif name == "fence":
+                self._fence(child)
+            elif name == "code_block":
+                self._indented(child)
+            elif name == "html_block":
+                self._html_block(child)
+            elif name in ("heading", "lheading"):
+                self._heading(child)
+            elif name == "table":
+                self._table(child)
+            else:
+                self.blocks(child)
+        if run:
+            self._paragraph(run, run[0])
+
+    def _paragraph(self, nodes: Sequence[Node], first: Node) -> None:
+        self._inline(nodes, "paragraph")
+        line = self.line_of(first.srcmap[0] if first.srcmap else 0) + 1
+        self.page.paragraphs.append(Paragraph(self.unmark(_plain(nodes)), line))
+
+    def _fence(self, node: Node) -> None:
+        meta = node.meta
+        markup = meta["marker"] * meta["marker_len"]
+        start, col0 = self.at(node.srcmap[0] if node.srcmap else 0)
+        end = self.last_line(node)
+        last = _QUOTE_PREFIX.sub("", self.lines[end - 1]).strip()  # `> ` closes inside it too
+        closed = end - 1 > start and last.startswith(markup) and not last.strip(markup[0])
+        info_col = col0 + len(markup) + 1
+        attrs = parse_fence_info(self.lines[start][col0 + len(markup) :], info_col)
+        self.page.code_blocks.append(CodeBlock(
+            line=start + 1, col=col0 + 1, content=self.unmark(meta["content"]),
+            content_line=start + 2, end_line=end, fenced=True, closed=closed,
+            info=self.unmark(meta["info"]), attrs=attrs))
         if not closed:
-            self.page.problems.append(
-                Diagnostic(
-                    self.page.path,
-                    start + 1,
-                    col0 + 1,
-                    "PG001",
-                    f"code fence {tok.markup!r} is never closed; it runs to the end of the file",
-                )
-            )
+            self.page.problems.append(Diagnostic(
+                self.page.path, start + 1, col0 + 1, "PG001",
+                f"code fence {markup!r} is never closed; it runs to the end of the file"))
 
-    def _indented(self, tok: Token) -> None:
-        start, end = _span(tok)
-        col0 = indent(self.lines[start]) if start < len(self.lines) else 0
-        self.page.code_blocks.append(
-            CodeBlock(start + 1, col0 + 1, tok.content, start + 1, end, fenced=False, closed=True)
-        )
+    def _indented(self, node: Node) -> None:
+        start = self.line_of(node.srcmap[0] if node.srcmap else 0)
+        col0 = indent(self.lines[start])
+        self.page.code_blocks.append(CodeBlock(
+            start + 1, col0 + 1, self.unmark(node.meta["content"]), start + 1, self.last_line(node),
+            fenced=False, closed=True))
 
-    def _html_block(self, tok: Token) -> None:
-        start, end = _span(tok)
-        self.page.html_blocks.append((start + 1, end))
-        self._comments(tok.content, start, 0)
-
-    def _comments(self, content: str, line_idx: int, col_hint: int) -> None:
-        for m in re.finditer(r"<!--(.*?)-->", content, re.DOTALL):
+    def _html_block(self, node: Node) -> None:
+        start = self.line_of(node.srcmap[0] if node.srcmap else 0)
+        self.page.html_blocks.append((start + 1, self.last_line(node)))
+        content = self.unmark(node.meta["content"])
+        for m in _COMMENT.finditer(content):
             before = content[: m.start()]
-            line = line_idx + before.count("\n")
+            line = start + before.count("\n")
             prefix = before.rsplit("\n", 1)[-1]
-            col0 = self._col_in_line(line, "<!--", col_hint if "\n" not in before else 0)
-            if "\n" in before or not prefix:
-                col0 = self._col_in_line(line, "<!--")
+            piece = content[m.start() - len(prefix) :].split("\n", 1)[0]
+            src = self.lines[line]
+            col0 = len(src) - len(piece) + len(prefix) if src.endswith(piece) else src.find("<!--")
             end_line = line + m.group(0).count("\n") + 1
             self.page.comments.append(Comment(m.group(1).strip(), line + 1, col0 + 1, end_line))
 
-    def _heading(self, open_tok: Token, inline: Token) -> None:
-        setext = open_tok.markup in ("=", "-")
-        line_idx = _span(inline)[0]
-        text = _plain(inline.children, html=True)
-        col0 = self._col_in_line(line_idx, inline.content.split("\n")[0][:20])
-        self.page.headings.append(
-            Heading(int(open_tok.tag[1]), text, line_idx + 1, col0 + 1, setext)
-        )
-        self._inline(inline, "heading")
+    def _heading(self, node: Node) -> None:
+        children = node.children
+        line = self.line_of(node.srcmap[0] if node.srcmap else 0)
+        col0 = self.at(children[0].srcmap[0])[1] if children and children[0].srcmap else 0
+        text = self.unmark(_plain(children, html=True))
+        setext = node.name == "lheading"
+        self.page.headings.append(Heading(node.meta["level"], text, line + 1, col0 + 1, setext))
+        self._inline(children, "heading")
 
-    def _cell(self, tok: Token, table: dict[str, Any]) -> None:
-        line_idx = _span(tok)[0]
-        row: list[Cell] = table["rows"][-1] if table["rows"] else []
-        # Cells are found left to right: search after the previous cell of the row.
-        after = 0
-        if row:
-            prev = row[-1]
-            after = prev.col - 1 + len(prev.text)
-        if tok.content:
-            col0 = self._col_in_line(line_idx, tok.content, after)
+    def _table(self, node: Node) -> None:
+        header: tuple[Cell, ...] = ()
+        rows: list[tuple[Cell, ...]] = []
+        for section in node.children:
+            for trow in section.children:
+                row: list[Cell] = []
+                line = self.line_of(trow.srcmap[0] if trow.srcmap else 0)
+                for tcell in trow.children:
+                    self._cell(tcell, line, row)
+                if section.name == "thead":
+                    header = tuple(row)
+                else:
+                    rows.append(tuple(row))
+        start = self.line_of(node.srcmap[0] if node.srcmap else 0)
+        self.page.tables.append(Table(start + 1, self.last_line(node), header, tuple(rows)))
+
+    def _cell(self, node: Node, line: int, row: list[Cell]) -> None:
+        start, end = node.srcmap or (0, 0)
+        if end > start:  # the cell's trimmed source; `\|` is a pipe in it
+            text = self.source(start, end).replace("\\|", "|")
+            col0 = self.at(start)[1]
         else:  # an empty cell: just after its opening pipe; a padded cell: the end of the line
-            line = self.lines[line_idx] if line_idx < len(self.lines) else ""
-            pipe = line.find("|", after)
-            col0 = pipe + 1 if pipe >= 0 else len(line.rstrip("\r\n"))
-        row.append(Cell(tok.content, line_idx + 1, col0 + 1))
-        self._inline(tok, "table", anchor=(line_idx, col0))
-
-    def _table(self, table: dict[str, Any]) -> None:
-        self.page.tables.append(
-            Table(
-                line=table["line"],
-                end_line=table["end"],
-                header=tuple(table["header"]),
-                rows=tuple(tuple(r) for r in table["rows"]),
-            )
-        )
+            text = ""
+            after = row[-1].col - 1 + len(row[-1].text) if row else 0
+            src = self.lines[line]
+            pipe = src.find("|", after)
+            col0 = pipe + 1 if pipe >= 0 else len(src)
+        row.append(Cell(text, line + 1, col0 + 1))
+        self._inline(node.children, "table")
 
     # inline ----------------------------------------------------------------
 
-    def _line_starts(self, tok: Token, anchor: tuple[int, int] | None) -> list[tuple[int, int]]:
-        """For each line of the inline content: (source line index, 0-based column)."""
-        if anchor is not None:
-            return [anchor]
-        starts: list[tuple[int, int]] = []
-        first = _span(tok)[0]
-        for k, content_line in enumerate(tok.content.split("\n")):
-            idx = first + k
-            src = self.lines[idx] if idx < len(self.lines) else ""
-            body = src.rstrip()
-            piece = content_line.rstrip()
-            if piece and body.endswith(piece):
-                col0 = len(body) - len(piece)
-            else:
-                col0 = self._col_in_line(idx, piece[:12]) if piece else 0
-            starts.append((idx, col0))
-        return starts
+    def _inline(self, nodes: Sequence[Node], context: str) -> None:
+        """Text spans, links and comments of inline content. Adjacent text nodes (an escape or
+        an entity splits them) make one span, located where the first starts."""
+        texts: list[str] = []
+        first = 0
+        for node in nodes:
+            name = node.name
+            if name in _TEXT:
+                if not texts:
+                    first = node.srcmap[0] if node.srcmap else 0
+                texts.append(node.meta["content"])
+                continue
+            if texts:
+                self._text(self.unmark("".join(texts)), first, context)
+                texts = []
+            if name == "link":
+                self._link("link", node)
+                self._inline(node.children, "link_text")
+            elif name == "autolink":
+                self._link("autolink", node)
+            elif name == "image":
+                start = self._link("image", node)
+                alt = self.source(start + 2, _label_end(self.data, start + 2))
+                if alt:
+                    self._text(alt, start + 2, "image_alt")
+            elif name == "html_inline":
+                content = self.unmark(node.meta["content"])
+                if content.startswith("<!--") and node.srcmap:
+                    line, col0 = self.at(node.srcmap[0])
+                    text = content[4:-3].strip()
+                    self.page.comments.append(Comment(text, line + 1, col0 + 1, line + 1))
+            elif name not in _LEAF:  # emphasis
+                self._inline(node.children, context)
+        if texts:
+            self._text(self.unmark("".join(texts)), first, context)
 
-    def _inline(self, tok: Token, context: str, anchor: tuple[int, int] | None = None) -> None:
-        content = tok.content
-        starts = self._line_starts(tok, anchor)
-        line_of_offset: list[int] = []  # content offset where each content line starts
-        off = 0
-        for piece in content.split("\n"):
-            line_of_offset.append(off)
-            off += len(piece) + 1
+    def _link(self, kind: str, node: Node) -> int:
+        start = node.srcmap[0] if node.srcmap else 0
+        line, col0 = self.at(start)
+        url = str(node.meta.get("url", ""))
+        if self.mark is not None:  # percent-encoded in a link's address
+            encoded = "".join(f"%{byte:02X}" for byte in self.mark.encode())
+            url = self.unmark(url.replace(encoded, "%60"))
+        self.page.links.append(Link(kind, url, line + 1, col0 + 1))
+        return start
 
-        def locate(offset: int) -> tuple[int, int]:
-            k = min(bisect.bisect_right(line_of_offset, offset) - 1, len(starts) - 1)
-            idx, col0 = starts[k]
-            return idx + 1, col0 + (offset - line_of_offset[k]) + 1
-
-        cursor = 0
-        stack: list[str] = []  # enclosing link/image contexts
-        for child in tok.children or []:
-            kind = child.type
-            if kind == "text":
-                span = _find_text(content, child.content, cursor)
-                at = span[0] if span else cursor
-                cursor = span[1] if span else cursor
-                ctx = stack[-1] if stack else context
-                if ctx != "autolink":
-                    self._text(child.content, locate(at), ctx)
-            elif kind == "code_inline":
-                cursor = _code_span_end(content, child.markup, cursor)
-            elif kind in ("softbreak", "hardbreak"):
-                nl = content.find("\n", cursor)
-                cursor = nl + 1 if nl >= 0 else cursor
-            elif kind == "html_inline":
-                at = content.find(child.content, cursor)
-                if at >= 0:
-                    if child.content.startswith("<!--"):
-                        line, col = locate(at)
-                        self.page.comments.append(
-                            Comment(child.content[4:-3].strip(), line, col, line)
-                        )
-                    cursor = at + len(child.content)
-            elif kind == "link_open":
-                at = content.find("<" if child.markup == "autolink" else "[", cursor)
-                line, col = locate(max(at, cursor))
-                href = str(child.attrs.get("href", ""))
-                autolink = child.markup == "autolink"
-                self.page.links.append(Link("autolink" if autolink else "link", href, line, col))
-                stack.append("autolink" if autolink else "link_text")
-                cursor = (at + 1) if at >= 0 else cursor
-            elif kind == "link_close":
-                ctx = stack.pop() if stack else ""
-                cursor = self._skip_destination(content, cursor, ctx == "autolink")
-            elif kind == "image":
-                at = content.find("![", cursor)
-                line, col = locate(max(at, cursor))
-                self.page.links.append(Link("image", str(child.attrs.get("src", "")), line, col))
-                alt_at = at + 2 if at >= 0 else cursor
-                if child.content:
-                    self._text(child.content, locate(alt_at), "image_alt")
-                cursor = self._skip_destination(content, alt_at + len(child.content), False)
-
-    @staticmethod
-    def _skip_destination(content: str, cursor: int, autolink: bool) -> int:
-        """Move past `](dest "title")`, `][ref]`, `]` or `>` that closes a link."""
-        if autolink:
-            end = content.find(">", cursor)
-            return end + 1 if end >= 0 else cursor
-        close = content.find("]", cursor)
-        if close < 0:
-            return cursor
-        nxt = content[close + 1 : close + 2]
-        if nxt == "(":
-            depth, i = 0, close + 1
-            while i < len(content):
-                if content[i] == "(":
-                    depth += 1
-                elif content[i] == ")":
-                    depth -= 1
-                    if depth == 0:
-                        return i + 1
-                i += 1
-            return close + 1
-        if nxt == "[":
-            end = content.find("]", close + 1)
-            return end + 1 if end >= 0 else close + 1
-        return close + 1
-
-    def _text(self, text: str, where: tuple[int, int], context: str) -> None:
+    def _text(self, text: str, offset: int, context: str) -> None:
         """Record prose text, splitting out bare URLs as links."""
-        line, col = where
+        line, col = self.at(offset)
+        line, col = line + 1, col + 1
         last = 0
         for m in _BARE_URL.finditer(text):
             url = m.group(0).rstrip(_URL_TRAILING)

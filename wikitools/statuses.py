@@ -3,7 +3,8 @@ page has a successful run record on its target architecture (only records can pr
 `reviewed`: the prose was checked against its sources on the date in `reviewed:`; nothing on
 the page is a measurement. `experimental`, `unverified` and `historical` keep their plain
 meaning. A hub does not choose its status: it takes the least proven status of its family's
-pages, and lint says when the front matter disagrees.
+pages (a hub holding runbooks of its own counts among them), and lint says when the front
+matter disagrees.
 
 Codes: FM006 `measured` on a page that has no runbook to be measured (the record checks are in
 `runbook.rendering.status`), FM008 a hub whose status is not the one its pages give it.
@@ -63,6 +64,10 @@ def derive(members: list[Entry]) -> tuple[str, list[Entry]]:
     return ORDER[worst], [m for m in live if rank(m) == worst]
 
 
+def _rank(status: str) -> int:
+    return ORDER.index(status) if status in ORDER else len(ORDER) - 1
+
+
 def entry_findings(entries: Iterable[Entry], with_runbooks: Iterable[str]) -> list[Diagnostic]:
     """FM008 for hubs whose status is not derived from their pages; FM006 for `measured` on a
     page (not a hub with pages) that holds no runbook."""
@@ -74,7 +79,11 @@ def entry_findings(entries: Iterable[Entry], with_runbooks: Iterable[str]) -> li
         line, col = entry.status_at
         if entry.path in members:
             want, setters = derive(members[entry.path])
-            if entry.status != want:
+            # A hub that holds runbooks of its own is also one of its pages: it may be less
+            # proven than the rest (its runbooks not yet run), never more.
+            own_runbooks_lower = (entry.path in runbook_pages and entry.status != HISTORICAL
+                                  and _rank(entry.status) > _rank(want))
+            if entry.status != want and not own_runbooks_lower:
                 names = ", ".join(s.path.rsplit("/", 1)[-1] for s in setters[:4])
                 more = f" and {len(setters) - 4} more" if len(setters) > 4 else ""
                 out.append(Diagnostic(
