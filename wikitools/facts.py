@@ -146,7 +146,10 @@ def _warm(acronyms: AcronymContext | None) -> None:
     import wikitools.runbook.blocks.scan  # noqa: F401
 
     if acronyms is not None:
-        _matcher(acronyms)
+        matcher = _matcher(acronyms)
+        for entry in acronyms.glossary.entries:  # each worker would compile most of them
+            if not entry.name:
+                matcher.expansion_patterns(entry)
 
 
 # Set in each worker process by _start_worker.
