@@ -204,8 +204,8 @@ def _source_key() -> str:
     for folder in (spec.submodule_search_locations or []) if spec else []:
         # the installed version, named by its dist-info folder beside the package
         digest.update(" ".join(sorted(
-            path.name for path in Path(folder).parent.glob("markdown_it_pyrs-*.dist-info")
-        )).encode())
+            name for name in os.listdir(Path(folder).parent)  # noqa: PTH208 (names only)
+            if name.startswith("markdown_it_pyrs-") and name.endswith(".dist-info"))).encode())
     return digest.hexdigest()
 
 
