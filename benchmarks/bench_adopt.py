@@ -16,7 +16,8 @@ A launch block is found by text alone (not by the tool's own reader), so blocks 
 are counted: a fenced block that starts an engine (`vllm serve`, `python -m vllm.entrypoints…`,
 `python -m sglang.launch_server`, `sglang serve`, `llama-server`), a `docker run` of an engine
 image, a compose file whose services run an engine, or a `docker compose up` with no compose file
-before it on the page. Needs no network.
+before it on the page, or a run of a script or compose file of the tree that does one of
+these. Needs no network.
 
     python benchmarks/bench_adopt.py TREE [--docs-dir DIR] [--list] [--keep DIR]
 """
@@ -100,7 +101,43 @@ def _code(text: str) -> str:
     return "\n".join(ln for ln in text.split("\n") if not ln.lstrip().startswith("#"))
 
 
-def launch_blocks(path: str, text: str) -> list[Block]:
+_PROGRAM = re.compile(r"(?:^|&&|;|\|\|)\s*(?:[A-Za-z_]\w*=\S*\s+)*(?:(?:bash|sh|exec|nohup)\s+)?"
+                      r"(?:\./)?([\w.-]+(?:/[\w.-]+)+|\./[\w.-]+)(?=\s|$|;|&)", re.M)
+_COMPOSE_FILE = re.compile(r"\bdocker[ -]compose\b[^\n]*?(?:-f|--file)[ =](\S+)[^\n]*\bup\b")
+_SCRIPT_LAUNCH = re.compile(r"\b(?:docker|podman)\s+run\b[^\n]*(?:\s-d\b|--detach|--gpus)")
+
+
+def _starts_engine(text: str) -> bool:
+    """A script or compose file that starts a server (not a build or a one-off check)."""
+    code = _code(text)
+    if re.search(r"(?m)^services:", text):
+        return bool(_IMAGE.search(text))
+    return bool(_ENGINE.search(code) or (_SCRIPT_LAUNCH.search(code) and _IMAGE.search(code))
+                or (_COMPOSE_UP.search(code) and _IMAGE.search(code)))
+
+
+def _runs_tree_file(tree: Path | None, page: str, code: str) -> bool:
+    """The block runs a file of the tree as a command (or `docker compose -f FILE up`), by a
+    relative path from the root, the page's folder or a `cd` of the block, and that file
+    starts a server itself."""
+    if tree is None:
+        return False
+    top = tree.resolve()
+    bases = [top / d for d in re.findall(r"(?m)^\s*cd\s+([\w./-]+)", code) if d[0] != "/"]
+    bases += [top, top / Path(page).parent]
+    for rel in [*_PROGRAM.findall(code), *_COMPOSE_FILE.findall(code)]:
+        for base in bases:
+            f = (base / rel).resolve()
+            if f.is_file() and f.is_relative_to(top):
+                try:
+                    if _starts_engine(f.read_text(encoding="utf-8")):
+                        return True
+                except (OSError, UnicodeDecodeError):
+                    pass
+    return False
+
+
+def launch_blocks(path: str, text: str, tree: Path | None = None) -> list[Block]:
     out: list[Block] = []
     compose_seen = False
     for b in fenced_blocks(path, text):
@@ -114,7 +151,8 @@ def launch_blocks(path: str, text: str) -> list[Block]:
         if b.lang not in ("", "bash", "sh", "shell", "zsh", "console", "shell-session", "text"):
             continue
         engine = _ENGINE.search(code) or (_DOCKER_RUN.search(code) and _IMAGE.search(code))
-        if engine or (_COMPOSE_UP.search(code) and not compose_seen):
+        runs_file = b.lang not in ("", "text") and _runs_tree_file(tree, path, code)
+        if engine or (_COMPOSE_UP.search(code) and not compose_seen) or runs_file:
             out.append(b)
     return out
 
@@ -161,7 +199,7 @@ def funnel(tree: Path, docs_dir: str | None, keep: Path | None, listing: bool) -
         shutil.copytree(before, after, symlinks=True)
         config = load_config(after)
         docs = config.docs_dir
-        blocks = [b for p in load_pages(config) for b in launch_blocks(p.path, p.text)]
+        blocks = [b for p in load_pages(config) for b in launch_blocks(p.path, p.text, before)]
 
         t0 = time.perf_counter()
         rc_write, out_write = _quiet(["runbook", "scan", "--write", "--root", str(after)])

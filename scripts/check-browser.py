@@ -12,6 +12,10 @@ opens it in headless Chromium through Playwright.
   aside) at 390x844 and checks that its first code block starts within the first screen.
 * Landing: the queries a reader types after an error (an error string, a flag, `sm_120`) must
   put the page that answers them among the first few results, not merely somewhere.
+* Every page's code words: each command-line flag and upper-case underscore name on any page
+  (wikitools.site.searchterms) is searched, and every page that holds it must be listed before
+  any page that does not. The theme shows ten results and loads more as the list is scrolled; the
+  check scrolls the list as a reader would until every such page has appeared.
 * Phone tables: on every page at 390 px, with collapsed boxes opened, each table wider than the
   screen scrolls inside its own frame and keeps its first column in view when scrolled; no
   page scrolls sideways.
@@ -35,8 +39,13 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
+import urllib.parse
 from pathlib import Path
 from typing import Any
+
+from wikitools.config import load_config, load_pages
+from wikitools.site.searchterms import SearchTerms, search_terms
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -210,6 +219,96 @@ def search(browser: Any, base: str) -> dict[str, list[str]]:
     return found
 
 
+# One query typed the way a reader leaves it (the theme searches on key-up), then the rendered
+# result list read back; the list is scrolled, as a reader scrolls it, until every page in `want`
+# has appeared or the list ends. The meta line is reset first, so that the answer read is this
+# query's.
+_RESULTS_JS = """async (want) => {
+  const meta = document.querySelector('.md-search-result__meta');
+  const list = document.querySelector('.md-search-result__list');
+  const wrap = document.querySelector('.md-search__scrollwrap');
+  const tick = () => new Promise(r => requestAnimationFrame(() => setTimeout(r, 0)));
+  const until = async (done, ms) => {
+    const end = Date.now() + ms;
+    while (!done() && Date.now() < end) await tick();
+    return done();
+  };
+  if (!await until(() => meta.textContent !== 'PENDING', 10000)) return null;
+  const total = parseInt(meta.textContent, 10) || 0;
+  const paths = () => [...list.querySelectorAll(
+      ':scope > .md-search-result__item > .md-search-result__link')]
+    .map(e => new URL(e.href).pathname);
+  const missing = () => want.filter(p => !paths().includes(p)).length;
+  while (missing() && list.children.length < total) {
+    const shown = list.children.length;
+    wrap.scrollTop = Math.max(0, wrap.scrollHeight - wrap.clientHeight - 200);
+    await tick();
+    wrap.scrollTop = wrap.scrollHeight;
+    if (!await until(() => list.children.length > shown, 3000)) break;
+  }
+  wrap.scrollTop = 0;
+  return {total, paths: paths()};
+}"""
+FIRST_SCREEN = 10  # results the theme renders before the list is scrolled
+
+
+def search_code_words(browser: Any, base: str, terms: SearchTerms) -> dict[str, Any]:
+    """For each code word: how many results the theme reports and the pages it lists (site
+    paths, best first), scrolled far enough to show every page that holds the word."""
+    prefix = urllib.parse.urlsplit(base).path  # the site root's path: "/"
+    found: dict[str, Any] = {}
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    try:
+        page.goto(base)
+        page.click("label.md-search__icon, .md-search__input")
+        box = page.locator("input.md-search__input")
+        page.wait_for_function(
+            "() => !/Initializing/.test("
+            "document.querySelector('.md-search-result__meta').textContent)", timeout=30_000)
+        for word, holders in terms.holders.items():
+            page.evaluate("() => { document.querySelector('.md-search-result__meta')"
+                          ".textContent = 'PENDING'; }")
+            box.fill(word)
+            box.press("End")
+            result = page.evaluate(_RESULTS_JS, [prefix + p for p in holders])
+            if result is not None:
+                paths = [p.removeprefix(prefix) for p in result["paths"]]
+                result = {"total": result["total"], "paths": list(dict.fromkeys(paths))}
+            found[word] = result
+        box.fill("")
+        page.keyboard.press("Escape")
+    finally:
+        page.close()
+    return found
+
+
+def code_word_failures(terms: SearchTerms,
+                       found: dict[str, Any]) -> tuple[list[str], int, int]:
+    """Problems (one line each), and how many (word, page) pairs were listed on the first
+    screen and how many further down."""
+    problems: list[str] = []
+    first = later = 0
+    for word, holders in terms.holders.items():
+        result = found.get(word)
+        if result is None:
+            problems.append(f"search {word!r}: no answer from the search box")
+            continue
+        listed = result["paths"]
+        for path in holders:
+            if path not in listed:
+                problems.append(f"search {word!r}: {path or '/'} holds it and is not listed "
+                                f"({result['total']} results)")
+                continue
+            rank = listed.index(path)
+            first += rank < FIRST_SCREEN
+            later += rank >= FIRST_SCREEN
+            above = [p or "/" for p in listed[:rank] if p not in holders]
+            if above:
+                problems.append(f"search {word!r}: {path or '/'} holds it and is listed at "
+                                f"{rank + 1}, after {', '.join(above)}, which do not")
+    return problems, first, later
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--site", type=Path, help="test this built site instead of building")
@@ -224,6 +323,8 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:
         print("error: Playwright not installed (pip install playwright)", file=sys.stderr)
         return 2
+    config = load_config(ROOT)
+    terms = search_terms(load_pages(config), config.docs_dir)
     with tempfile.TemporaryDirectory(prefix="wiki-search-") as tmp:
         site = args.site or Path(tmp) / "site"
         if args.site is None:
@@ -237,6 +338,9 @@ def main(argv: list[str] | None = None) -> int:
                                              args=CHROMIUM_FLAGS[1:], headless=True)
                 try:
                     found = search(browser, base)
+                    started = time.monotonic()
+                    code = search_code_words(browser, base, terms)
+                    code_seconds = time.monotonic() - started
                     tops = first_code_top(browser, base, runbook_pages())
                     tables = tables_on_phone(browser, base, site_pages())
                 finally:
@@ -258,6 +362,16 @@ def main(argv: list[str] | None = None) -> int:
         shown = ", ".join(p or "/" for p in pages[:LANDS]) or "no results"
         print(f"{'ok  ' if ok else 'FAIL'} search {query!r} lands on {expected} "
               f"(top {LANDS}: {shown})")
+    problems, first, later = code_word_failures(terms, code)
+    for problem in problems:
+        print(f"FAIL {problem}")
+    failures += len(problems)
+    print(f"{'ok  ' if not problems and terms.pairs else 'FAIL'} search code words: "
+          f"{len(terms.holders)} flags and names from {len(terms.pages)} pages, one query each "
+          f"({code_seconds:.0f} s); {terms.pairs} pages that hold one listed before every page "
+          f"that does not ({first} on the first screen of {FIRST_SCREEN}, "
+          f"{later} reached by scrolling the list)")
+    failures += not terms.pairs  # a check that searched nothing proved nothing
     for path, top in tops.items():
         ok = 0 <= top <= PHONE["height"] - FIRST_LINE
         failures += not ok

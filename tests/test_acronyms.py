@@ -9,14 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from wikitools.acronyms import (
-    Matcher,
-    apply_baseline,
-    check_pages,
-    find_uses,
-    load_baseline,
-    render_baseline,
-)
+from wikitools.acronyms import Matcher, check_pages, find_uses
+from wikitools.baseline import apply_baseline, load_baseline, render_baseline
 from wikitools.cli import main
 from wikitools.errors import ConfigError
 from wikitools.glossary import Entry, Glossary

@@ -63,10 +63,10 @@ def test_alternatives_in_one_block_are_refused() -> None:
         "```bash\n# DCP8\nDCP=8 docker compose up -d\n\n# DCP1\nDCP=1 docker compose up -d\n```\n"
         "\n```bash\nvllm serve org/a --tp 2\nvllm serve org/b --tp 4\n```\n")
     assert refused == [
-        "p.md:13:1: RB014 warning: not proposed as a runbook: the block starts 2 servers (line 10, "
-        "line 13): alternatives to choose from, not one run; give each its own block",
-        "p.md:18:1: RB014 warning: not proposed as a runbook: the block starts 2 servers (line 17, "
-        "line 18): alternatives to choose from, not one run; give each its own block",
+        "p.md:13:1: RB014 warning: not proposed as a runbook: the block starts 2 servers (lines "
+        "10, 13): alternatives to choose from, not one run; give each its own block",
+        "p.md:18:1: RB014 warning: not proposed as a runbook: the block starts 2 servers (lines "
+        "17, 18): alternatives to choose from, not one run; give each its own block",
     ]
 
 
@@ -164,19 +164,76 @@ def test_port_inside_a_heredoc_launcher_decides_readiness() -> None:
     assert cmd is not None and cmd.port == 8402  # type: ignore[union-attr]
 
 
-def test_launcher_written_in_one_block_and_run_in_another_is_refused_with_both_lines() -> None:
+WRITER = ("```bash\ncat >/tmp/run-m <<'EOF'\n#!/usr/bin/env bash\nPORT=\"${PORT:-8000}\"\n"
+          "exec vllm serve org/m --port \"$PORT\" --tensor-parallel-size 8 \"$@\"\nEOF\n"
+          "chmod +x /tmp/run-m\n```\n\n")
+
+
+def test_launcher_written_in_one_block_and_run_in_another_becomes_the_runs_file(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = _wiki(tmp_path, {"p.md": WRITER + "```bash\nPORT=8402 /tmp/run-m --max-num-seqs 4\n```\n"
+                            "\n```bash\ncurl -s http://127.0.0.1:8402/v1/models\n```\n"})
+    assert main(["runbook", "scan", "--write", "--root", str(root)]) == 0
+    text = (root / "docs" / "p.md").read_text()
+    assert text.split("\n")[0] == "```bash { .runbook-file for=m-tp8 }"
+    assert text.split("\n")[9] == "```bash { #m-tp8 .runbook-server engine=vllm gpus=8 }"
+    runbooks, diags, _pages = load_runbooks(root)
+    assert diags == []
+    rb = runbooks.get("m-tp8")
+    assert [(f.path, f.line, [p for p, _t in f.writes]) for f in rb.files] == [
+        ("", 1, ["/tmp/run-m"])]
+    cmd = rb.server.command
+    assert (cmd.engine, cmd.model, cmd.tp, rb.server.port) == ("vllm", "org/m", 8, 8402)
+    assert cmd.flag("--max-num-seqs") == "4"  # the call's arguments reach the script's "$@"
+    capsys.readouterr()
+    assert main(["runbook", "plan", "m-tp8", "--root", str(root)]) in (0, 1)
+    out = capsys.readouterr().out
+    assert "the block at docs/p.md:1 runs first: it writes /tmp/run-m" in out
+    assert "    cat >/tmp/run-m <<'EOF'" in out
+    assert "    PORT=8402 /tmp/run-m --max-num-seqs 4" in out
+    assert "ready: http://127.0.0.1:8402/health" in out
+    assert main(["runbook", "scan", "--check", "--root", str(root)]) == 0
+    before = (root / "docs" / "p.md").read_bytes()
+    assert main(["runbook", "scan", "--write", "--root", str(root)]) == 0
+    assert (root / "docs" / "p.md").read_bytes() == before
+    # the writer is part of the runbook: editing the script changes its hash
+    (root / "docs" / "p.md").write_text(text.replace("--tensor-parallel-size 8 ",
+                                                     "--tensor-parallel-size 8 --seed 1 "))
+    assert load_runbooks(root)[0].get("m-tp8").blocks_hash != rb.blocks_hash
+
+
+def test_a_writer_whose_runner_lists_alternatives_is_refused_with_the_runners_reason() -> None:
     _fences, refused = _scan(
-        "```bash\ncat >/tmp/run-m <<'EOF'\nexec vllm serve org/m --tp 8 \"$@\"\nEOF\n"
-        "chmod +x /tmp/run-m\n```\n\n```bash\nPORT=8402 /tmp/run-m\n```\n\n"
-        "```bash\nPORT=1 /tmp/run-m\nPORT=2 /tmp/run-m\n```\n")
+        WRITER + "```bash\nPORT=1 /tmp/run-m\nPORT=2 /tmp/run-m\n```\n\n"
+        "```bash\ncat /tmp/run-m\n```\n")
     assert refused == [
-        "p.md:1:1: RB016 warning: not proposed as a runbook: writes /tmp/run-m and leaves "
-        "running it to the block at line 8: one runbook block must write and run it",
-        "p.md:9:1: RB016 warning: not proposed as a runbook: runs /tmp/run-m, which the block at "
-        "line 1 writes: one runbook block must write and run it (or run what it holds)",
-        "p.md:14:1: RB014 warning: not proposed as a runbook: the block starts 2 servers (lines "
-        "13, 14): alternatives to choose from, not one run; give each its own block",
+        "p.md:12:1: RB014 warning: not proposed as a runbook: the block starts 2 servers (lines "
+        "11, 12): alternatives to choose from, not one run; give each its own block",
+        "p.md:1:1: RB014 warning: not proposed as a runbook: writes /tmp/run-m, which the block "
+        "at line 10 runs: the block starts 2 servers (lines 11, 12): alternatives to choose "
+        "from, not one run; give each its own block",
     ]
+
+
+def test_a_compose_file_written_in_one_block_and_brought_up_in_another() -> None:
+    fences, refused = _scan(
+        "```bash\ncat >/tmp/m.compose.yaml <<'EOF'\nservices:\n  m:\n"
+        "    image: ${IMAGE:-vllm/vllm-openai:v0.10.0}\n    network_mode: host\n"
+        "    command: [\"--model\", \"org/m\", \"--port\", \"${PORT:-8402}\", "
+        "\"--tensor-parallel-size\", \"4\"]\nEOF\n```\n\n"
+        "```bash\nPORT=8402 docker compose -f /tmp/m.compose.yaml up -d\n```\n\n"
+        "```bash\ndocker compose -f /tmp/m.compose.yaml down\n```\n")
+    assert refused == []  # `down` neither runs nor is refused
+    assert fences == ["```bash { .runbook-file for=m-tp4 }",
+                      "```bash { #m-tp4 .runbook-server engine=vllm gpus=4 }"]
+
+
+def test_a_script_that_runs_bash_with_a_cat_here_document_is_read() -> None:
+    fences, _refused = _scan(
+        "```bash\ndocker run -d --gpus all --network host --entrypoint /bin/bash "
+        "vllm/vllm-openai:v0.10.0 -lc \"$(cat <<RUN_EOF\nset -e\n"
+        "exec vllm serve org/m --port 8402 --tensor-parallel-size 2\nRUN_EOF\n)\"\n```\n")
+    assert fences == ["```bash { #m-tp2 .runbook-server engine=vllm gpus=2 }"]
 
 
 def test_ids_come_from_model_and_shape_never_a_snapshot_hash() -> None:
@@ -367,3 +424,63 @@ def test_scan_check_passes_on_this_wikis_own_untouched_pages(capsys) -> None:
     repo = Path(__file__).resolve().parent.parent
     assert main(["runbook", "scan", "--check", "--root", str(repo)]) == 0
     assert "would mark" not in capsys.readouterr().out
+
+
+def test_a_one_off_command_in_an_engine_image_is_said_not_to_be_a_server() -> None:
+    fences, refused = _scan(
+        "```bash\nIMAGE=vllm/vllm-openai:v0.10.0\n\ndocker pull \"$IMAGE\"\n"
+        "docker run --rm \"$IMAGE\" python -c 'import vllm; print(vllm.__version__)'\n```\n")
+    assert fences == []
+    assert refused == [
+        "p.md:5:1: RB016 warning: not proposed as a runbook: `docker run --rm $IMAGE python -c "
+        "import vllm; print(vllm.__version__)` runs a command in the container and exits: a "
+        "one-off command, not a server"]
+
+
+def test_a_compose_file_that_hands_an_engine_image_to_a_wrapper_is_refused() -> None:
+    _fences, refused = _scan(
+        "```yaml\nservices:\n  ds4:\n    image: docker:27-cli\n    environment:\n"
+        "      IMAGE: ${IMAGE:-vllm/vllm-openai:v0.10.0}\n"
+        "    command: [\"scripts/run-server.sh\"]\n```\n")
+    assert refused == [
+        "p.md:1:1: RB016 warning: not proposed as a runbook: compose file whose services start "
+        "no engine the reader knows (service ds4 runs scripts/run-server.sh): the engine, model "
+        "and port cannot be read from it"]
+
+
+def test_a_launch_through_a_script_of_the_repository_is_refused_naming_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = _wiki(tmp_path, {"p.md": (
+        "# P\n\n```bash\nPORT=8402 scripts/run-server.sh\n```\n\n"
+        "```bash\ncd docs && ./start.sh\n```\n\n```bash\nscripts/outside.sh\n```\n\n"
+        "```bash\nscripts/missing.sh\n```\n")})
+    (root / "scripts").mkdir()
+    (root / "scripts" / "run-server.sh").write_text(
+        "#!/bin/bash\nexec vllm serve org/m --port \"${PORT:-8000}\" --tensor-parallel-size 2\n")
+    (root / "docs" / "start.sh").write_text("docker run -d --gpus all vllm/vllm-openai:v0.10.0"
+                                            " --model org/m\n")
+    elsewhere = tmp_path / "elsewhere.sh"  # outside the wiki: a symlink does not lead there
+    elsewhere.write_text("vllm serve org/x\n")
+    (root / "scripts" / "outside.sh").symlink_to(elsewhere)
+    assert main(["runbook", "scan", "--root", str(root)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    tail = (", a file of the repository that starts an engine: a runbook holds only what its "
+            "page shows, so it cannot read or hash that file; show it on the page (a "
+            "here-document, or a block marked `.runbook-file`)")
+    assert out == [
+        "docs/p.md:4:1: RB016 warning: not proposed as a runbook: runs scripts/run-server.sh"
+        + tail,
+        f"docs/p.md:8:12: RB016 warning: not proposed as a runbook: runs docs/start.sh{tail}",
+    ]
+
+
+def test_a_written_launcher_that_runs_a_script_inside_the_image_is_refused_saying_so() -> None:
+    _fences, refused = _scan(
+        "```bash\ncat >/tmp/run-g <<'EOF'\ndocker run -d --gpus all vllm/vllm-openai:v0.10.0 "
+        "bash -lc 'exec /opt/vllm/scripts/run-glm'\nEOF\nchmod +x /tmp/run-g\n```\n\n"
+        "```bash\nPORT=5264 /tmp/run-g\n```\n")
+    assert refused[-1] == (
+        "p.md:1:1: RB016 warning: not proposed as a runbook: writes /tmp/run-g, which the block "
+        "at line 8 runs: runs a launcher the block at line 1 writes, which the reader does not "
+        "understand: it starts /opt/vllm/scripts/run-glm inside the image, so the engine, model "
+        "and port cannot be read from the page")

@@ -11,32 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fakes.sweep_page import sweep_page
 
 from wikitools.cli import main
 from wikitools.runbook.records.record import RecordError, read_record
 
 RB = "tiny-rb"
 RUN = "20261130T100000Z-abcdef12"
-PAGE = f"""---
-title: Tiny page
-status: experimental
----
-# Tiny page
-
-```{{ .bash #{RB} .runbook-server engine=vllm gpus=1 }}
-vllm serve org/model --port 8000
-```
-
-```{{ .bash .runbook-client for={RB} name=throughput sweep="CONCURRENCY=1,4" }}
-vllm bench serve --model org/model --max-concurrency "${{CONCURRENCY:-1}}"
-```
-
-<!-- wiki:results runbook={RB} view=serving -->
-<!-- wiki:end -->
-
-<!-- wiki:results runbook={RB} view=history -->
-<!-- wiki:end -->
-"""
+PAGE = sweep_page(RB, "Tiny page")
 
 
 def good_record() -> dict[str, Any]:

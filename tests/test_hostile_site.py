@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fakes.sweep_page import sweep_page
 
 from wikitools.cli import main
 
@@ -26,30 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 RB = "hostile-rb"
 
-PAGE = f"""---
-title: Hostile records
-status: experimental
----
-# Hostile records
-
-```{{ .bash #{RB} .runbook-server engine=vllm gpus=1 }}
-vllm serve org/model --port 8000
-```
-
-```{{ .bash .runbook-client for={RB} name=throughput sweep="CONCURRENCY=1,4" }}
-vllm bench serve --model org/model --max-concurrency "${{CONCURRENCY:-1}}"
-```
-
-## Results
-
-<!-- wiki:results runbook={RB} view=serving -->
-<!-- wiki:end -->
-
-## History
-
-<!-- wiki:results runbook={RB} view=history -->
-<!-- wiki:end -->
-"""
+PAGE = sweep_page(RB, "Hostile records")
 
 # Each payload sets window.__pwned when it runs, or leaves an attribute naming __pwned.
 SCRIPT = "<script>window.__pwned=1</script>{{ 7*7 }}"

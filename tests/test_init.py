@@ -20,7 +20,9 @@ PAGES = {
                    "| TP | tensor parallelism |\n",
     "models/README.md": "# Model pages\n\nSee [A](a.md).\n",
     "models/a.md": "# Model A\n\nRun with TP and EP and MTP on the box.\n\n"
-                   "A [log](../logs/missing.log) that is not there.\n",
+                   "A [log](../logs/missing.log) that is not there.\n\n"
+                   "Fixed upstream in\n#31782. See [the launch](#launch----sglang).\n\n"
+                   "## Launch -- SGLang\n",
     "daily/2026-01-01.md": "# Day one\n\nKV cache, TP, NCCL.\n",
     "scripts/skill.md": "---\nname: x\ndescription: [a, b] c\n---\n# Skill\n",
     "images/attachment.md": "# A pasted attachment\n\nLots of XYZ and QQQ.\n",
@@ -82,12 +84,25 @@ def test_init_leaves_only_real_page_errors(tmp_path: Path,
         "but found '<scalar>'",
     ]
 
+    # The lines GitHub renders as text but the site as a heading (PG007), and anchors spelled
+    # the GitHub way (LNK003), are today's findings too: recorded, not reported.
+    baseline = (root / ".acronyms-baseline.json").read_text()
+    assert '"code": "PG007"' in baseline and '"code": "LNK003"' in baseline
+    assert main(["acronyms", "--root", str(root), "--write-baseline",
+                 str(root / ".acronyms-baseline.json")]) == 0
+    assert (root / ".acronyms-baseline.json").read_text() == baseline  # page entries kept
+    capsys.readouterr()
+
     # A second init has nothing to do; a new acronym is a new finding.
     assert main(["init", "--check", "--root", str(root)]) == 0
     page = root / "models" / "a.md"
     page.write_text(page.read_text() + "\nNow with FOO too.\n")
     code, findings = _check(root, capsys)
     assert any('"FOO"' in f for f in findings)
+    page.write_text(page.read_text() + "\nAnd\n#4. again.\n")
+    assert [f for f in _check(root, capsys)[1] if "PG007" in f] == [
+        "models/a.md:15:1: PG007 error: line starts with '#' and no space: the site renders it as "
+        "a heading (GitHub does not); rewrap the sentence so the '#' is not first on its line"]
 
 
 def test_index_is_not_written_until_asked(tmp_path: Path,

@@ -97,7 +97,10 @@ def test_minimal_mkdocs_yml_with_the_plugin_builds_a_foreign_wiki(tmp_path: Path
     assert re.search(r"<td[^>]*>435\.8</td>", page), re.findall(r"<td[^>]*>[^<]*</td>", page)
     assert "<details" in page and "???" not in page  # "All metrics", folded
     # The runbook fences: highlighted bash with their id, no fence header left in the text.
-    server = page[page.index('<div id="fake-rb" class="runbook-server highlight">'):]
+    # language-first fences keep their language as a class, as this wiki's own build and
+    # GitHub give it, with no highlight settings in the site's mkdocs.yml
+    server = page[page.index('<div id="fake-rb" class="language-bash runbook-server highlight">'):]
+    assert '<div class="language-bash runbook-client highlight">' in page
     assert '<span class="m">8000</span>' in server[:server.index("</pre>")]  # bash lexer
     assert "```" not in page
     assert 'href="../../assets/stylesheets/wikitools.css"' in page

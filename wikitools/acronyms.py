@@ -52,16 +52,12 @@ Add a real acronym to the glossary, even a familiar one (GPU, CPU), so it gets a
 from __future__ import annotations
 
 import bisect
-import json
 import re
 import string
-from collections import Counter
 from collections.abc import Callable, Container, Iterable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 from wikitools.diagnostics import Diagnostic, sort_key
-from wikitools.errors import ConfigError
 from wikitools.glossary import Entry, Glossary
 from wikitools.pages import Page
 from wikitools.runbook.blocks.regions import find_regions
@@ -438,63 +434,3 @@ def check_pages(
         if is_checked(page, gpath):
             diags.extend(check(page, matcher))
     return sorted(diags, key=sort_key)
-
-
-# --------------------------------------------------------------------------- baseline
-
-BASELINE_VERSION = 1
-DEFAULT_BASELINE = ".acronyms-baseline.json"  # used by `wiki check` when present at the root
-_QUOTED = re.compile(r'"([^"]*)"')
-
-
-def baseline_key(diag: Diagnostic) -> tuple[str, str, str]:
-    """(path, code, term): stable when lines move."""
-    m = _QUOTED.search(diag.message)
-    return (diag.path, diag.code, m.group(1) if m else diag.message)
-
-
-def render_baseline(diags: Iterable[Diagnostic]) -> str:
-    counts = Counter(baseline_key(d) for d in diags)
-    findings = [
-        {"path": p, "code": c, "term": t, "count": n} for (p, c, t), n in sorted(counts.items())
-    ]
-    data = {"schema_version": BASELINE_VERSION, "tool": "wiki acronyms", "findings": findings}
-    return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-
-
-def load_baseline(path: Path) -> Counter[tuple[str, str, str]]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise ConfigError(f"{path}: baseline not found (write one with --write-baseline)") from exc
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read baseline: {exc}") from exc
-    if not isinstance(data, dict) or data.get("schema_version") != BASELINE_VERSION:
-        raise ConfigError(
-            f"{path}: not a baseline file (schema_version {BASELINE_VERSION} expected)"
-        )
-    counts: Counter[tuple[str, str, str]] = Counter()
-    for item in data.get("findings", []):
-        try:
-            counts[(str(item["path"]), str(item["code"]), str(item["term"]))] += int(item["count"])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ConfigError(f"{path}: malformed baseline entry {item!r}") from exc
-    return counts
-
-
-def apply_baseline(
-    diags: list[Diagnostic], baseline: Counter[tuple[str, str, str]]
-) -> tuple[list[Diagnostic], int, int]:
-    """(new findings, how many the baseline suppressed, baseline entries no longer seen)."""
-    left = Counter(baseline)
-    fresh: list[Diagnostic] = []
-    suppressed = 0
-    for diag in sorted(diags, key=sort_key):
-        key = baseline_key(diag)
-        if left[key] > 0:
-            left[key] -= 1
-            suppressed += 1
-        else:
-            fresh.append(diag)
-    gone = sum(1 for n in left.values() if n > 0)
-    return fresh, suppressed, gone

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from wikitools.acronyms import apply_baseline, load_baseline, render_baseline
+from wikitools.baseline import apply_baseline, load_baseline, render_baseline
 from wikitools.commands import add_root
 from wikitools.config import WikiConfig, list_pages, load_config
 from wikitools.diagnostics import Diagnostic, Severity, sort_diagnostics, summary
@@ -90,7 +90,8 @@ def run(args: argparse.Namespace) -> int:
     _glossary, diags, npages = gather_findings(args)
     if args.write_baseline is not None:
         target = args.write_baseline
-        changed = write_if_changed(target, render_baseline(diags))
+        kept = load_baseline(target) if target.is_file() else None
+        changed = write_if_changed(target, render_baseline(diags, kept))
         state = "wrote" if changed else "unchanged:"
         print(f"{state} {target} ({len(diags)} findings recorded)", file=sys.stderr)
         return 0

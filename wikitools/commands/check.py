@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from wikitools.acronyms import DEFAULT_BASELINE, apply_baseline, load_baseline
+from wikitools.baseline import DEFAULT_BASELINE, apply_baseline, baselined, load_baseline
 from wikitools.commands import add_root
 from wikitools.commands.index import index_findings
 from wikitools.commands.lint import lint_findings
@@ -54,17 +54,18 @@ def check_index(config: WikiConfig, facts: tuple[Facts, ...]) -> list[Diagnostic
     return diags
 
 
-def check_acronyms(
-    config: WikiConfig, facts: tuple[Facts, ...], baseline: Path | None
-) -> list[Diagnostic]:
-    """ACR findings, less those recorded in the baseline (an explicit --baseline must exist)."""
+def without_baseline(config: WikiConfig, diags: list[Diagnostic], baseline: Path | None
+                     ) -> list[Diagnostic]:
+    """`diags` less the acronym and page findings recorded in the baseline (the root's
+    .acronyms-baseline.json when there is one; an explicit --baseline must exist)."""
     default = config.root / DEFAULT_BASELINE
     if baseline is None and default.is_file():
         baseline = default
-    diags = [d for f in facts for d in f.acronyms]
-    if baseline is not None:
-        diags, _suppressed, _gone = apply_baseline(diags, load_baseline(baseline))
-    return diags
+    if baseline is None:
+        return diags
+    fresh, _suppressed, _gone = apply_baseline([d for d in diags if baselined(d)],
+                                               load_baseline(baseline))
+    return [*(d for d in diags if not baselined(d)), *fresh]
 
 
 def check_runbooks(config: WikiConfig, pages: tuple[Page, ...]) -> list[Diagnostic]:
@@ -113,8 +114,9 @@ def run(args: argparse.Namespace) -> int:
 
     step("index", lambda: check_index(config, facts))
     if glossary is not None:
-        step("acronyms", lambda: check_acronyms(config, facts, args.baseline))
+        step("acronyms", lambda: [d for f in facts for d in f.acronyms])
     step("lint", lambda: lint_findings(config, gathered))
+    diags = without_baseline(config, diags, args.baseline)
     step("runbooks", lambda: check_runbooks(config, gathered.runbook_pages))
     step("records", lambda: check_records(config.root))
 

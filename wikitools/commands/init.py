@@ -9,8 +9,9 @@ import sys
 from dataclasses import replace
 from typing import Any
 
-from wikitools.acronyms import DEFAULT_BASELINE, render_baseline
+from wikitools.baseline import DEFAULT_BASELINE, PAGE_CODES, render_baseline
 from wikitools.commands import add_root
+from wikitools.commands.lint import lint_findings
 from wikitools.config import CONFIG_NAME, WikiConfig, list_pages, load_config
 from wikitools.facts import acronym_context, gather
 from wikitools.fsio import write_if_changed
@@ -40,15 +41,17 @@ def _planned_config(base: WikiConfig, layout: Layout) -> WikiConfig:
                    exclude=tuple(exclude_patterns(layout)), index_generated=False, memo={})
 
 
-def _baseline(config: WikiConfig) -> tuple[str, int] | None:
-    """The baseline text and its number of findings; None without a glossary."""
-    if not config.glossary_path.is_file():
-        return None
-    glossary = load_glossary(config.glossary_path, config.root)
-    context = acronym_context(glossary, config.glossary, config.index_output)
-    facts = gather(config, list_pages(config), context).facts
-    diags = [d for f in facts for d in f.acronyms]
-    return render_baseline(diags), len(diags)
+def _baseline(config: WikiConfig) -> tuple[str, int, int]:
+    """The baseline text, its number of acronym findings and of page findings (lines the site
+    takes for headings, anchors spelled the GitHub way); no acronyms without a glossary."""
+    context = None
+    if config.glossary_path.is_file():
+        glossary = load_glossary(config.glossary_path, config.root)
+        context = acronym_context(glossary, config.glossary, config.index_output)
+    gathered = gather(config, list_pages(config), context)
+    acronyms = [d for f in gathered.facts for d in f.acronyms]
+    pages = [d for d in lint_findings(config, gathered) if d.code in PAGE_CODES]
+    return render_baseline([*acronyms, *pages]), len(acronyms), len(pages)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -76,16 +79,17 @@ def run(args: argparse.Namespace) -> int:
     if baseline_path.is_file():
         print(f"kept: {DEFAULT_BASELINE} (already there)", file=sys.stderr)
     else:
-        made = _baseline(config)
-        if made is None:
-            print(f"no glossary ({config.glossary}): no acronym baseline", file=sys.stderr)
-        else:
-            text, count = made
+        text, count, page_count = _baseline(config)
+        if not config.glossary_path.is_file():
+            print(f"no glossary ({config.glossary}): no acronym findings", file=sys.stderr)
+        if count or page_count:
             if not args.check:
                 write_if_changed(baseline_path, text)
             wrote.append(DEFAULT_BASELINE)
-            print(f"{verb} {DEFAULT_BASELINE}: {count} acronym findings of today, which "
-                  "`wiki check` leaves out from now on", file=sys.stderr)
+            print(f"{verb} {DEFAULT_BASELINE}: {count} acronym findings and {page_count} "
+                  f"page findings ({', '.join(PAGE_CODES)}: the site and GitHub render them "
+                  "differently) of today, which `wiki check` leaves out from now on",
+                  file=sys.stderr)
     if not config.index_generated:
         print(f"left alone: {config.index_output} (index.generate: false in {CONFIG_NAME})",
               file=sys.stderr)

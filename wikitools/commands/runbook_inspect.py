@@ -234,7 +234,7 @@ def run_scan(args: argparse.Namespace) -> int:
     else:
         pages = load_pages(config)
     runbooks, _diags, every_page = load_runbooks(args.root)
-    result = scan_wiki(pages, taken=runbooks.ids())
+    result = scan_wiki(pages, taken=runbooks.ids(), root=config.root)
     found = result.suggestions
     if not (args.write or args.check):
         for s in found:

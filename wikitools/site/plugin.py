@@ -29,7 +29,12 @@ STYLESHEET = "assets/stylesheets/wikitools.css"
 # (superfences, attr_list), results regions (md_in_html, admonition and details for "All
 # metrics"), and tooltips (abbr). Added to a site's list when missing.
 EXTENSIONS = ("abbr", "admonition", "attr_list", "md_in_html", "pymdownx.details",
-              "pymdownx.superfences")
+              "pymdownx.highlight", "pymdownx.superfences")
+# Set where the site's own mkdocs.yml does not: code blocks carry `language-bash` (as GitHub and
+# CommonMark renderers give them) besides Pygments' `highlight`, for styles and scripts that
+# look for it; a malformed fence header still renders as code.
+EXTENSION_DEFAULTS = {"pymdownx.highlight": {"pygments_lang_class": True},
+                      "pymdownx.superfences": {"relaxed_headers": True}}
 _ASSET = Path(__file__).parent / "assets" / "wikitools.css"
 
 
@@ -78,6 +83,10 @@ class WikiPlugin(BasePlugin[WikiPluginConfig]):
         for name in EXTENSIONS:
             if name not in config.markdown_extensions:
                 config.markdown_extensions.append(name)
+        for name, options in EXTENSION_DEFAULTS.items():
+            given = config.mdx_configs.setdefault(name, {})
+            for key, value in options.items():
+                given.setdefault(key, value)
         if self.config.status and not isinstance(config.extra.get("status"), dict):
             config.extra["status"] = {s: DEFAULT_STATUS_TEXT.get(s, s.capitalize())
                                       for s in self.wiki.statuses}

@@ -26,7 +26,7 @@ from wikitools.runbook.blocks.refusals import static_refusals
 from wikitools.runbook.blocks.sweep import Sweep, SweepError, parse_sweep
 from wikitools.runbook.engines import catalog as engines
 from wikitools.runbook.engines.command import parse_client_command, parse_server_command
-from wikitools.runbook.engines.shell import ShellSyntaxError, tokenize
+from wikitools.runbook.engines.shell import ShellSyntaxError, heredoc_files, tokenize
 
 SERVER_CLASS = "runbook-server"
 CLIENT_CLASS = "runbook-client"
@@ -43,6 +43,8 @@ KINDS = ("serving", "quality", "smoke", "kld", "probe")
 DEFAULT_READY_TIMEOUT = 900.0
 DEFAULT_STOP_TIMEOUT = 20.0
 DEFAULT_CLIENT_TIMEOUT = 1800.0
+
+SHELL_LANGS = ("bash", "sh", "shell", "zsh", "console", "shell-session")
 
 ID_RE = re.compile(r"[a-z0-9][a-z0-9._-]*")
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -133,6 +135,17 @@ def _file(ctx: _Ctx) -> FileBlock | None:
         ctx.error("RB002", "runbook-file block without for= (name the runbook whose server "
                   "needs it)", ctx.col_of("." + FILE_CLASS))
         return None
+    block = ctx.block
+    if "path" not in opts and (block.attrs.lang or "").lower() in SHELL_LANGS:
+        writes = heredoc_files(block.content) if "<<" in block.content else {}
+        if not writes:
+            ctx.error("RB004", "shell runbook-file block without path= that writes no file "
+                      "with a here-document (cat > FILE <<'EOF' … EOF)",
+                      ctx.col_of("." + FILE_CLASS))
+            return None
+        return FileBlock(runbook_id=opts["for"][0], path="", page=ctx.page.path,
+                         line=block.line, col=block.col, content=block.content, info=block.info,
+                         writes=tuple(sorted(writes.items())))
     if "path" not in opts or not opts["path"][0]:
         ctx.error("RB004", "runbook-file block without path= (the file name the server "
                   "command uses, e.g. path=compose.yaml)", ctx.col_of("." + FILE_CLASS))
@@ -143,9 +156,19 @@ def _file(ctx: _Ctx) -> FileBlock | None:
         ctx.error("RB004", f"bad value for path: '{path}' (a relative file name inside the run's "
                   "folder, without '..')", col)
         return None
-    block = ctx.block
     return FileBlock(runbook_id=opts["for"][0], path=path, page=ctx.page.path, line=block.line,
                      col=block.col, content=block.content, info=block.info)
+
+
+def run_files(blocks: Iterable[FileBlock]) -> dict[str, str]:
+    """The files a runbook's server command reads, by the path it uses: the file blocks, and
+    the here-documents of the shell blocks that write them."""
+    out: dict[str, str] = {}
+    for fb in blocks:
+        if fb.path:
+            out[fb.path] = fb.content
+        out.update(fb.writes)
+    return out
 
 
 def _server(ctx: _Ctx, files: dict[str, str] | None = None) -> ServerBlock | None:
@@ -370,7 +393,7 @@ def extract_runbooks(pages: Iterable[Page], root: Path | None = None,
                 continue  # read above
             if known[0] == SERVER_CLASS:
                 rid = attrs.id
-                own = {fb.path: fb.content for fb, _ in files.get(rid or "", [])}
+                own = run_files(fb for fb, _ in files.get(rid or "", []))
                 server = _server(ctx, own)
                 if rid is None:
                     continue
@@ -431,7 +454,7 @@ def extract_runbooks(pages: Iterable[Page], root: Path | None = None,
                           f"{did_you_mean(rid, list(servers) + list(broken))}",
                           ctx.col_of("for="))
                 continue
-            if fb.path in seen:
+            if fb.path and fb.path in seen:
                 ctx.error("RB008", f"file '{fb.path}' given twice for runbook '{rid}' (first at "
                           f"{seen[fb.path]})", ctx.col_of("path="))
                 continue

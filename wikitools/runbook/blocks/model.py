@@ -60,15 +60,18 @@ class ClientBlock:
 
 @dataclass(frozen=True, slots=True)
 class FileBlock:
-    """A file the runbook's server needs (a compose file), written where the server runs."""
+    """A file the runbook's server needs (a compose file), written where the server runs; or,
+    with no path, a shell block of the page that writes the launcher or compose file the server
+    runs with here-documents (`cat > /tmp/run-x <<'EOF'`): the run runs it first."""
 
     runbook_id: str
-    path: str  # relative, POSIX, inside the run's folder
+    path: str  # relative, POSIX, inside the run's folder; "" for a shell block that writes files
     page: str
     line: int
     col: int
     content: str
     info: str
+    writes: tuple[tuple[str, str], ...] = ()  # (path, text) of each here-document it writes
 
 
 def _blocks_digest(blocks: list[tuple[str, str]]) -> str:

@@ -6,13 +6,18 @@ variables the command needs that nothing sets (RB015; where the page sets them, 
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
+from wikitools.diagnostics import Diagnostic, Severity
 from wikitools.pages import CodeBlock, Page
 from wikitools.runbook.blocks.model import Runbook
 from wikitools.runbook.blocks.variables import SHELL_VARS, reads, sets
+from wikitools.runbook.engines.compose import compose_call
+from wikitools.runbook.engines.docker_cli import COMPOSE_START_SUBCOMMANDS
 from wikitools.runbook.engines.launcher import top_level_launches
 from wikitools.runbook.engines.shell import (
     ShellSyntaxError,
@@ -151,10 +156,10 @@ def static_refusals(block: CodeBlock, files: Mapping[str, str] | None = None) ->
     launches = top_level_launches(text, files)
     if len(launches) > 1:
         line, col = _position(block, text, launches[1][0])
-        firsts = ", ".join(f"line {_position(block, text, o)[0]}" for o, _h in launches)
+        firsts = ", ".join(str(_position(block, text, o)[0]) for o, _h in launches)
         out.append(Refusal(line, col, STATIC_CODE, "alternatives",
-                           f"the block starts {len(launches)} servers ({firsts}): alternatives "
-                           "to choose from, not one run; give each its own block"))
+                           f"the block starts {len(launches)} servers (lines {firsts}): "
+                           "alternatives to choose from, not one run; give each its own block"))
     shell = _interactive_shell(text)
     if shell is not None:
         line, col = _position(block, text, shell)
@@ -236,7 +241,9 @@ def runbook_unset(runbook: Runbook, pages: Iterable[Page], environ: Mapping[str,
     if block is None:
         return []
     defined = {*environ, *(k for k, _v in runbook.server.extra_env)}
-    return unset_refusals(page, block, defined, (f.content for f in runbook.files))
+    return unset_refusals(page, block, defined,
+                          (t for f in runbook.files for t in (
+                              [f.content] if f.path else [f.content, *(b for _p, b in f.writes)])))
 
 
 _LAUNCH = re.compile(
@@ -258,7 +265,7 @@ def page_scripts(page: Page) -> dict[str, int]:
     return out
 
 
-def _runs(text: str, path: str) -> list[int]:
+def runs_file(text: str, path: str) -> list[int]:
     """Offsets of top-level commands of `text` that run `path` (directly, or through bash/sh
     or `docker compose -f`)."""
     try:
@@ -271,9 +278,39 @@ def _runs(text: str, path: str) -> list[int]:
         words = [a for a in argv if "=" not in a.split("/")[0] or a.startswith("/")]
         if not words or words[0] in ("cat", "chmod", "tee", "rm", "ls", "mkdir", "cp", "mv"):
             continue
+        lead = next((k for k, a in enumerate(argv) if not re.match(r"[A-Za-z_]\w*=", a)), 0)
+        call = compose_call(argv, lead)
+        if call is not None and call.subcommand not in COMPOSE_START_SUBCOMMANDS:
+            continue  # `docker compose -f FILE down` (or logs, ps) stops or reads it
         if path in argv or f"./{path}" in argv or path.removeprefix("./") in argv:
             out.append(cmd.words[0].start)
     return out
+
+
+_ENGINE_WORD = re.compile(r"vllm|sglang|llama", re.I)
+_ENGINE_REF = re.compile(r"[\w./-]*(?:vllm|sglang|llama)[\w./-]*:[\w.-]+", re.I)
+
+
+def _one_off(block: CodeBlock) -> Refusal | None:
+    """A `docker run` that is not detached and starts no server: it runs a command in an
+    engine's image (a version check, a test script) and exits."""
+    try:
+        cmds = split_commands(block.content)
+    except ShellSyntaxError:
+        return None
+    for cmd in cmds:
+        argv = cmd.argv
+        i = next((k for k, a in enumerate(argv) if basename(a) in ("docker", "podman")), None)
+        if i is None or argv[i + 1 : i + 2] != ["run"] or any(
+                a in ("-d", "--detach") for a in argv[i + 2 :]):
+            continue
+        line, col = _position(block, block.content, cmd.words[0].start)
+        shown = re.sub(r"\s+", " ", " ".join(argv[i:]))
+        shown = shown if len(shown) <= 70 else shown[:69] + "…"
+        return Refusal(line, col, "RB016", "one-off",
+                       f"`{shown}` runs a command in the container and exits: a one-off "
+                       "command, not a server")
+    return None
 
 
 def unproposed_reason(page: Page, block: CodeBlock, problems: Iterable[str] = (),
@@ -289,10 +326,10 @@ def unproposed_reason(page: Page, block: CodeBlock, problems: Iterable[str] = ()
         written = set(heredoc_files(text))
     elsewhere = {p: ln for p, ln in scripts.items() if p not in written
                  and not (block.line <= ln <= block.end_line)}
-    runs = {p: _runs(text, p) for p in elsewhere}
+    runs = {p: runs_file(text, p) for p in elsewhere}
     runs = {p: offs for p, offs in runs.items() if offs}
     if not (_LAUNCH.search(code) or runs):
-        return None
+        return _one_off(block) if _ENGINE_WORD.search(code) else None
     found = static_refusals(block)
     if found:
         return found[0]
@@ -315,8 +352,8 @@ def unproposed_reason(page: Page, block: CodeBlock, problems: Iterable[str] = ()
                        "runbook block must write and run it (or run what it holds)")
     for path in sorted(written):
         later = [b.line for b in page.code_blocks if b.line > block.end_line
-                 and _runs(b.content, path)]
-        if later and not _runs(text, path):
+                 and runs_file(b.content, path)]
+        if later and not runs_file(text, path):
             return Refusal(block.line, block.col, "RB016", "elsewhere",
                            f"writes {path} and leaves running it to the block at line "
                            f"{later[0]}: one runbook block must write and run it")
@@ -332,3 +369,115 @@ def unproposed_reason(page: Page, block: CodeBlock, problems: Iterable[str] = ()
     why = next(iter(problems), None) or "no engine launcher found in what the block runs"
     return Refusal(block.line, block.col, "RB016", "opaque",
                    f"a launch the reader does not understand: {why}")
+
+
+def later_runner(page: Page, block: CodeBlock) -> CodeBlock | None:
+    """The first later plain block of the page that runs a file `block` writes with a
+    here-document (and does not write it itself)."""
+    written = heredoc_files(block.content) if "<<" in block.content else {}
+    for other in page.code_blocks:
+        if other.line <= block.end_line or other.attrs.brace:
+            continue
+        mine = heredoc_files(other.content) if "<<" in other.content else {}
+        if any(p not in mine and runs_file(other.content, p) for p in written):
+            return other
+    return None
+
+
+def runner_reason(block: CodeBlock, writers: Mapping[int, CodeBlock], files: Mapping[str, str],
+                  problems: Iterable[str]) -> Refusal:
+    """Why a block that runs a launcher another block writes is not proposed."""
+    found = static_refusals(block, files)
+    if found:
+        return found[0]
+    where = ", ".join(f"line {n}" for n in sorted(writers))
+    why = next(iter(problems), None) or "no engine launcher found in it"
+    bodies = [b for w in writers.values() for b in heredoc_files(w.content).values()]
+    scripts = [m[1] for b in bodies for m in _SCRIPT.finditer(b)]
+    inside = [p for p in scripts if p.startswith(("/opt/", "/usr/"))]
+    if inside:
+        named = next((p for p in inside if p.endswith((".sh", ".py")) or "/scripts/" in p
+                      or "/bin/" in p), None)
+        why = (f"it starts {named or 'a script'} inside the image, so the engine, model and "
+               "port cannot be read from the page")
+    return Refusal(block.line, block.col, "RB016", "opaque",
+                   f"runs a launcher the block at {where} writes, which the reader does not "
+                   f"understand: {why}")
+
+
+def writer_refusals(page: Page, runner: CodeBlock, writers: Mapping[int, CodeBlock],
+                    why: Refusal, claimed: Container[int] = ()) -> list[Diagnostic]:
+    """The same reason, located at each block that writes what `runner` runs (unless it is
+    already the file block of another runbook: a line of `claimed`)."""
+    return [Diagnostic(page.path, w.line, w.col, why.code,
+                       f"not proposed as a runbook: writes {', '.join(heredoc_files(w.content))}"
+                       f", which the block at line {runner.line} runs: {why.message}",
+                       Severity.WARNING) for n, w in sorted(writers.items()) if n not in claimed]
+
+
+_PATHLIKE = re.compile(r"^(?:\./)?[\w.-]+(?:/[\w.-]+)+$|^\./[\w.-]+$")
+
+
+def repository_file(root: Path, page: str, block: CodeBlock, spelled: str) -> str | None:
+    """The repository path (POSIX, relative to `root`) of a file a block's command names by a
+    relative path: from a `cd DIR` of the block, the wiki root or the page's folder; never a
+    file outside the root (nor reached through a symlink out of it)."""
+    if not _PATHLIKE.match(spelled) or ".." in spelled.split("/"):
+        return None
+    top = root.resolve()
+    cds = [m[1] for m in re.finditer(r"(?m)^\s*cd\s+([\w./-]+)\s*(?:&&|;|$)", block.content)]
+    bases = [*(top / d for d in cds if not d.startswith("/")), top,
+             top / posixpath.dirname(page)]
+    for base in bases:
+        candidate = (base / spelled).resolve()
+        if candidate.is_file() and candidate.is_relative_to(top):
+            return candidate.relative_to(top).as_posix()
+    return None
+
+
+def repository_launch(root: Path, page: str, block: CodeBlock) -> Refusal | None:
+    """A block that runs a script or compose file of the wiki's repository that starts an
+    engine (`scripts/run-server.sh`, `docker compose -f compose/x.yml up`): said, located,
+    since a runbook holds only what its page shows."""
+    try:
+        cmds = split_commands(block.content)
+    except ShellSyntaxError:
+        return None
+    hits: list[tuple[int, str]] = []
+    for cmd in cmds:
+        argv = cmd.argv
+        lead = next((k for k, a in enumerate(argv) if not re.match(r"[A-Za-z_]\w*=", a)), None)
+        if lead is None:
+            continue
+        words = [argv[lead]] if basename(argv[lead]) not in _SHELLS else argv[lead + 1 : lead + 2]
+        call = compose_call(argv, lead)
+        if call is not None and call.subcommand in COMPOSE_START_SUBCOMMANDS:
+            words = list(call.files)
+        for spelled in words:
+            rel = repository_file(root, page, block, spelled)
+            if rel is None:
+                continue
+            try:
+                text = (root / rel).read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                continue
+            compose = re.search(r"(?m)^services:", text) and _ENGINE_REF.search(text)
+            if not (_LAUNCH.search(text) or compose):
+                continue
+            hits.append((cmd.words[0].start, rel))
+            break
+    if not hits:
+        return None
+    if len(hits) > 1:
+        lines = [_position(block, block.content, o)[0] for o, _r in hits]
+        line, col = _position(block, block.content, hits[1][0])
+        return Refusal(line, col, STATIC_CODE, "alternatives",
+                       f"the block starts {len(hits)} servers (lines "
+                       f"{', '.join(map(str, lines))}): alternatives to choose from, not one "
+                       "run; give each its own block")
+    line, col = _position(block, block.content, hits[0][0])
+    return Refusal(line, col, "RB016", "repository",
+                   f"runs {hits[0][1]}, a file of the repository that starts an engine: a "
+                   "runbook holds only what its page shows, so it cannot read or hash that "
+                   "file; show it on the page (a here-document, or a block marked "
+                   "`.runbook-file`)")

@@ -9,17 +9,24 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from wikitools.diagnostics import Diagnostic, Severity
 from wikitools.fences import format_fence_info
 from wikitools.pages import CodeBlock, Page
 from wikitools.runbook.blocks.extract import is_runbook_block
 from wikitools.runbook.blocks.refusals import (
+    Refusal,
+    later_runner,
     page_scripts,
     page_value,
+    repository_launch,
+    runner_reason,
+    runs_file,
     static_refusals,
     unproposed_reason,
     unset_refusals,
+    writer_refusals,
 )
 from wikitools.runbook.engines.command import mentions_launcher, parse_server_command
 from wikitools.runbook.engines.compose import (
@@ -191,9 +198,11 @@ def scan_pages(pages: Iterable[Page], taken: Iterable[str] = ()) -> list[Suggest
     return scan_wiki(pages, taken).suggestions
 
 
-def scan_wiki(pages: Iterable[Page], taken: Iterable[str] = ()) -> ScanResult:
+def scan_wiki(pages: Iterable[Page], taken: Iterable[str] = (), root: Path | None = None,
+              ) -> ScanResult:
     """Suggestions for every plain launch and client block of `pages`, and the launch blocks
-    refused with their reasons. Ids are unique against `taken` and each other."""
+    refused with their reasons. Ids are unique against `taken` and each other. `root`: the
+    wiki's folder, to say which launches run a script or compose file of the repository."""
     out: list[Suggestion] = []
     refused: list[Diagnostic] = []
     used = set(taken)
@@ -212,6 +221,8 @@ def scan_wiki(pages: Iterable[Page], taken: Iterable[str] = ()) -> ScanResult:
         compose: tuple[CodeBlock, EngineCommand, str] | None = None  # last compose file shown
         pending_file: Suggestion | None = None  # its suggestion, until a server block uses it
         scripts = page_scripts(page)
+        writers: dict[str, CodeBlock] = {}  # files plain blocks write, for a later block to run
+        claimed: dict[int, str] = {}  # line of such a block → the runbook it became a file of
         for block in page.code_blocks:
             if not block.fenced:
                 continue
@@ -247,23 +258,50 @@ def scan_wiki(pages: Iterable[Page], taken: Iterable[str] = ()) -> ScanResult:
             if lang not in SHELL_LANGS:
                 continue
             files = {ANY_FILE: compose[0].content} if compose else {}
+            runs = {w.line: w for path, w in writers.items() if w is not block
+                    and runs_file(block.content, path)}
+            written = {p: t for w in runs.values() for p, t in heredoc_files(w.content).items()}
+            files.update(written)
+            taken = next((w for w in runs.values() if w.line in claimed), None)
+            if taken is not None:
+                refused.append(Diagnostic(
+                    page.path, block.line, block.col, "RB016",
+                    f"not proposed as a runbook: runs what the block at line {taken.line} "
+                    f"writes, which is the file block of runbook #{claimed[taken.line]}: a "
+                    "block belongs to one runbook; write the file in this block too",
+                    Severity.WARNING))
+                current = None
+                continue
             found = mentions_launcher(block.content, files)
+            if found is None and not runs and later_runner(page, block) is not None:
+                for path in heredoc_files(block.content):  # decided where it is run
+                    writers.setdefault(path, block)
+                continue
             if found is None:
                 _f, _env, problems = find_launcher(block.content, files)
-                why = unproposed_reason(page, block, problems, scripts)
+                why = (runner_reason(block, runs, files, problems) if runs else
+                       unproposed_reason(page, block, problems, scripts))
+                if root is not None and (why is None or why.reason == "opaque"):
+                    why = repository_launch(root, page.path, block) or why
                 if why is not None:
                     refused.append(Diagnostic(page.path, why.line, why.col, why.code,
                                               f"not proposed as a runbook: {why.message}",
                                               Severity.WARNING))
+                    refused += writer_refusals(page, block, runs, why, claimed)
                     current = None
                 continue
             if isinstance(found, EngineCommand):
                 use = found.container
                 from_page = (compose is not None and use is not None and use.kind == "compose"
-                             and use.compose_file not in heredoc_files(block.content))
-                reasons, env = _refuse(page, block, files if from_page else {})
+                             and use.compose_file not in heredoc_files(block.content)
+                             and use.compose_file not in written)
+                reasons, env = _refuse(page, block,
+                                       {**(files if from_page else {}), **written})
                 if reasons:
                     refused += reasons
+                    first = reasons[0]
+                    refused += writer_refusals(page, block, runs, claimed=claimed, why=Refusal(
+                        first.line, first.col, first.code, "", first.message.split(": ", 1)[-1]))
                     current = None
                     continue
                 if env:
@@ -282,6 +320,11 @@ def scan_wiki(pages: Iterable[Page], taken: Iterable[str] = ()) -> ScanResult:
                     rid, source = new_id(found, page.path), block.line
                 current = rid
                 assert isinstance(found, EngineCommand)
+                claimed.update((w.line, rid) for w in runs.values())
+                out += [Suggestion(page.path, w.line, w.col, "file",
+                                   f"(writes {', '.join(heredoc_files(w.content))})",
+                                   fence_info(w, "bash", f".runbook-file for={rid}"), rid,
+                                   w.end_line, w.line) for w in runs.values()]
                 attrs = f"engine={found.engine} gpus={found.gpus}"
                 if env:
                     attrs += ' env="' + " ".join(f"{k}={v}" for k, v in env.items()) + '"'
@@ -302,6 +345,7 @@ def scan_wiki(pages: Iterable[Page], taken: Iterable[str] = ()) -> ScanResult:
 
 
 _ENGINE_IMAGE = re.compile(r"vllm|sglang|llama", re.I)
+_ENGINE_REF = re.compile(r"[\w./-]*(?:vllm|sglang|llama)[\w./-]*:[\w.-]+", re.I)
 
 
 def _compose_reason(block: CodeBlock) -> str | None:
@@ -311,7 +355,8 @@ def _compose_reason(block: CodeBlock) -> str | None:
         services = parse_compose(block.content).services
     except ComposeError:
         return None
-    if not any(_ENGINE_IMAGE.search(s.image or "") for s in services):
+    if not any(_ENGINE_IMAGE.search(s.image or "") for s in services) and \
+            not _ENGINE_REF.search(block.content):  # nor passes one on (a launcher's IMAGE)
         return None
     runs = "; ".join(f"service {s.name} runs {' '.join(s.argv) or 'its image default'}"
                      for s in services[:2])

@@ -126,8 +126,10 @@ def parse_server_command(text: str, extra_env: dict[str, str] | None = None,
     scope = dict(extra_env or {})
     for var, setting in env:
         # `docker run -e PORT="$PORT"` passes the host's PORT on: it keeps the value the
-        # script gave PORT before (`PORT="${PORT:-5329}"`) instead of hiding it
-        if var in scope and re.fullmatch(rf"\$\{{?{var}\}}?", setting.strip('"')):
+        # script gave PORT before (`PORT="${PORT:-5329}"`) instead of hiding it; so does a
+        # script's own default when its caller set the variable (`PORT=8402 ./run`)
+        if var in scope and re.fullmatch(rf"\$\{{?{var}\}}?|\$\{{{var}:?[-=][^}}]*\}}",
+                                         setting.strip('"')):
             continue
         scope[var] = setting
     scope.update((str(n), v) for n, v in enumerate(found.positional, start=1))

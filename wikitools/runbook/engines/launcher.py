@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from wikitools.runbook.engines import catalog as engines
 from wikitools.runbook.engines import docker_cli
 from wikitools.runbook.engines import launch_containers as lc
-from wikitools.runbook.engines.compose import compose_call
+from wikitools.runbook.engines.compose import compose_call, looks_like_compose
 from wikitools.runbook.engines.found import ANY_FILE, Found, Scope
 from wikitools.runbook.engines.shell import (
     ShellSyntaxError,
@@ -120,6 +120,16 @@ def _classify(argv: list[str], i: int) -> tuple[str, str | None, str, int] | Non
     return None
 
 
+_CAT_HEREDOC = re.compile(
+    r"\$\(\s*cat\s+<<-?\s*(['\"]?)(\w+)\1[ \t]*\n(.*?)\n[ \t]*\2[ \t]*\n?\s*\)", re.S)
+
+
+def _cat_heredoc(script: str) -> str:
+    """The script a `bash -lc "$(cat <<EOF … EOF)"` runs: the here-document's text."""
+    m = _CAT_HEREDOC.fullmatch(script.strip())
+    return m[3] if m else script
+
+
 def _find(argv: list[str], words: list[Word] | None, scope: Scope, depth: int = 0,
           top: bool = True) -> Found | None:
     env: list[tuple[str, str]] = []
@@ -154,7 +164,7 @@ def _find(argv: list[str], words: list[Word] | None, scope: Scope, depth: int = 
             break
         if script is None:
             return None
-        inner = find_in_script(script, depth + 1, scope)
+        inner = find_in_script(_cat_heredoc(script), depth + 1, scope)
         if inner is None:
             return None
         found, inner_env = inner
@@ -239,14 +249,17 @@ def find_in_script(script: str, depth: int = 0, scope: Scope | None = None,
                 else:
                     env.append((k, v))
             continue
-        script_body = scope.callables.get(basename(argv[0]))
+        lead = 0  # `PORT=8402 /tmp/run-x`: the assignments before the script are its env
+        while lead < len(argv) - 1 and re.match(r"[A-Za-z_]\w*=", argv[lead]):
+            lead += 1
+        script_body = scope.callables.get(basename(argv[lead]))
         if script_body:  # a here-document script called with arguments
             inner = find_in_script(script_body, depth + 1, scope)
             if inner is not None:
                 found, inner_env = inner
-                _forward(found, argv[1:])
+                _forward(found, argv[lead + 1 :])
                 found.words = None
-                return found, env + inner_env
+                return found, env + assignments(argv[:lead]) + inner_env
             continue
         hit = _find(argv, cmd.words if depth == 0 else None, scope, depth)
         if hit is not None and hit.kind == "none":
@@ -298,12 +311,22 @@ def _forward(found: Found, args: list[str]) -> None:
     found.positional = list(args)
 
 
+def _scope(files: Mapping[str, str] | None) -> Scope:
+    """A block's scope with the runbook's files: a file that is not a compose file is a script
+    the block may run by its path (a launcher another block of the page writes)."""
+    scope = Scope(files=dict(files or {}))
+    for path, body in scope.files.items():
+        if path != ANY_FILE and not looks_like_compose(body):
+            scope.callables.setdefault(basename(path), body)
+    return scope
+
+
 def find_launcher(text: str, files: Mapping[str, str] | None = None,
                   ) -> tuple[Found | None, list[tuple[str, str]], list[str]]:
     """The first launcher or client in `text`, the environment it gets, and problems. `files`:
     the file blocks of the runbook (path → text), for `docker compose up`."""
     problems: list[str] = []
-    scope = Scope(files=dict(files or {}))
+    scope = _scope(files)
     try:
         res = find_in_script(text, 0, scope)
     except ShellSyntaxError as exc:
@@ -328,7 +351,7 @@ def top_level_launches(text: str, files: Mapping[str, str] | None = None,
         cmds = split_commands(text)
     except ShellSyntaxError:
         return []
-    scope = Scope(files=dict(files or {}))
+    scope = _scope(files)
     scripts = heredoc_files(text) if "<<" in text else {}
     for path, body in scripts.items():
         scope.files.setdefault(path, body)
@@ -397,16 +420,21 @@ def append_args(text: str, args: list[str]) -> str | None:
     return text[:at] + " " + " ".join(shell_quote(a) for a in args) + text[at:]
 
 
-def docker_run_offset(text: str) -> int | None:
-    """Offset just after `run` in the block's first top-level `docker run` (or `docker container
-    run`), where docker options can be added; None when there is none."""
+def _programs(text: str) -> list[tuple[SimpleCommand, int]]:
+    """Each top-level command of `text` with the index of its program word, past environment
+    assignments and wrappers; none when the text does not parse."""
     try:
         cmds = split_commands(text)
     except ShellSyntaxError:
-        return None
-    for cmd in cmds:
+        return []
+    return [(cmd, _strip_prefixes(cmd.argv, [], [])) for cmd in cmds]
+
+
+def docker_run_offset(text: str) -> int | None:
+    """Offset just after `run` in the block's first top-level `docker run` (or `docker container
+    run`), where docker options can be added; None when there is none."""
+    for cmd, i in _programs(text):
         argv = cmd.argv
-        i = _strip_prefixes(argv, [], [])
         if i + 1 >= len(argv) or basename(argv[i]) not in docker_cli.CONTAINER_PROGRAMS:
             continue
         if argv[i + 1] == "run":
@@ -422,13 +450,8 @@ def own_compose_project(text: str, project: str) -> str | None:
     `--project-name=X` replaced, or `-p project` added after the program. A `-p` given on the
     command line outranks COMPOSE_PROJECT_NAME and the file's `name:`, so the call acts on
     `project` only. None when there is no such call outside a quoted string."""
-    try:
-        cmds = split_commands(text)
-    except ShellSyntaxError:
-        return None
-    for cmd in cmds:
+    for cmd, i in _programs(text):
         argv = cmd.argv
-        i = _strip_prefixes(argv, [], [])
         call = compose_call(argv, i) if i < len(argv) else None
         if call is None:
             continue

@@ -161,6 +161,12 @@ def _server(runbook: Runbook, coords: Coords, folder: str, ov: PlanOverrides,
         args = ["--port", str(port)]
         notes.append(f"--port {port} added to the server command")
     text = _with_args(server.content.rstrip("\n"), args, "server command")
+    writers = sorted((f for f in runbook.files if not f.path), key=lambda f: f.line)
+    if writers:  # the page's blocks that write the launcher or compose file come first
+        text = "\n".join([*(f.content.rstrip("\n") for f in writers), text])
+        for f in writers:
+            notes.append(f"the block at {f.page}:{f.line} runs first: it writes "
+                         + ", ".join(p for p, _t in f.writes))
 
     env: dict[str, str] = dict(server.extra_env)
     env.update(coords)
@@ -214,7 +220,8 @@ def _server(runbook: Runbook, coords: Coords, folder: str, ov: PlanOverrides,
             compose_program=use.compose_program,
             compose_args=(*without_project(use.compose_args), "-p", project),
             project=project, workdir=folder,
-            files=tuple((f.path, f.content) for f in runbook.files), gpus=cmd.docker_gpus)
+            files=tuple((f.path, f.content) for f in runbook.files if f.path),
+            gpus=cmd.docker_gpus)
         page = f" (instead of the page's {use.project})" if use.project else ""
         notes.append(f"the server command runs in {folder}/, where the page's files are "
                      f"written; Compose project {project}{page}")
