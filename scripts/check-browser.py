@@ -265,11 +265,12 @@ def search_code_words(browser: Any, base: str, terms: SearchTerms) -> dict[str, 
         page.wait_for_function(
             "() => !/Initializing/.test("
             "document.querySelector('.md-search-result__meta').textContent)", timeout=30_000)
+        box.focus()
         for word, holders in terms.holders.items():
             page.evaluate("() => { document.querySelector('.md-search-result__meta')"
-                          ".textContent = 'PENDING'; }")
-            box.fill(word)
-            box.press("End")
+                          ".textContent = 'PENDING'; document.activeElement.select(); }")
+            page.keyboard.insert_text(word)  # replaces the selected query, as a paste does
+            page.keyboard.press("End")  # the key-up the theme searches on
             result = page.evaluate(_RESULTS_JS, [prefix + p for p in holders])
             if result is not None:
                 paths = [p.removeprefix(prefix) for p in result["paths"]]
