@@ -497,3 +497,11 @@ def test_template_fields_a_docs_build_fills_in_are_placeholders() -> None:
         "|vllm_ascend_version|: write the value it stands for",
         "RB014 warning: not proposed as a runbook: the command holds a placeholder, "
         "{{ revision }}: write the value it stands for"]
+
+
+def test_go_templates_and_regex_alternations_in_a_command_are_not_placeholders() -> None:
+    fences, refused = _scan(
+        "```bash\ndocker run -d --gpus all --name m vllm/vllm-openai:v0.10.0 --model org/m\n"
+        "docker ps --format '{{.Names}} {{json .State}}' | grep -E 'm|n|o'\n```\n")
+    assert refused == []
+    assert fences == ["```bash { #m-tp1 .runbook-server engine=vllm gpus=1 }"]

@@ -36,8 +36,9 @@ _MARKUP = frozenset({"<think>", "<answer>", "<tool_call>", "<br>", "<eos>", "<bo
                      "<unk>", "<image>"})
 _ELLIPSIS = re.compile(r"(?:(?<=\s)|^)(\.\.\.|…|\[\.\.\.\]|<\.\.\.>)(?=\s|$|\\$)")
 _PATH_TO = re.compile(r"/path/to\b|\bpath/to/", re.I)
-# Template syntax a docs build fills in: Jinja `{{ version }}`, Sphinx/MyST `|version|`.
-_TEMPLATE = re.compile(r"\{\{\s*[\w.]+\s*\}\}|(?<![\w|])\|[a-z_][\w-]*\|(?![\w|])")
+# Template syntax a docs build fills in: Jinja `{{ version }}`, Sphinx/MyST `|version|`; not
+# Go templates a command itself reads (`docker ps --format '{{.Names}}'`), nor `grep 'a|b|c'`.
+_TEMPLATE = re.compile(r"\{\{\s*[A-Za-z_][\w.]*\s*\}\}|(?<![\w|])\|[a-z_][\w-]*\|(?![\w|])")
 _XXX = re.compile(r"""=(["']?)(x{3,}|X{3,}|x\.x\.x\.x|your[-_][\w-]+)\1(?=\s|$|;)""", re.I)
 _MULTI_NODE = re.compile(
     r"--(?:node[-_]rank|dist[-_]init[-_]addr|headless|data[-_]parallel[-_]address|"
