@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import io
 import re
 import shutil
@@ -86,7 +87,9 @@ def fenced_blocks(path: str, text: str) -> list[Block]:
         j = i + 1
         while j < len(lines):
             stripped = lines[j].lstrip(" \t>")
-            if stripped.startswith(fence) and not stripped.strip().strip(fence[0]):
+            indent = len(lines[j]) - len(stripped) - len(lead)  # 4 more: text, not a fence
+            if stripped.startswith(fence) and not stripped.strip().strip(fence[0]) and \
+                    indent < 4:
                 break
             body.append(lines[j][len(lead):] if lines[j].startswith(lead) else lines[j].lstrip())
             j += 1
@@ -188,6 +191,25 @@ def _changed_lines(before: Path, after: Path) -> list[str]:
     return bad
 
 
+def _line_maps(before: Path, after: Path) -> dict[str, dict[int, int]]:
+    """For each page `scan --write` changed: where each line of the page went (1-based), once
+    results regions and server blocks were added above it."""
+    out: dict[str, dict[int, int]] = {}
+    for old in before.rglob("*.md"):
+        rel = old.relative_to(before)
+        a = old.read_bytes().decode("utf-8", "replace").split("\n")
+        b = (after / rel).read_bytes().decode("utf-8", "replace").split("\n")
+        if len(a) == len(b):
+            continue
+        mapping: dict[int, int] = {}
+        ops = difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
+        for tag, i1, i2, j1, j2 in ops:
+            if tag == "equal" or (tag == "replace" and i2 - i1 == j2 - j1):
+                mapping.update((i1 + k + 1, j1 + k + 1) for k in range(i2 - i1))
+        out[rel.as_posix()] = mapping
+    return out
+
+
 def funnel(tree: Path, docs_dir: str | None, keep: Path | None, listing: bool) -> int:
     work = Path(tempfile.mkdtemp(prefix="wiki-funnel-"))
     try:
@@ -237,13 +259,15 @@ def funnel(tree: Path, docs_dir: str | None, keep: Path | None, listing: bool) -
                 if m and "RB0" in m["rest"]:
                     refusals.setdefault((m["path"], int(m["line"])), m["rest"])
 
+        moved = _line_maps(before, after)
         rows: list[tuple[str, str]] = []
         for b in blocks:
-            key = (b.path, b.line)
+            shift = moved.get(b.path, {})
+            key = (b.path, shift.get(b.line, b.line))
             hit = planned.get(key)
             if hit is None:  # a compose `up` block reads the file: find a runbook on its lines
                 hit = next((v for (p, ln), v in planned.items() if p == b.path
-                            and b.line <= ln <= b.end), None)
+                            and key[1] <= ln <= shift.get(b.end, b.end)), None)
             if hit is not None:
                 rid, rc, what = hit
                 kind = "runbook" if rc in (0, 1) else "planfail"

@@ -41,6 +41,7 @@ import tempfile
 import threading
 import time
 import urllib.parse
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -80,11 +81,12 @@ PHONE = {"width": 390, "height": 844}
 FIRST_LINE = 60  # px of a code block that must be on screen: its label and first line
 
 
-def build(site: Path) -> None:
+def build(site: Path, root: Path = ROOT) -> None:
+    """`mkdocs build --strict` of the project at `root` into `site`; exits on failure."""
     env = dict(os.environ, NO_MKDOCS_2_WARNING="1", DISABLE_MKDOCS_2_WARNING="true")
     mkdocs = Path(sys.executable).parent / "mkdocs"
     proc = subprocess.run([str(mkdocs), "build", "--strict", "--site-dir", str(site)],
-                          cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+                          cwd=root, env=env, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         sys.stderr.write(proc.stdout + proc.stderr)
         raise SystemExit(f"error: mkdocs build --strict failed (exit {proc.returncode})")
@@ -252,9 +254,11 @@ _RESULTS_JS = """async (want) => {
 FIRST_SCREEN = 10  # results the theme renders before the list is scrolled
 
 
-def search_code_words(browser: Any, base: str, terms: SearchTerms) -> dict[str, Any]:
-    """For each code word: how many results the theme reports and the pages it lists (site
-    paths, best first), scrolled far enough to show every page that holds the word."""
+def search_code_words(browser: Any, base: str,
+                      wants: Mapping[str, Sequence[str]]) -> dict[str, Any]:
+    """For each query of `wants`: how many results the theme reports and the pages it lists
+    (site paths, best first), scrolled far enough to show every page wanted (for a code word of
+    SearchTerms.holders, every page that holds it)."""
     prefix = urllib.parse.urlsplit(base).path  # the site root's path: "/"
     found: dict[str, Any] = {}
     page = browser.new_page(viewport={"width": 1280, "height": 900})
@@ -266,7 +270,7 @@ def search_code_words(browser: Any, base: str, terms: SearchTerms) -> dict[str, 
             "() => !/Initializing/.test("
             "document.querySelector('.md-search-result__meta').textContent)", timeout=30_000)
         box.focus()
-        for word, holders in terms.holders.items():
+        for word, holders in wants.items():
             page.evaluate("() => { document.querySelector('.md-search-result__meta')"
                           ".textContent = 'PENDING'; document.activeElement.select(); }")
             page.keyboard.insert_text(word)  # replaces the selected query, as a paste does
@@ -340,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
                 try:
                     found = search(browser, base)
                     started = time.monotonic()
-                    code = search_code_words(browser, base, terms)
+                    code = search_code_words(browser, base, terms.holders)
                     code_seconds = time.monotonic() - started
                     tops = first_code_top(browser, base, runbook_pages())
                     tables = tables_on_phone(browser, base, site_pages())

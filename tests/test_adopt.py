@@ -484,3 +484,24 @@ def test_a_written_launcher_that_runs_a_script_inside_the_image_is_refused_sayin
         "at line 8 runs: runs a launcher the block at line 1 writes, which the reader does not "
         "understand: it starts /opt/vllm/scripts/run-glm inside the image, so the engine, model "
         "and port cannot be read from the page")
+
+
+def test_template_fields_a_docs_build_fills_in_are_placeholders() -> None:
+    fences, refused = _scan(
+        "```bash\nexport IMAGE=quay.io/ascend/vllm-ascend:|vllm_ascend_version|\n"
+        "docker run -d --gpus all $IMAGE vllm serve org/m\n```\n\n"
+        "```bash\nvllm serve org/m --revision {{ revision }}\n```\n")
+    assert fences == []
+    assert [r.split(": ", 1)[1] for r in refused] == [
+        "RB014 warning: not proposed as a runbook: the command holds a placeholder, "
+        "|vllm_ascend_version|: write the value it stands for",
+        "RB014 warning: not proposed as a runbook: the command holds a placeholder, "
+        "{{ revision }}: write the value it stands for"]
+
+
+def test_go_templates_and_regex_alternations_in_a_command_are_not_placeholders() -> None:
+    fences, refused = _scan(
+        "```bash\ndocker run -d --gpus all --name m vllm/vllm-openai:v0.10.0 --model org/m\n"
+        "docker ps --format '{{.Names}} {{json .State}}' | grep -E 'm|n|o'\n```\n")
+    assert refused == []
+    assert fences == ["```bash { #m-tp1 .runbook-server engine=vllm gpus=1 }"]

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fakes.site_tree import site_tree
 from fakes.sweep_page import sweep_page
 
 from wikitools.cli import main
@@ -73,15 +74,7 @@ def _records() -> list[dict[str, Any]]:
 
 
 def _tree(tmp: Path) -> Path:
-    tree = tmp / "project"
-    tree.mkdir()
-    for name in ("mkdocs.yml", "wiki.yml"):
-        shutil.copy(ROOT / name, tree / name)
-    for name in ("hooks", "overrides", "includes"):  # whichever the site's build uses
-        if (ROOT / name).is_dir():
-            shutil.copytree(ROOT / name, tree / name)
-    shutil.copytree(ROOT / "wiki" / "assets", tree / "wiki" / "assets")
-    (tree / "wiki" / "index.md").write_text("---\ntitle: Home\n---\n# Home\n")
+    tree = site_tree(tmp)
     (tree / "wiki" / "hostile.md").write_text(PAGE)
     folder = tree / "runbooks" / RB
     folder.mkdir(parents=True)

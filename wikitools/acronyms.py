@@ -99,9 +99,7 @@ class Use:
     col: int
     context: str
     expanded: bool
-    # An unknown acronym: the glossary term it probably means, worked out for the first use of
-    # each unknown token on the page (the one reported).
-    hint: str | None = None
+    hint: str | None = None  # the term an unknown token's first use on the page probably means
 
 
 class Matcher:
@@ -125,9 +123,12 @@ class Matcher:
         self._expansions: dict[str, tuple[re.Pattern[str], re.Pattern[str]]] = {}
         self._entries: dict[str, Entry | None] = {}  # spelling -> entry, as looked up
         self.anagrams: dict[str, str] = {}  # sorted capitals -> the first term spelt with them
-        for entry in glossary.entries:
-            if not entry.name and len(entry.term) > 2:
+        self.openers: list[tuple[Entry, str]] = []  # (entry, its expansion's first stem)
+        for entry in (e for e in glossary.entries if not e.name):
+            if len(entry.term) > 2:
                 self.anagrams.setdefault("".join(sorted(entry.term.upper())), entry.term)
+            words = re.findall(r"[A-Za-z0-9]+", entry.expansion)[:1]
+            self.openers.append((entry, _word_stem(words[0]).casefold() if words else ""))
 
     def entry_for(self, spelling: str) -> Entry | None:
         try:
@@ -198,12 +199,14 @@ def _grouped(rests: dict[str, dict[str, int]]) -> str:
     return "|".join(branches)
 
 
+def _word_stem(word: str) -> str:
+    stem = _SUFFIX.sub("", word) if len(word) >= 5 and not word.isdigit() else word
+    return stem if len(stem) >= 4 else word
+
+
 def _word_pattern(word: str) -> str:
-    if len(word) >= 5 and not word.isdigit():
-        stem = _SUFFIX.sub("", word)
-        stem = stem if len(stem) >= 4 else word
-        return re.escape(stem) + r"[a-z]*"
-    return re.escape(word) + r"(?:es|s)?"
+    long = len(word) >= 5 and not word.isdigit()
+    return re.escape(_word_stem(word)) + (r"[a-z]*" if long else r"(?:es|s)?")
 
 
 def _skip_word(word: str, matcher: Matcher) -> bool:
@@ -306,7 +309,7 @@ def find_uses(page: Page, matcher: Matcher, settled: Container[str] = frozenset(
         col = span.col + (start - starts[k])
         if entry is None:
             hint = None if head in hinted else _near_miss(matcher, head, text, start, m.end())
-            hinted.add(head)
+            hinted.add(head)  # only the first use of an unknown token is reported
             yield Use(head, None, span.line, col, span.context, False, hint)
             continue
         expanded = False
@@ -329,8 +332,10 @@ def _near_miss(matcher: Matcher, token: str, text: str, start: int, end: int) ->
     opens_before = text[max(0, start - 6) : start].rstrip(" *_").endswith(("(", "["))
     opens_after = "(" in text[end : end + 12] or "[" in text[end : end + 12]
     if opens_before or opens_after:
-        for entry in matcher.glossary.entries:
-            if entry.name:
+        window = (text[max(0, start - 400) : start] * opens_before + "\0"
+                  + text[end : end + 400] * opens_after).casefold()
+        for entry, opener in matcher.openers:  # an expansion stands only where its first word is
+            if opener not in window:
                 continue
             before, after = matcher.expansion_patterns(entry)
             if (opens_before and before.search(text, max(0, start - 400), start)) or (

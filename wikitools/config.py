@@ -453,8 +453,10 @@ def _read(args: tuple[Path, Path]) -> Page:
     return read_page(args[0], args[1])
 
 
-# Below this many bytes a worker pool costs more than it saves.
-PARALLEL_BYTES = 2_000_000
+# Below this many bytes a worker pool costs more CPU time than it saves wall time (starting the
+# workers, sending their facts back): the community wiki's 2.7 MB take less CPU in one process
+# (benchmarks/results/checks.txt).
+PARALLEL_BYTES = 8_000_000
 
 
 def workers_for(paths: list[Path] | tuple[Path, ...]) -> int:

@@ -146,7 +146,10 @@ def _warm(acronyms: AcronymContext | None) -> None:
     import wikitools.runbook.blocks.scan  # noqa: F401
 
     if acronyms is not None:
-        _matcher(acronyms)
+        matcher = _matcher(acronyms)
+        for entry in acronyms.glossary.entries:  # each worker would compile most of them
+            if not entry.name:
+                matcher.expansion_patterns(entry)
 
 
 # Set in each worker process by _start_worker.
@@ -201,8 +204,8 @@ def _source_key() -> str:
     for folder in (spec.submodule_search_locations or []) if spec else []:
         # the installed version, named by its dist-info folder beside the package
         digest.update(" ".join(sorted(
-            path.name for path in Path(folder).parent.glob("markdown_it_pyrs-*.dist-info")
-        )).encode())
+            name for name in os.listdir(Path(folder).parent)  # noqa: PTH208 (names only)
+            if name.startswith("markdown_it_pyrs-") and name.endswith(".dist-info"))).encode())
     return digest.hexdigest()
 
 

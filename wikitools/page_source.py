@@ -1,6 +1,7 @@
 """The passes over a page's source before markdown-it reads it: the front matter taken off and
-parsed (located FM001/FM002 problems), and the bodies of Material containers (admonitions,
-content tabs) dedented so that they parse as ordinary Markdown. Line numbers never change."""
+parsed (located FM001/FM002 problems), the bodies of Material containers (admonitions, content
+tabs) dedented so that they parse as ordinary Markdown, and backticks the parser fails on
+written as a stand-in. Line numbers never change."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ _CONTAINER = re.compile(
     r'^(?:(?P<admonition>!!!|\?\?\?\+?)[ \t]+(?P<kind>[\w-]+)|(?P<tab>===[!+]?)[ \t]+(?=["\'])'
     r')(?P<rest>.*)$'
 )
+_MAYBE_CONTAINER = re.compile(r"^[ \t]*(?:!!!|\?\?\?|===)", re.MULTILINE)
 _FENCE_ANY = re.compile(r"^ *(?P<fence>`{3,}|~{3,})(?P<info>.*)$")  # in a list item too
 
 
@@ -75,7 +77,9 @@ def flatten_containers(page: Page, lines: list[str]) -> list[str]:
     """Dedent the bodies of admonitions and content tabs so that markdown-it parses them as
     ordinary Markdown. A container may sit inside a list item or another container (`    ===
     "Tab"` under `1. …`): its body is indented four columns more than its own line. Line numbers
-    are kept; columns are read back from the original lines."""
+    are kept; columns are read back from the original lines. Blank lines are made empty."""
+    if not _MAYBE_CONTAINER.search("\n".join(lines)):
+        return [line if line.strip() else "" for line in lines]
     out: list[str] = []
     bodies: list[int] = []  # for each open container, the original indent of its body
     fence: tuple[str, int] | None = None  # (char, length) of an open fence
@@ -130,3 +134,52 @@ def _add_container_title(page: Page, original: str, removed: int, number: int, r
     if title and title.group(1).strip():
         col = original.index('"', removed) + 2
         page.spans.append(TextSpan(title.group(1), number, col, "admonition_title"))
+
+
+# Stand-ins for a backtick that are punctuation too, as a backtick is (emphasis reads them alike).
+MARKS = "\u2e3b\u2e3a\u2e2e\u2e18\u2e1f"
+_BLANK_LINES = re.compile(r"(\n[ \t]*\n)")
+_TICKS = re.compile(r"`+")
+_PREFIX = r"(?:[ \t>]|[-*+][ \t]|\d{1,9}[.)][ \t])*"  # quote and list item markers
+_FENCE_PREFIX = re.compile(_PREFIX)
+_OWN_LINE = re.compile(r"[ \t>]*#|.*\|")  # a heading or a table row: inline content of its own
+_ITEM_START = re.compile(r"[ \t>]*(?:[-*+]|\d{1,9}[.)])(?:[ \t]|$)")
+
+
+def inert_backticks(body: str, mark: str, unmatched_only: bool) -> str:
+    """The body with backtick runs written as `mark`: those that no run of the same length
+    follows in their block of lines (between blank lines, list items, headings and table rows),
+    or all; never a fence's opening run."""
+    out: list[str] = []
+    for chunk in _BLANK_LINES.split(body):
+        if "`" not in chunk:
+            out.append(chunk)
+            continue
+        groups: list[list[str]] = [[]]
+        for line in chunk.split("\n"):
+            if _OWN_LINE.match(line):
+                groups += [[line], []]
+            elif _ITEM_START.match(line) and groups[-1]:
+                groups.append([line])
+            else:
+                groups[-1].append(line)
+        out.append("\n".join(_inert_runs("\n".join(g), mark, unmatched_only)
+                             for g in groups if g))
+    return "".join(out)
+
+
+def _inert_runs(text: str, mark: str, unmatched_only: bool) -> str:
+    later: set[int] = set()
+    inert: list[tuple[int, int]] = []
+    for m in reversed(list(_TICKS.finditer(text))):
+        size = m.end() - m.start()
+        line_start = text.rfind("\n", 0, m.start()) + 1
+        opener = size >= 3 and _FENCE_PREFIX.fullmatch(text, line_start, m.start()) is not None
+        if not opener and (not unmatched_only or size not in later):
+            inert.append((m.start(), m.end()))
+        later.add(size)
+    parts, last = [], 0
+    for start, end in reversed(inert):
+        parts += [text[last:start], mark * (end - start)]
+        last = end
+    return "".join(parts) + text[last:]

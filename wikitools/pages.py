@@ -4,11 +4,12 @@ never raw Markdown."""
 
 from __future__ import annotations
 
-import bisect
 import os
 import re
 import stat
+from bisect import bisect_right
 from collections.abc import Sequence
+from itertools import accumulate
 from pathlib import Path
 
 from markdown_it_pyrs import MarkdownIt, Node
@@ -27,7 +28,13 @@ from wikitools.page_model import (
     Table,
     TextSpan,
 )
-from wikitools.page_source import flatten_containers, indent, take_front_matter
+from wikitools.page_source import (
+    MARKS,
+    flatten_containers,
+    indent,
+    inert_backticks,
+    take_front_matter,
+)
 
 __all__ = [
     "Cell",
@@ -132,9 +139,9 @@ def _tree(page: Page, lines: list[str], body_lines: list[str]) -> tuple[Node, st
     tree = _quiet_tree(body)
     if tree is not None:
         return tree, body, None
-    mark = next((ch for ch in _MARKS if ch not in body), None)
+    mark = next((ch for ch in MARKS if ch not in body), None)
     for unmatched_only in (True, False) if mark else ():
-        marked = _inert_backticks(body, mark or "", unmatched_only)
+        marked = inert_backticks(body, mark or "", unmatched_only)
         tree = _quiet_tree(marked)
         if tree is None:
             continue
@@ -173,55 +180,6 @@ def _quiet_tree(body: str) -> Node | None:
     finally:
         if _STDERR:
             os.dup2(_STDERR[0], 2)
-
-
-# Stand-ins for a backtick that are punctuation too, as a backtick is (emphasis reads them alike).
-_MARKS = "\u2e3b\u2e3a\u2e2e\u2e18\u2e1f"
-_BLANK_LINES = re.compile(r"(\n[ \t]*\n)")
-_TICKS = re.compile(r"`+")
-_PREFIX = r"(?:[ \t>]|[-*+][ \t]|\d{1,9}[.)][ \t])*"  # quote and list item markers
-_FENCE_PREFIX = re.compile(_PREFIX)
-_OWN_LINE = re.compile(r"[ \t>]*#|.*\|")  # a heading or a table row: inline content of its own
-_ITEM_START = re.compile(r"[ \t>]*(?:[-*+]|\d{1,9}[.)])(?:[ \t]|$)")
-
-
-def _inert_backticks(body: str, mark: str, unmatched_only: bool) -> str:
-    """The body with backtick runs written as `mark`: those that no run of the same length
-    follows in their block of lines (between blank lines, list items, headings and table rows),
-    or all; never a fence's opening run."""
-    out: list[str] = []
-    for chunk in _BLANK_LINES.split(body):
-        if "`" not in chunk:
-            out.append(chunk)
-            continue
-        groups: list[list[str]] = [[]]
-        for line in chunk.split("\n"):
-            if _OWN_LINE.match(line):
-                groups += [[line], []]
-            elif _ITEM_START.match(line) and groups[-1]:
-                groups.append([line])
-            else:
-                groups[-1].append(line)
-        out.append("\n".join(_inert_runs("\n".join(g), mark, unmatched_only)
-                             for g in groups if g))
-    return "".join(out)
-
-
-def _inert_runs(text: str, mark: str, unmatched_only: bool) -> str:
-    later: set[int] = set()
-    inert: list[tuple[int, int]] = []
-    for m in reversed(list(_TICKS.finditer(text))):
-        size = m.end() - m.start()
-        line_start = text.rfind("\n", 0, m.start()) + 1
-        opener = size >= 3 and _FENCE_PREFIX.fullmatch(text, line_start, m.start()) is not None
-        if not opener and (not unmatched_only or size not in later):
-            inert.append((m.start(), m.end()))
-        later.add(size)
-    parts, last = [], 0
-    for start, end in reversed(inert):
-        parts += [text[last:start], mark * (end - start)]
-        last = end
-    return "".join(parts) + text[last:]
 
 
 # --------------------------------------------------------------------------- tree walk
@@ -284,27 +242,28 @@ class _Walker:
         self.mark = mark
         self.lines = lines
         self.body_lines = body_lines
-        self.ascii = body.isascii()
-        self.data = body.encode()
-        self.starts: list[int] = []
-        offset = 0
-        for line in body_lines:
-            self.starts.append(offset)
-            offset += (len(line) if self.ascii or line.isascii() else len(line.encode())) + 1
+        self.ascii = body.isascii()  # then byte offsets are character offsets
+        self.data = body if self.ascii else body.encode()
+        sizes = (len(line) if self.ascii or line.isascii() else len(line.encode())
+                 for line in body_lines)
+        self.starts = list(accumulate((size + 1 for size in sizes), initial=0))
+        self.k = 0  # the line of the last offset looked up: the next is mostly on it
 
     # positions -------------------------------------------------------------
 
     def at(self, offset: int) -> tuple[int, int]:
         """0-based source line and column (code points) of a byte offset in the body."""
-        k = bisect.bisect_right(self.starts, offset) - 1
-        col = offset - self.starts[k]
+        starts, k = self.starts, self.k
+        if not starts[k] <= offset < starts[k + 1]:
+            k = self.k = bisect_right(starts, offset) - 1
+        col = offset - starts[k]
         line = self.body_lines[k]
-        if not (self.ascii or line.isascii()):
+        if not self.ascii and not line.isascii():
             col = len(line.encode()[:col].decode("utf-8", errors="ignore"))
         return k, len(self.lines[k]) - len(line) + col
 
     def line_of(self, offset: int) -> int:
-        return bisect.bisect_right(self.starts, offset) - 1
+        return bisect_right(self.starts, offset) - 1
 
     def last_line(self, node: Node) -> int:
         """The 1-based last source line of a block."""
@@ -312,7 +271,8 @@ class _Walker:
         return self.line_of(max(end - 1, start)) + 1
 
     def source(self, start: int, end: int) -> str:
-        return self.unmark(self.data[start:end].decode("utf-8", errors="replace"))
+        piece = self.data[start:end]
+        return self.unmark(piece if isinstance(piece, str) else piece.decode("utf-8", "replace"))
 
     def unmark(self, text: str) -> str:
         """The text with the parser's stand-in for a backtick (see `_tree`) read back."""
@@ -428,7 +388,11 @@ class _Walker:
             pipe = src.find("|", after)
             col0 = pipe + 1 if pipe >= 0 else len(src)
         row.append(Cell(text, line + 1, col0 + 1))
-        self._inline(node.children, "table")
+        children = node.children
+        if len(children) == 1 and children[0].name == "text" and children[0].srcmap:
+            self._text(self.unmark(children[0].meta["content"]), children[0].srcmap[0], "table")
+        else:
+            self._inline(children, "table")
 
     # inline ----------------------------------------------------------------
 
@@ -454,7 +418,8 @@ class _Walker:
                 self._link("autolink", node)
             elif name == "image":
                 start = self._link("image", node)
-                alt = self.source(start + 2, _label_end(self.data, start + 2))
+                data = self.data if isinstance(self.data, bytes) else self.data.encode()
+                alt = self.source(start + 2, _label_end(data, start + 2))
                 if alt:
                     self._text(alt, start + 2, "image_alt")
             elif name == "html_inline":
@@ -482,6 +447,10 @@ class _Walker:
         """Record prose text, splitting out bare URLs as links."""
         line, col = self.at(offset)
         line, col = line + 1, col + 1
+        if "://" not in text and "www." not in text:  # no bare URL: the common case, quickly
+            if text:
+                self.page.spans.append(TextSpan(text, line, col, context))
+            return
         last = 0
         for m in _BARE_URL.finditer(text):
             url = m.group(0).rstrip(_URL_TRAILING)

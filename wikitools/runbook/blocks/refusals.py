@@ -36,6 +36,9 @@ _MARKUP = frozenset({"<think>", "<answer>", "<tool_call>", "<br>", "<eos>", "<bo
                      "<unk>", "<image>"})
 _ELLIPSIS = re.compile(r"(?:(?<=\s)|^)(\.\.\.|…|\[\.\.\.\]|<\.\.\.>)(?=\s|$|\\$)")
 _PATH_TO = re.compile(r"/path/to\b|\bpath/to/", re.I)
+# Template syntax a docs build fills in: Jinja `{{ version }}`, Sphinx/MyST `|version|`; not
+# Go templates a command itself reads (`docker ps --format '{{.Names}}'`), nor `grep 'a|b|c'`.
+_TEMPLATE = re.compile(r"\{\{\s*[A-Za-z_][\w.]*\s*\}\}|(?<![\w|])\|[a-z_][\w-]*\|(?![\w|])")
 _XXX = re.compile(r"""=(["']?)(x{3,}|X{3,}|x\.x\.x\.x|your[-_][\w-]+)\1(?=\s|$|;)""", re.I)
 _MULTI_NODE = re.compile(
     r"--(?:node[-_]rank|dist[-_]init[-_]addr|headless|data[-_]parallel[-_]address|"
@@ -98,7 +101,7 @@ def placeholders(text: str) -> list[tuple[int, int, str]]:
     """(line index, column index, the placeholder) for each placeholder in shell text."""
     found: list[tuple[int, int, str]] = []
     for i, line, in_body in _code_lines(text):
-        for rx in (_ANGLE, _PATH_TO, _XXX):
+        for rx in (_ANGLE, _PATH_TO, _XXX, _TEMPLATE):
             found += [(i, m.start(), m[0].lstrip("=")) for m in rx.finditer(line)
                       if m[0].lower() not in _MARKUP]
         if not in_body:  # `...` in a script body may be code (Python's Ellipsis)
@@ -329,7 +332,11 @@ def unproposed_reason(page: Page, block: CodeBlock, problems: Iterable[str] = ()
     runs = {p: runs_file(text, p) for p in elsewhere}
     runs = {p: offs for p, offs in runs.items() if offs}
     if not (_LAUNCH.search(code) or runs):
-        return _one_off(block) if _ENGINE_WORD.search(code) else None
+        if not _ENGINE_WORD.search(code):
+            return None
+        marks = [r for r in static_refusals(block) if r.reason == "placeholder"] \
+            if re.search(r"\b(?:docker|podman)\s+run\b", code) else []
+        return marks[0] if marks else _one_off(block)
     found = static_refusals(block)
     if found:
         return found[0]
