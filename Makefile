@@ -9,11 +9,16 @@ STAMP := $(VENV)/.installed
 site: setup
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
+# pytest runs on TEST_WORKERS processes (pytest-xdist); tests that share one fixture that must
+# not be made twice (the Ray cluster) carry an xdist_group mark and stay on one worker.
+TEST_WORKERS ?= 2
+PYTEST := $(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadgroup
+
 test: setup engine docker browser
 	$(BIN)/ruff check wikitools tests scripts benchmarks
 	$(BIN)/wiki check
 	$(BIN)/mypy
-	$(BIN)/pytest -q
+	$(PYTEST)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 	$(BIN)/python scripts/check-browser.py --site site
 
@@ -22,7 +27,7 @@ test: setup engine docker browser
 test-fast: setup
 	$(BIN)/ruff check wikitools tests scripts benchmarks
 	$(BIN)/mypy
-	$(BIN)/pytest -q -m "not engine and not docker and not gpu and not ray"
+	$(PYTEST) -m "not engine and not docker and not gpu and not ray"
 
 setup: $(STAMP)
 

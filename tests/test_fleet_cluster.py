@@ -40,7 +40,8 @@ CAPTURES = Path(__file__).resolve().parent / "fixtures" / "nvidia-smi"
 ENGINE_BIN = Path(os.environ.get("WIKI_ENGINE_VENV", REPO / ".venv-engine")) / "bin"
 HAVE_ENGINE = (ENGINE_BIN / "vllm").is_file()
 
-pytestmark = [pytest.mark.ray,
+# One cluster for the module: under pytest-xdist every test of it runs on one worker.
+pytestmark = [pytest.mark.ray, pytest.mark.xdist_group("ray-cluster"),
               pytest.mark.skipif(why_not() is not None, reason=str(why_not()))]
 
 

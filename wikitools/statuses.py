@@ -57,14 +57,11 @@ def derive(members: list[Entry]) -> tuple[str, list[Entry]]:
     if not live:
         return HISTORICAL, list(members)
 
-    def rank(entry: Entry) -> int:
-        return ORDER.index(entry.status) if entry.status in ORDER else len(ORDER) - 1
-
-    worst = max(rank(m) for m in live)
-    return ORDER[worst], [m for m in live if rank(m) == worst]
+    worst = max(_rank(m.status) for m in live)
+    return ORDER[worst], [m for m in live if _rank(m.status) == worst]
 
 
-def _rank(status: str) -> int:
+def _rank(status: str | None) -> int:
     return ORDER.index(status) if status in ORDER else len(ORDER) - 1
 
 

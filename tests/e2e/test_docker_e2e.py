@@ -57,8 +57,11 @@ def _why_no_docker() -> str | None:
 
 _NO_DOCKER = _why_no_docker()
 
+# Under pytest-xdist the container tests (this file and test_docker_ownership.py) run one at
+# a time on one worker, as they did before: one daemon, fixed published ports.
 pytestmark = [
     pytest.mark.docker,
+    pytest.mark.xdist_group("docker"),
     pytest.mark.skipif(_NO_DOCKER is not None, reason=_NO_DOCKER or ""),
 ]
 

@@ -46,8 +46,8 @@ def _why_no_docker() -> str | None:
 
 
 _NO_DOCKER = _why_no_docker()
-pytestmark = [pytest.mark.docker, pytest.mark.skipif(_NO_DOCKER is not None,
-                                                     reason=_NO_DOCKER or "")]
+pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("docker"),  # see test_docker_e2e.py
+              pytest.mark.skipif(_NO_DOCKER is not None, reason=_NO_DOCKER or "")]
 
 
 @pytest.fixture

@@ -262,12 +262,12 @@ def scan_wiki(pages: Iterable[Page], taken: Iterable[str] = (), root: Path | Non
                     and runs_file(block.content, path)}
             written = {p: t for w in runs.values() for p, t in heredoc_files(w.content).items()}
             files.update(written)
-            taken = next((w for w in runs.values() if w.line in claimed), None)
-            if taken is not None:
+            owner = next((w for w in runs.values() if w.line in claimed), None)
+            if owner is not None:
                 refused.append(Diagnostic(
                     page.path, block.line, block.col, "RB016",
-                    f"not proposed as a runbook: runs what the block at line {taken.line} "
-                    f"writes, which is the file block of runbook #{claimed[taken.line]}: a "
+                    f"not proposed as a runbook: runs what the block at line {owner.line} "
+                    f"writes, which is the file block of runbook #{claimed[owner.line]}: a "
                     "block belongs to one runbook; write the file in this block too",
                     Severity.WARNING))
                 current = None
