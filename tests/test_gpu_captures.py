@@ -89,3 +89,25 @@ def test_sglang_bench_serving_result() -> None:
     # and most ids of this stand-in model decode to no text with its 512-token tokenizer.
     assert metrics["median_ttft_ms"] == 0.0
     assert metrics["tool"] == "sglang-bench-serving"
+
+
+def test_a_warning_that_quotes_an_exception_is_not_the_cause(tmp_path: Path) -> None:
+    """vLLM's start-up warning about the open-files limit names `OSError: …` as advice. When
+    the streams interleave so that it lands after the traceback began (as on a loaded host), the
+    cause is still the exception the traceback ends with."""
+    log = tmp_path / "server.log"
+    log.write_text(
+        "Traceback (most recent call last):\n"
+        "(APIServer pid=1) WARNING 12-01 18:45:25 [system_utils.py:255] Found ulimit of 20000 and "
+        "failed to automatically increase with error current limit exceeds maximum limit. This "
+        "can cause fd limit errors like `OSError: [Errno 24] Too many open files`. Consider "
+        "increasing with ulimit -n\n"
+        '  File "/opt/venv/bin/vllm", line 10, in <module>\n'
+        "huggingface_hub.errors.HFValidationError: Repo id must be in the form 'repo_name' or "
+        "'namespace/repo_name': '/nonexistent/tiny-model'.\n")
+    watcher = LogWatcher(log, VLLM.fatal_log)
+    watcher.poll()
+    assert watcher.fatal_line == "Traceback (most recent call last):"
+    assert watcher.cause() == (
+        "huggingface_hub.errors.HFValidationError: Repo id must be in the form 'repo_name' or "
+        "'namespace/repo_name': '/nonexistent/tiny-model'.")

@@ -16,11 +16,46 @@
  *    the pages whose text holds more of those words exactly (any letter case, not as part of a
  *    longer name) come first; pages that hold as many keep the engine's order.
  *
- * The theme starts listening to its search worker while its own script runs, so this file must
- * load before the theme's bundle: overrides/main.html puts it there.
+ * 3. Every prefix query answers. The search engine (lunr) merges equal branches of its word tree
+ *    by a text key per node: its end-of-word flag, then each edge's one-character label and the
+ *    number of the node it leads to, run together. With digits as labels two different nodes can
+ *    get the same key (edges 1->23, 4->5 and 1->2, 3->45 both read "012345"); the merged tree
+ *    then holds words the index lacks, and any query that reaches one fails inside the worker and
+ *    shows "No matching documents" (on this site: "kv", "k", --kv-cache-dtype, --top-k). The
+ *    theme's worker is started from a small script that loads it and ends each edge's part of
+ *    the key with a comma, which makes keys unique. (English only: the worker then loads no
+ *    language files, whose addresses are relative to the theme's worker.)
+ *
+ * The theme starts its search worker and listens to it while its own script runs, so this file
+ * must load before the theme's bundle: overrides/main.html puts it there.
  */
 (function () {
   "use strict";
+
+  /* Runs inside the worker, after the theme's worker script has defined self.lunr. */
+  function uniqueTreeKeys(lunr) {
+    lunr.TokenSet.prototype.toString = function () {
+      if (this._str)
+        return this._str;
+      var key = this.final ? "1" : "0";
+      var labels = Object.keys(this.edges).sort();
+      for (var i = 0; i < labels.length; i++)
+        key += labels[i] + this.edges[labels[i]].id + ",";
+      return key;
+    };
+  }
+
+  var ThemeWorker = window.Worker;
+  window.Worker = function (url, options) {
+    if (!/\/workers\/search\.[^/]*js$/.test(String(url)))
+      return new ThemeWorker(url, options);
+    var script = "importScripts(" + JSON.stringify(new URL(url, location.href).href) + ");\n(" +
+      uniqueTreeKeys.toString() + ")(self.lunr);\n";
+    var blob = new Blob([script], { type: "text/javascript" });
+    return new ThemeWorker(URL.createObjectURL(blob), options);
+  };
+  window.Worker.prototype = ThemeWorker.prototype;
+  var Worker = ThemeWorker;
   var SETUP = 0, QUERY = 2, RESULT = 3; /* message types of the theme's search worker */
   var CODE = /^-+[A-Za-z0-9]|[A-Za-z0-9][-_.][A-Za-z0-9]/;
   var pages = {};   /* page address -> the text of all its sections, from the search index */

@@ -8,6 +8,10 @@ from pathlib import Path
 
 # An exception line as Python prints it, e.g. "RuntimeError: CUDA error: …".
 _EXCEPTION_LINE = re.compile(r"\b(?:[A-Z]\w*(?:Error|Exception)|[a-z]\w*\.\w*Error): \S")
+# A warning ("WARNING 12-01 18:45:25 [...]", "WARNING: ..."): it may quote an exception as
+# advice (vLLM's ulimit warning names `OSError: [Errno 24] ...`) but says nothing failed. Its
+# place among the traceback's lines depends on how the server's streams interleave.
+_WARNING = re.compile(r"\bWARNING(?: \d\d-\d\d \d\d:\d\d:\d\d\b|:)")
 LOG_TAIL = 40
 
 
@@ -53,7 +57,7 @@ class LogWatcher:
         if self.fatal_index is None:
             return None
         for line in self.lines[self.fatal_index :]:
-            if _EXCEPTION_LINE.search(line):
+            if _EXCEPTION_LINE.search(line) and not _WARNING.search(line):
                 return line.strip()
         return self.fatal_line
 
