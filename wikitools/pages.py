@@ -247,6 +247,8 @@ class _Walker:
         sizes = (len(line) if self.ascii or line.isascii() else len(line.encode())
                  for line in body_lines)
         self.starts = list(accumulate((size + 1 for size in sizes), initial=0))
+        # per line, the columns `flatten_containers` took off its start
+        self.shift = [len(line) - len(body) for line, body in zip(lines, body_lines, strict=False)]
         self.k = 0  # the line of the last offset looked up: the next is mostly on it
 
     # positions -------------------------------------------------------------
@@ -257,10 +259,11 @@ class _Walker:
         if not starts[k] <= offset < starts[k + 1]:
             k = self.k = bisect_right(starts, offset) - 1
         col = offset - starts[k]
-        line = self.body_lines[k]
-        if not self.ascii and not line.isascii():
-            col = len(line.encode()[:col].decode("utf-8", errors="ignore"))
-        return k, len(self.lines[k]) - len(line) + col
+        if not self.ascii:
+            line = self.body_lines[k]
+            if not line.isascii():
+                col = len(line.encode()[:col].decode("utf-8", errors="ignore"))
+        return k, self.shift[k] + col
 
     def line_of(self, offset: int) -> int:
         return bisect_right(self.starts, offset) - 1
@@ -378,11 +381,13 @@ class _Walker:
 
     def _cell(self, node: Node, line: int, row: list[Cell]) -> None:
         start, end = node.srcmap or (0, 0)
+        pos: tuple[int, int] | None
         if end > start:  # the cell's trimmed source; `\|` is a pipe in it
             text = self.source(start, end).replace("\\|", "|")
-            col0 = self.at(start)[1]
+            found = self.at(start)
+            col0, pos = found[1], found
         else:  # an empty cell: just after its opening pipe; a padded cell: the end of the line
-            text = ""
+            text, pos = "", None
             after = row[-1].col - 1 + len(row[-1].text) if row else 0
             src = self.lines[line]
             pipe = src.find("|", after)
@@ -390,7 +395,9 @@ class _Walker:
         row.append(Cell(text, line + 1, col0 + 1))
         children = node.children
         if len(children) == 1 and children[0].name == "text" and children[0].srcmap:
-            self._text(self.unmark(children[0].meta["content"]), children[0].srcmap[0], "table")
+            text_start = children[0].srcmap[0]
+            self._text(self.unmark(children[0].meta["content"]), text_start, "table",
+                       pos if text_start == start else None)
         else:
             self._inline(children, "table")
 
@@ -443,13 +450,17 @@ class _Walker:
         self.page.links.append(Link(kind, url, line + 1, col0 + 1))
         return start
 
-    def _text(self, text: str, offset: int, context: str) -> None:
-        """Record prose text, splitting out bare URLs as links."""
-        line, col = self.at(offset)
+    def _text(
+        self, text: str, offset: int, context: str, at: tuple[int, int] | None = None
+    ) -> None:
+        """Record prose text, splitting out bare URLs as links. `at`: the 0-based line and
+        column of `offset` when the caller already has them."""
+        if not text:
+            return
+        line, col = at or self.at(offset)
         line, col = line + 1, col + 1
         if "://" not in text and "www." not in text:  # no bare URL: the common case, quickly
-            if text:
-                self.page.spans.append(TextSpan(text, line, col, context))
+            self.page.spans.append(TextSpan(text, line, col, context))
             return
         last = 0
         for m in _BARE_URL.finditer(text):
