@@ -256,20 +256,24 @@ def _text_edits(text: str) -> list[tuple[int, int, str]]:
 
 def mask_text(text: str) -> str:
     """`text` (a command, a log line, a message) with every secret value replaced by `***`.
-    Shell words, quotes and operators are kept exactly: only values change."""
+    Shell words, quotes and operators are kept exactly: only values change. Masking can make a
+    text the shell reader refused readable (`HF_TOKEN=(` becomes `***(`), so passes repeat
+    until nothing changes: masking the result again changes nothing."""
+    for _ in range(4):
+        masked = _mask_once(text)
+        if masked == text:
+            break
+        text = masked
+    return text
+
+
+def _mask_once(text: str) -> str:
     if not text:
         return text
     words = _words(text)
     if words is not None:
         text = _apply_in_words(text, _word_edits(text, words))
-    # A second pass over free text catches a value that the first uncovered (a URL password
-    # inside a NAME=value, say); masking only shortens runs, so this reaches a fixed point.
-    for _ in range(2):
-        masked = _apply_in_words(text, _text_edits(text))
-        if masked == text:
-            break
-        text = masked
-    return text
+    return _apply_in_words(text, _text_edits(text))
 
 
 mask_command = mask_text
