@@ -23,6 +23,12 @@ from wikitools.runbook.blocks.model import (
     ServerBlock,
 )
 from wikitools.runbook.blocks.refusals import static_refusals
+from wikitools.runbook.blocks.repository import (
+    Repository,
+    read_repository,
+    repository_refusals,
+    unresolved_runs,
+)
 from wikitools.runbook.blocks.sweep import Sweep, SweepError, parse_sweep
 from wikitools.runbook.engines import catalog as engines
 from wikitools.runbook.engines.command import parse_client_command, parse_server_command
@@ -171,7 +177,8 @@ def run_files(blocks: Iterable[FileBlock]) -> dict[str, str]:
     return out
 
 
-def _server(ctx: _Ctx, files: dict[str, str] | None = None) -> ServerBlock | None:
+def _server(ctx: _Ctx, files: dict[str, str] | None = None,
+            repo: Repository | None = None, root: Path | None = None) -> ServerBlock | None:
     block = ctx.block
     rid = block.attrs.id
     opts = _options(ctx, SERVER_ATTRS, "runbook-server")
@@ -185,7 +192,8 @@ def _server(ctx: _Ctx, files: dict[str, str] | None = None) -> ServerBlock | Non
     env: tuple[tuple[str, str], ...] = ()
     if "env" in opts:
         env = _parse_env(ctx, *opts["env"])
-    cmd = parse_server_command(block.content, dict(env), files)
+    repo = repo or Repository()
+    cmd = parse_server_command(block.content, dict(env), {**(files or {}), **repo.texts()})
     ctx.diags.extend(flag_findings(ctx.page, block, cmd))
     engine_attr = None
     if "engine" in opts:
@@ -199,7 +207,15 @@ def _server(ctx: _Ctx, files: dict[str, str] | None = None) -> ServerBlock | Non
             if cmd.engine and cmd.engine != value:
                 ctx.error("RB010", f"engine={value} but the command starts {cmd.engine} "
                           f"({cmd.launcher})", col)
-    if cmd.engine is None:
+    missing = unresolved_runs(root, ctx.page.path, block.content)
+    if cmd.engine is None and repo.unreadable:
+        for refusal in repository_refusals(block, repo):
+            ctx.error(refusal.code, refusal.message, refusal.col, refusal.line)
+    elif cmd.engine is None and missing:
+        ctx.error("RB007", f"server command not understood: it runs {missing[0]}, which is no "
+                  "file of the repository (looked from the block's cd, the wiki root and the "
+                  "page's folder)", line=block.content_line, col=1)
+    elif cmd.engine is None:
         why = "; ".join(cmd.problems) or "no engine launcher found"
         ctx.error("RB007", f"server command not understood: {why}", line=block.content_line,
                   col=1)
@@ -214,7 +230,8 @@ def _server(ctx: _Ctx, files: dict[str, str] | None = None) -> ServerBlock | Non
                   "container's ID to stop it; write docker run as a command of its own",
                   line=block.content_line, col=1)
     else:
-        for refusal in static_refusals(block, files):
+        for refusal in [*static_refusals(block, {**(files or {}), **repo.texts()}),
+                        *repository_refusals(block, repo)]:
             ctx.error(refusal.code, refusal.message, refusal.col, refusal.line)
     gpus = None
     if "gpus" in opts:
@@ -341,11 +358,14 @@ def _server_ids(pages: list[Page]) -> dict[str, list[tuple[str, int]]]:
     return out
 
 
-def extract_runbooks(pages: Iterable[Page], root: Path | None = None,
+def extract_runbooks(pages: Iterable[Page], root: Path | None,
                      ) -> tuple[RunbookSet, list[Diagnostic]]:
     """Every runbook of the wiki and the RB diagnostics of all runbook blocks. `root`: the
-    wiki's folder, whose git history tells an original server block from its copy when two
-    share an id (RB001 blames the copy; the id is ambiguous until one is renamed)."""
+    wiki's folder (None only for pages that belong to no folder), which every reader passes so
+    that all see the same runbooks and hashes: a server block that runs a script or compose
+    file of the repository gets its text from there (see `repository`), and its git history
+    tells an original server block from its copy when two share an id (RB001 blames the copy;
+    the id is ambiguous until one is renamed)."""
     diags: list[Diagnostic] = []
     servers: dict[str, ServerBlock] = {}
     first_at: dict[str, str] = {}
@@ -355,6 +375,7 @@ def extract_runbooks(pages: Iterable[Page], root: Path | None = None,
     originals = find_originals(_server_ids(pages), root)
     duplicates: dict[str, list[str]] = {rid: [f"{p}:{n}"] for rid, (p, n) in originals.items()}
     files: dict[str, list[tuple[FileBlock, _Ctx]]] = {}
+    repository: dict[str, Repository] = {}
     for page in pages:
         for block in page.code_blocks:
             if is_runbook_block(block) and not block.attrs.error and \
@@ -394,7 +415,8 @@ def extract_runbooks(pages: Iterable[Page], root: Path | None = None,
             if known[0] == SERVER_CLASS:
                 rid = attrs.id
                 own = run_files(fb for fb, _ in files.get(rid or "", []))
-                server = _server(ctx, own)
+                repo = read_repository(root, page.path, block.content)
+                server = _server(ctx, own, repo, root)
                 if rid is None:
                     continue
                 if rid in originals and originals[rid] != (page.path, block.line):
@@ -408,6 +430,7 @@ def extract_runbooks(pages: Iterable[Page], root: Path | None = None,
                     broken[rid] = first_at[rid]
                 else:
                     servers[rid] = server
+                    repository[rid] = repo
             else:
                 client = _client(ctx)
                 if client is not None:
@@ -462,7 +485,7 @@ def extract_runbooks(pages: Iterable[Page], root: Path | None = None,
             own_files.setdefault(rid, []).append(fb)
     runbooks = tuple(
         Runbook(id=rid, page=s.page, server=s, clients=tuple(clients.get(rid, ())),
-                files=tuple(own_files.get(rid, ())))
+                files=tuple(own_files.get(rid, ())), repository=repository[rid].files)
         for rid, s in sorted(servers.items(), key=lambda kv: (kv[1].page, kv[1].line))
     )
     return RunbookSet(runbooks, tuple(sorted(broken.items())),

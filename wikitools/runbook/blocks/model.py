@@ -74,6 +74,20 @@ class FileBlock:
     writes: tuple[tuple[str, str], ...] = ()  # (path, text) of each here-document it writes
 
 
+@dataclass(frozen=True, slots=True)
+class RepoFile:
+    """A file of the wiki's own repository that the server command runs (a script, a compose
+    file), read when the runbooks are read: a run executes a copy of this text."""
+
+    spelled: str  # the path as the command names it (normalised: `./x.sh` is `x.sh`)
+    path: str  # POSIX, relative to the wiki root
+    content: str
+
+    @property
+    def sha256(self) -> str:
+        return "sha256:" + hashlib.sha256(self.content.encode("utf-8")).hexdigest()
+
+
 def _blocks_digest(blocks: list[tuple[str, str]]) -> str:
     h = hashlib.sha256()
     for info, content in blocks:
@@ -91,6 +105,7 @@ class Runbook:
     server: ServerBlock
     clients: tuple[ClientBlock, ...] = ()
     files: tuple[FileBlock, ...] = ()
+    repository: tuple[RepoFile, ...] = ()  # files of the repository the server runs, by path
 
     @property
     def ref(self) -> str:
@@ -100,10 +115,15 @@ class Runbook:
     def blocks_hash(self) -> str:
         """"sha256:<hex>" over each block's info string (`block_hash_info`, alike for both fence
         forms) + "\\n" + content + NUL, server first, then clients in page order, then file
-        blocks in page order. Any edit to a command, a file or an attribute changes it."""
+        blocks in page order, then each repository file the server runs (`repository <path>`
+        + "\\n" + its text + NUL) by path. Any edit to a command, a file or an attribute
+        changes it, and so does any edit to a script or compose file of the repository it runs.
+        """
         blocks = [(self.server.info, self.server.content)]
         blocks += [(c.info, c.content) for c in sorted(self.clients, key=lambda c: c.line)]
         blocks += [(f.info, f.content) for f in sorted(self.files, key=lambda f: f.line)]
+        blocks += [(f"repository {f.path}", f.content)
+                   for f in sorted(self.repository, key=lambda f: f.path)]
         return _blocks_digest(blocks)
 
     @property

@@ -20,13 +20,17 @@ from wikitools.runbook.blocks.refusals import (
     later_runner,
     page_scripts,
     page_value,
-    repository_launch,
     runner_reason,
     runs_file,
     static_refusals,
     unproposed_reason,
     unset_refusals,
     writer_refusals,
+)
+from wikitools.runbook.blocks.repository import (
+    read_repository,
+    repository_launch,
+    repository_refusals,
 )
 from wikitools.runbook.engines.command import mentions_launcher, parse_server_command
 from wikitools.runbook.engines.compose import (
@@ -174,11 +178,12 @@ def _page_env(page: Page, block: CodeBlock, names: Iterable[str]) -> dict[str, s
     return out
 
 
-def _refuse(page: Page, block: CodeBlock, files: dict[str, str],
+def _refuse(page: Page, block: CodeBlock, files: dict[str, str], extra: Iterable[Refusal] = (),
             ) -> tuple[list[Diagnostic], dict[str, str]]:
     """Why the server block cannot be proposed (located warnings), or the page's values for the
-    variables it needs (for its env= attribute)."""
-    found = static_refusals(block, files)
+    variables it needs (for its env= attribute). `extra`: reasons found in the repository files
+    it runs."""
+    found = [*static_refusals(block, files), *extra]
     unset = unset_refusals(page, block, (), files.values())
     env: dict[str, str] = {}
     if unset and not found:
@@ -258,6 +263,8 @@ def scan_wiki(pages: Iterable[Page], taken: Iterable[str] = (), root: Path | Non
             if lang not in SHELL_LANGS:
                 continue
             files = {ANY_FILE: compose[0].content} if compose else {}
+            repo = read_repository(root, page.path, block.content)
+            files.update(repo.texts())
             runs = {w.line: w for path, w in writers.items() if w is not block
                     and runs_file(block.content, path)}
             written = {p: t for w in runs.values() for p, t in heredoc_files(w.content).items()}
@@ -281,8 +288,11 @@ def scan_wiki(pages: Iterable[Page], taken: Iterable[str] = (), root: Path | Non
                 _f, _env, problems = find_launcher(block.content, files)
                 why = (runner_reason(block, runs, files, problems) if runs else
                        unproposed_reason(page, block, problems, scripts))
-                if root is not None and (why is None or why.reason == "opaque"):
-                    why = repository_launch(root, page.path, block) or why
+                if repo.unreadable:
+                    why = repository_refusals(block, repo)[0]
+                elif repo.files and (why is None or why.reason == "opaque"):
+                    why = repository_launch(repo, block, next(iter(problems), None) or (
+                        why.message if why else "no engine launcher found in it")) or why
                 if why is not None:
                     refused.append(Diagnostic(page.path, why.line, why.col, why.code,
                                               f"not proposed as a runbook: {why.message}",
@@ -296,7 +306,8 @@ def scan_wiki(pages: Iterable[Page], taken: Iterable[str] = (), root: Path | Non
                              and use.compose_file not in heredoc_files(block.content)
                              and use.compose_file not in written)
                 reasons, env = _refuse(page, block,
-                                       {**(files if from_page else {}), **written})
+                                       {**(files if from_page else {}), **written,
+                                        **repo.texts()}, repository_refusals(block, repo))
                 if reasons:
                     refused += reasons
                     first = reasons[0]

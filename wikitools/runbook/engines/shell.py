@@ -87,7 +87,7 @@ def tokenize(text: str) -> list[Word]:
             op = m.group(0)
             out.append(Word(op, i, i + len(op), op=True))
             i += len(op)
-            if op.endswith(("<<", "<<-")):
+            if op.lstrip("0123456789") in ("<<", "<<-"):  # not the here-string `<<<`
                 j = i
                 while j < n and text[j] in " \t":
                     j += 1

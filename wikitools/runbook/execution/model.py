@@ -99,6 +99,9 @@ class PlannedServer:
     container: PlannedContainer | None = None  # the run's containers (docker run / compose)
     # the container's own environment (`-e`, compose `environment:`), secrets masked
     container_env: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+    # copies of the repository files the command runs: (path relative to the root, in the
+    # run's folder; repository path; text as read with the runbooks), written before the start
+    copies: tuple[tuple[str, str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from wikitools.errors import UsageError
 from wikitools.runbook.blocks.model import ClientBlock, Runbook
+from wikitools.runbook.blocks.repository import RUN_DIR_VAR, with_copies
 from wikitools.runbook.blocks.sweep import Coords, Sweep, SweepError, point_name
 from wikitools.runbook.engines import catalog as engines
 from wikitools.runbook.engines import docker_cli
@@ -161,6 +162,13 @@ def _server(runbook: Runbook, coords: Coords, folder: str, ov: PlanOverrides,
         args = ["--port", str(port)]
         notes.append(f"--port {port} added to the server command")
     text = _with_args(server.content.rstrip("\n"), args, "server command")
+    copies = tuple((f"{folder}/{f.spelled}", f.path, f.content) for f in runbook.repository)
+    if copies:  # the run executes its own copy of what was read with the runbook
+        text = with_copies(text, runbook.repository)
+        notes.append(f"the server command runs copies of the repository files it names, "
+                     f"written to {folder}/ when the run starts (${RUN_DIR_VAR} is that "
+                     "folder's absolute path), with the text the plan read: an edit made "
+                     "after the plan does not reach the run")
     writers = sorted((f for f in runbook.files if not f.path), key=lambda f: f.line)
     if writers:  # the page's blocks that write the launcher or compose file come first
         text = "\n".join([*(f.content.rstrip("\n") for f in writers), text])
@@ -249,6 +257,7 @@ def _server(runbook: Runbook, coords: Coords, folder: str, ov: PlanOverrides,
         version_command=eng.version_command if eng and not cmd.docker else (),
         container=container,
         container_env=mask_env(dict(cmd.docker_env)) if container else {},
+        copies=copies,
     )
 
 
