@@ -252,12 +252,13 @@ def find_in_script(script: str, depth: int = 0, scope: Scope | None = None,
         lead = 0  # `PORT=8402 /tmp/run-x`: the assignments before the script are its env
         while lead < len(argv) - 1 and re.match(r"[A-Za-z_]\w*=", argv[lead]):
             lead += 1
-        script_body = scope.callables.get(basename(argv[lead]))
-        if script_body:  # a here-document script called with arguments
+        run = _script_word(argv, lead)
+        script_body = scope.callables.get(basename(argv[run])) if run < len(argv) else None
+        if script_body:  # a script of the runbook (`/tmp/run-x`, `bash x.sh`) with arguments
             inner = find_in_script(script_body, depth + 1, scope)
             if inner is not None:
                 found, inner_env = inner
-                _forward(found, argv[lead + 1 :])
+                _forward(found, argv[run + 1 :])
                 found.words = None
                 return found, env + assignments(argv[:lead]) + inner_env
             continue
@@ -276,6 +277,19 @@ def find_in_script(script: str, depth: int = 0, scope: Scope | None = None,
     if first_problem is not None:
         return first_problem, env
     return None
+
+
+def _script_word(argv: list[str], lead: int) -> int:
+    """Index of the word naming the script a command runs: the command itself, or the file a
+    shell runs (`bash x.sh ARGS`; not `bash -c "…"`, whose string `_find` reads)."""
+    if basename(argv[lead]) not in _SHELLS:
+        return lead
+    k = lead + 1
+    while k < len(argv) and argv[k].startswith("-"):
+        if not argv[k].startswith("--") and "c" in argv[k][1:]:
+            return lead
+        k += 1
+    return k
 
 
 def _arrays(rest: list[str], scope: Scope) -> list[str]:

@@ -197,15 +197,15 @@ def _preflight(plan: Plan, verdict: Verdict | None, st: RunState, emit: EventSin
 def _write_copies(root: Path, variant: PlannedVariant) -> None:
     """The repository files the server command runs, as the plan read them, in the run's
     folder (the command names these copies, never the files themselves)."""
-    for copy, path, text in variant.server.copies:
-        target = root / copy
+    for copy in variant.server.copies:
+        target = root / copy.path
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text, encoding="utf-8")
+            target.write_text(copy.text, encoding="utf-8")
             target.chmod(0o755)
         except OSError as exc:
-            raise StepFailed(variant.step("start"), f"could not copy {path} to {copy}: "
-                             f"{exc.strerror or exc}") from None
+            raise StepFailed(variant.step("start"), f"could not copy {copy.source} to "
+                             f"{copy.path}: {exc.strerror or exc}") from None
 
 
 def _start(variant: PlannedVariant, root: Path, st: RunState, vs: VariantState,
