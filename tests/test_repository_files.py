@@ -227,3 +227,48 @@ def test_a_repository_file_that_is_missing_or_unreadable_is_a_located_error(
     assert ("docs/p.md:8:11: RB016 error: runs scripts/bad.sh, a file of the repository that "
             "cannot be read: it is not UTF-8 text") in out
     assert "Traceback" not in out
+
+
+CASES = """#!/bin/bash
+MODE=${MODE:-b}
+case "$MODE" in
+  a) MODEL=org/A-7B ;;
+  b|c)
+    MODEL=org/B-7B
+    ;;
+esac
+exec vllm serve "$MODEL" --port 8000
+"""
+
+
+@pytest.mark.parametrize(("call", "model"), [
+    ("MODE=a scripts/s.sh", "org/A-7B"), ("scripts/s.sh", "org/B-7B"),
+    ("export MODE=c\nscripts/s.sh", "org/B-7B")])
+def test_a_scripts_case_takes_the_arm_its_caller_chooses(tmp_path: Path, call: str,
+                                                         model: str) -> None:
+    root = _tree(tmp_path, f"# P\n\n```bash {{ #r .runbook-server engine=vllm }}\n{call}\n```\n",
+                 {"scripts/s.sh": CASES})
+    runbooks, diags = load_runbooks(root)[:2]
+    assert diags == []
+    assert runbooks.get("r").server.command.model == model
+
+
+def test_a_docker_run_inside_a_repository_script_is_labelled_in_the_copy(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    script = ("#!/bin/bash\ndocker rm -f m >/dev/null 2>&1 || true\n"
+              "docker run -d --name m --gpus all --network host vllm/vllm-openai:v0.10.0 "
+              "--model org/Model-7B --port 8123\n")
+    root = _tree(tmp_path, "# P\n\n```bash { #r .runbook-server engine=vllm gpus=1 }\n"
+                 "scripts/d.sh\n```\n", {"scripts/d.sh": script})
+    prepared = prepare("r", root, RunOptions(), facts=HostFacts(smi_found=False))
+    (copy,) = prepared.plan.server.copies
+    assert copy.source == "scripts/d.sh" and copy.labelled
+    assert copy.text == script.replace(
+        "docker run -d", 'docker run --label "wikitools.run.${WIKI_RUN_TAG}" -d')
+    assert (root / "scripts/d.sh").read_text() == script
+    assert prepared.plan.server.command == '"$WIKI_RUN_DIR/scripts/d.sh"'
+    assert prepared.plan.server.image == "vllm/vllm-openai:v0.10.0"
+    assert prepared.plan.server.port == 8123
+    assert main(["runbook", "plan", "r", "--root", str(root)]) == 1
+    assert ("(from the repository: scripts/d.sh, " + copy.sha256 + "; --label wikitools.run.<tag> "
+            "added to its docker run)") in _out(capsys)

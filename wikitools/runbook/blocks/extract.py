@@ -177,8 +177,8 @@ def run_files(blocks: Iterable[FileBlock]) -> dict[str, str]:
     return out
 
 
-def _server(ctx: _Ctx, files: dict[str, str] | None = None,
-            repo: Repository | None = None, root: Path | None = None) -> ServerBlock | None:
+def _server(ctx: _Ctx, files: dict[str, str], repo: Repository, root: Path | None,
+            ) -> ServerBlock | None:
     block = ctx.block
     rid = block.attrs.id
     opts = _options(ctx, SERVER_ATTRS, "runbook-server")
@@ -192,8 +192,7 @@ def _server(ctx: _Ctx, files: dict[str, str] | None = None,
     env: tuple[tuple[str, str], ...] = ()
     if "env" in opts:
         env = _parse_env(ctx, *opts["env"])
-    repo = repo or Repository()
-    cmd = parse_server_command(block.content, dict(env), {**(files or {}), **repo.texts()})
+    cmd = parse_server_command(block.content, dict(env), {**files, **repo.texts()})
     ctx.diags.extend(flag_findings(ctx.page, block, cmd))
     engine_attr = None
     if "engine" in opts:
@@ -209,8 +208,8 @@ def _server(ctx: _Ctx, files: dict[str, str] | None = None,
                           f"({cmd.launcher})", col)
     missing = unresolved_runs(root, ctx.page.path, block.content)
     if cmd.engine is None and repo.unreadable:
-        for refusal in repository_refusals(block, repo):
-            ctx.error(refusal.code, refusal.message, refusal.col, refusal.line)
+        for r in repository_refusals(block, repo):
+            ctx.error(r.code, r.message, r.col, r.line)
     elif cmd.engine is None and missing:
         ctx.error("RB007", f"server command not understood: it runs {missing[0]}, which is no "
                   "file of the repository (looked from the block's cd, the wiki root and the "
@@ -230,7 +229,7 @@ def _server(ctx: _Ctx, files: dict[str, str] | None = None,
                   "container's ID to stop it; write docker run as a command of its own",
                   line=block.content_line, col=1)
     else:
-        for refusal in [*static_refusals(block, {**(files or {}), **repo.texts()}),
+        for refusal in [*static_refusals(block, {**files, **repo.texts()}),
                         *repository_refusals(block, repo)]:
             ctx.error(refusal.code, refusal.message, refusal.col, refusal.line)
     gpus = None
@@ -361,11 +360,9 @@ def _server_ids(pages: list[Page]) -> dict[str, list[tuple[str, int]]]:
 def extract_runbooks(pages: Iterable[Page], root: Path | None,
                      ) -> tuple[RunbookSet, list[Diagnostic]]:
     """Every runbook of the wiki and the RB diagnostics of all runbook blocks. `root`: the
-    wiki's folder (None only for pages that belong to no folder), which every reader passes so
-    that all see the same runbooks and hashes: a server block that runs a script or compose
-    file of the repository gets its text from there (see `repository`), and its git history
-    tells an original server block from its copy when two share an id (RB001 blames the copy;
-    the id is ambiguous until one is renamed)."""
+    wiki's folder (None: pages of no folder), passed by every reader so all see one hash: the
+    scripts and compose files of the repository that server blocks run are read there, and its
+    git history tells an original server block from its copy (RB001 blames the copy)."""
     diags: list[Diagnostic] = []
     servers: dict[str, ServerBlock] = {}
     first_at: dict[str, str] = {}

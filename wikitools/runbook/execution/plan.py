@@ -18,12 +18,12 @@ from wikitools.runbook.blocks.repository import RUN_DIR_VAR, with_copies
 from wikitools.runbook.blocks.sweep import Coords, Sweep, SweepError, point_name
 from wikitools.runbook.engines import catalog as engines
 from wikitools.runbook.engines import docker_cli
-from wikitools.runbook.engines.launcher import (
-    append_args,
+from wikitools.runbook.engines.container_edits import (
     docker_run_offset,
     own_compose_project,
     without_project,
 )
+from wikitools.runbook.engines.launcher import append_args
 from wikitools.runbook.engines.secrets import mask_command, mask_env
 from wikitools.runbook.execution.containers import RUN_LABEL
 from wikitools.runbook.execution.model import (
