@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from wikitools.diagnostics import did_you_mean
@@ -62,7 +62,8 @@ class ClientBlock:
 class FileBlock:
     """A file the runbook's server needs (a compose file), written where the server runs; or,
     with no path, a shell block of the page that writes the launcher or compose file the server
-    runs with here-documents (`cat > /tmp/run-x <<'EOF'`): the run runs it first."""
+    runs with here-documents (`cat > /tmp/run-x <<'EOF'`), or sets the variables it reads
+    (`export IMAGE=…`): the run runs it first."""
 
     runbook_id: str
     path: str  # relative, POSIX, inside the run's folder; "" for a shell block that writes files
@@ -72,6 +73,7 @@ class FileBlock:
     content: str
     info: str
     writes: tuple[tuple[str, str], ...] = ()  # (path, text) of each here-document it writes
+    sets: tuple[tuple[str, str], ...] = ()  # (name, value) of each variable it sets, in order
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +88,17 @@ class RepoFile:
     @property
     def sha256(self) -> str:
         return "sha256:" + hashlib.sha256(self.content.encode("utf-8")).hexdigest()
+
+
+def run_files(blocks: Iterable[FileBlock]) -> dict[str, str]:
+    """The files a runbook's server command reads, by the path it uses: the file blocks, and
+    the here-documents of the shell blocks that write them."""
+    out: dict[str, str] = {}
+    for fb in blocks:
+        if fb.path:
+            out[fb.path] = fb.content
+        out.update(fb.writes)
+    return out
 
 
 def _blocks_digest(blocks: list[tuple[str, str]]) -> str:

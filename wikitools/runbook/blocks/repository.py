@@ -22,7 +22,7 @@ from wikitools.runbook.blocks.refusals import (
     STATIC_CODE,
     Refusal,
     _code_lines,
-    _position,
+    position,
 )
 from wikitools.runbook.engines.compose import compose_call
 from wikitools.runbook.engines.docker_cli import COMPOSE_START_SUBCOMMANDS
@@ -119,6 +119,15 @@ class Repository:
 
     files: tuple[RepoFile, ...] = ()
     unreadable: tuple[tuple[RunWord, str, str], ...] = ()  # (word, repository path, why)
+    missing: tuple[str, ...] = ()  # relative paths it runs that name no file of the repository
+
+    def missing_reason(self) -> str | None:
+        """Why a server command that runs a path naming no file of the repository is not
+        understood; None when every path it runs is one."""
+        if not self.missing:
+            return None
+        return (f"it runs {self.missing[0]}, which is no file of the repository (looked from "
+                "the block's cd, the wiki root and the page's folder)")
 
     def texts(self) -> dict[str, str]:
         """The files by the path the command uses (for the launcher reader)."""
@@ -144,7 +153,9 @@ def read_repository(root: Path | None, page: str, text: str) -> Repository:
             bad.append((word, rel, exc.strerror or "it cannot be read"))
             continue
         files[word.spelled] = RepoFile(word.spelled, rel, content)
-    return Repository(tuple(files.values()), tuple(bad))
+    missing = tuple(w.spelled for w in run_words(text) if "/" in w.spelled
+                    and repository_file(root, page, text, w.spelled) is None)
+    return Repository(tuple(files.values()), tuple(bad), missing)
 
 
 _FUNCTION = re.compile(
@@ -227,12 +238,12 @@ def repository_refusals(block: CodeBlock, repo: Repository) -> list[Refusal]:
     out: list[Refusal] = []
     at = {w.spelled: w for w in run_words(text)}
     for word, rel, why in repo.unreadable:
-        line, col = _position(block, text, word.start)
+        line, col = position(block, text, word.start)
         out.append(Refusal(line, col, REPOSITORY_CODE, "repository",
                            f"runs {rel}, a file of the repository that cannot be read: {why}"))
     for f in repo.files:
         word = at.get(f.spelled)
-        line, col = (_position(block, text, word.start) if word is not None
+        line, col = (position(block, text, word.start) if word is not None
                      else (block.line, block.col))
         launches = server_starts(f.content)
         if len(launches) > 1:
@@ -250,15 +261,6 @@ def repository_refusals(block: CodeBlock, repo: Repository) -> list[Refusal]:
                                    "one host"))
                 break
     return out
-
-
-def unresolved_runs(root: Path | None, page: str, text: str) -> list[str]:
-    """Relative paths the block runs that are no file of the repository (said when the server
-    command is not understood: the file it names is missing)."""
-    if root is None:
-        return []
-    return [w.spelled for w in run_words(text) if "/" in w.spelled
-            and repository_file(root, page, text, w.spelled) is None]
 
 
 def with_copies(text: str, files: tuple[RepoFile, ...]) -> str:
@@ -279,7 +281,7 @@ def repository_launch(repo: Repository, block: CodeBlock, why: str) -> Refusal |
         if not (_LAUNCH.search(f.content) or compose):
             continue
         word = next((w for w in run_words(block.content) if w.spelled == f.spelled), None)
-        line, col = (_position(block, block.content, word.command) if word is not None
+        line, col = (position(block, block.content, word.command) if word is not None
                      else (block.line, block.col))
         code = "\n".join(c for _i, c, _b in _code_lines(f.content))
         inside = _IMAGE_SCRIPT.search(code)
