@@ -237,8 +237,8 @@ def repository_refusals(block: CodeBlock, repo: Repository) -> list[Refusal]:
     text = block.content
     out: list[Refusal] = []
     at = {w.spelled: w for w in run_words(text)}
-    for word, rel, why in repo.unreadable:
-        line, col = position(block, text, word.start)
+    for bad, rel, why in repo.unreadable:
+        line, col = position(block, text, bad.start)
         out.append(Refusal(line, col, REPOSITORY_CODE, "repository",
                            f"runs {rel}, a file of the repository that cannot be read: {why}"))
     for f in repo.files:
