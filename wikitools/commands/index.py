@@ -42,14 +42,14 @@ def add_parser(sub: Any) -> None:
 def index_findings(facts: tuple[Facts, ...]) -> list[Diagnostic]:
     """IDX001 for untitled pages and the problems met while reading pages."""
     out = [f.untitled for f in facts if f.untitled]
-    out += [d for f in facts for d in f.findings if d.code in READ_PROBLEMS]
+    out += [d for f in facts for d in f.problems if d.code in READ_PROBLEMS]
     return out
 
 
 def run(args: argparse.Namespace) -> int:
     config = load_config(args.root)
     files = list_pages(config)
-    facts = gather(config, files).facts
+    facts = gather(config, files, lint=False).facts
     text = render_entries(config, [f.entry for f in facts])
     diags = sort_diagnostics([*files.problems, *index_findings(facts)])
     target = config.index_path
