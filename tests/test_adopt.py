@@ -113,13 +113,15 @@ def test_image_variable_set_on_the_page_is_resolved_never_recorded_as_written(
             "  vllm serve moonshotai/Kimi-K2.6 --tensor-parallel-size 8\n```\n")
     fences, refused = _scan(text)
     assert refused == []
-    assert fences == ['```bash { #kimi-k2.6-tp8 .runbook-server engine=vllm gpus=8 '
-                      'env="IMAGE=voipmonitor/vllm:v9-cu132" }']
+    assert fences == ["```bash { .runbook-file for=kimi-k2.6-tp8 }",
+                      "```bash { #kimi-k2.6-tp8 .runbook-server engine=vllm gpus=8 }"]
     root = _wiki(tmp_path, {"k.md": text})
     assert main(["runbook", "scan", "--write", "--root", str(root)]) == 0
     runbooks, diags, _pages = load_runbooks(root)
     assert diags == []
-    assert runbooks.get("kimi-k2.6-tp8").server.command.image == "voipmonitor/vllm:v9-cu132"
+    rb = runbooks.get("kimi-k2.6-tp8")
+    assert rb.server.command.image == "voipmonitor/vllm:v9-cu132"
+    assert [(f.line, f.sets) for f in rb.files] == [(1, (("IMAGE", "voipmonitor/vllm:v9-cu132"),))]
 
 
 def test_plan_exits_2_while_a_needed_variable_is_unset(
@@ -505,3 +507,120 @@ def test_go_templates_and_regex_alternations_in_a_command_are_not_placeholders()
         "docker ps --format '{{.Names}} {{json .State}}' | grep -E 'm|n|o'\n```\n")
     assert refused == []
     assert fences == ["```bash { #m-tp1 .runbook-server engine=vllm gpus=1 }"]
+
+
+# --------------------------------------------------------------------------- page variables
+
+def _vars_page(launch_section: str = "") -> str:
+    return ("# K\n\n## Launch\n\nCommon variables:\n\n```bash\nexport IMAGE=org/vllm:v1\n"
+            "export PORT=5002\nMTP=1\nSPEC=(--speculative-config '{\"method\":\"mtp\"}')\n```\n\n"
+            "Profiles: `DCP=1` or `DCP=8` (table in the prose is not a setting).\n\n"
+            "DCP=1 + MTP=3 is the fastest profile.\n\n" + launch_section +
+            "```bash\nARGS=()\nif [[ \"${MTP}\" == \"1\" ]]; then ARGS=(\"${SPEC[@]}\"); fi\n"
+            "docker run -d --gpus all -p 9000:${PORT} \"$IMAGE\" \\\n"
+            "  --model org/m --tensor-parallel-size 4 --port ${PORT} \"${ARGS[@]}\"\n```\n")
+
+
+def test_variables_an_earlier_block_sets_flow_into_the_launch(tmp_path: Path) -> None:
+    text = _vars_page()
+    fences, refused = _scan(text)
+    assert refused == []
+    assert fences == ["```bash { .runbook-file for=m-tp4 }",
+                      "```bash { #m-tp4 .runbook-server engine=vllm gpus=4 }"]
+    root = _wiki(tmp_path, {"k.md": text})
+    assert main(["runbook", "scan", "--write", "--root", str(root)]) == 0
+    assert main(["runbook", "scan", "--check", "--root", str(root)]) == 0
+    page = root / "docs" / "k.md"
+    written = page.read_text()
+    assert main(["runbook", "scan", "--write", "--root", str(root)]) == 0
+    assert page.read_text() == written
+    runbooks, diags, _pages = load_runbooks(root)
+    assert diags == []
+    rb = runbooks.get("m-tp4")
+    assert (rb.server.command.image, rb.server.port, rb.server.command.tp) == (
+        "org/vllm:v1", 9000, 4)
+    assert [(f.line, [k for k, _v in f.sets]) for f in rb.files] == [
+        (7, ["IMAGE", "PORT", "MTP", "SPEC"])]
+    # the source block is part of the runbook: changing it changes the runbook's hash
+    before = rb.blocks_hash
+    page.write_text(written.replace("export PORT=5002", "export PORT=5003"))
+    runbooks, _diags, _pages = load_runbooks(root)
+    assert runbooks.get("m-tp4").blocks_hash != before
+    assert runbooks.get("m-tp4").server.port == 9000
+
+
+def test_plan_runs_the_variables_block_first(tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    root = _wiki(tmp_path, {"k.md": _vars_page()})
+    assert main(["runbook", "scan", "--write", "--root", str(root)]) == 0
+    capsys.readouterr()
+    assert main(["runbook", "plan", "m-tp4", "--root", str(root)]) in (0, 1)
+    out = capsys.readouterr().out
+    assert "the block at docs/k.md:7 runs first: it sets IMAGE, PORT, MTP, SPEC" in out
+    assert out.index("export IMAGE=org/vllm:v1") < out.index("docker run")
+
+
+def test_variables_set_only_after_the_launch_are_refused() -> None:
+    _fences, refused = _scan(
+        "# P\n\n```bash\nvllm serve org/m --port $PORT\n```\n\n```bash\nexport PORT=8001\n```\n")
+    assert refused == [
+        "p.md:4:25: RB015 warning: not proposed as a runbook: PORT is not set: the command "
+        "needs it; the page sets it only after the block, at line 8"]
+
+
+def test_variables_set_differently_in_alternative_sections_are_refused() -> None:
+    _fences, refused = _scan(
+        "# P\n\n## Profile A\n\n```bash\nexport DCP=1\n```\n\n## Profile B\n\n"
+        "```bash\nexport DCP=8\n```\n\n## Start\n\n"
+        "```bash\nvllm serve org/m -tp 8 --decode-context-parallel-size $DCP\n```\n")
+    assert refused == [
+        "p.md:18:55: RB015 warning: not proposed as a runbook: DCP is not set: the command "
+        "needs it; the page sets it differently in sections before the block (lines 6, 12): "
+        "alternatives to choose from"]
+
+
+def test_a_variables_section_before_the_launch_section_is_a_source() -> None:
+    fences, refused = _scan(
+        "# P\n\n## Variables\n\n```bash\nexport DCP=8\n```\n\n## Start\n\n"
+        "```bash\nvllm serve org/m -tp 8 --decode-context-parallel-size $DCP\n```\n")
+    assert refused == []
+    assert fences == ["```bash { .runbook-file for=m-tp8-dcp8 }",
+                      "```bash { #m-tp8-dcp8 .runbook-server engine=vllm gpus=8 }"]
+
+
+def test_variables_set_in_another_content_tab_are_refused() -> None:
+    _fences, refused = _scan(
+        "# P\n\n=== \"Big\"\n\n    ```bash\n    export TP=8\n    ```\n\n=== \"Small\"\n\n"
+        "    ```bash\n    vllm serve org/m -tp $TP\n    ```\n")
+    assert refused == [
+        "p.md:12:26: RB015 warning: not proposed as a runbook: TP is not set: the command "
+        "needs it; the page sets it at line 6, in another content tab than the block's: "
+        "alternatives to choose from"]
+
+
+def test_variables_set_by_a_block_that_runs_other_commands_are_refused() -> None:
+    _fences, refused = _scan(
+        "# P\n\n```bash\nexport MODEL_DIR=/models/m\nhf download org/m --local-dir $MODEL_DIR\n"
+        "```\n\n```bash\nvllm serve $MODEL_DIR -tp 2\n```\n")
+    assert refused == [
+        "p.md:9:12: RB015 warning: not proposed as a runbook: MODEL_DIR is not set: the "
+        "command needs it; the page sets it at line 4 (MODEL_DIR=/models/m), in a block that "
+        "also runs `hf download org/m --local-dir $MODEL_DIR`: only a block of assignments can "
+        "run first"]
+
+
+def test_one_variables_block_serves_several_launches(tmp_path: Path) -> None:
+    text = ("# P\n\n```bash\nexport IMAGE=org/vllm:v1\n```\n\n## A\n\n"
+            "```bash\ndocker run -d --gpus all -p 8000:8000 $IMAGE --model org/a -tp 2\n```\n\n"
+            "## B\n\n"
+            "```bash\ndocker run -d --gpus all -p 8001:8000 $IMAGE --model org/b -tp 4\n```\n")
+    root = _wiki(tmp_path, {"p.md": text})
+    assert main(["runbook", "scan", "--write", "--root", str(root)]) == 0
+    written = (root / "docs" / "p.md").read_text()
+    assert "```bash { .runbook-file for=a-tp2,b-tp4 }\nexport IMAGE" in written
+    assert main(["runbook", "scan", "--check", "--root", str(root)]) == 0
+    runbooks, diags, _pages = load_runbooks(root)
+    assert diags == []
+    assert [(r.id, r.server.command.image, r.server.port, [f.line for f in r.files])
+            for r in runbooks] == [("a-tp2", "org/vllm:v1", 8000, [3]),
+                                   ("b-tp4", "org/vllm:v1", 8001, [3])]

@@ -19,8 +19,8 @@ from wikitools.pages import Page, parse_page, read_page
 from wikitools.runbook.blocks.adopt import adopt_page, keep_layout, modernise_fences
 from wikitools.runbook.blocks.extract import extract_runbooks, load_runbooks
 from wikitools.runbook.blocks.model import Runbook
-from wikitools.runbook.blocks.refusals import runbook_unset
 from wikitools.runbook.blocks.scan import Suggestion, scan_wiki
+from wikitools.runbook.blocks.sources import runbook_unset
 from wikitools.runbook.engines.secrets import mask_env
 from wikitools.runbook.execution.plantext import format_plan, format_summary, format_verdict
 from wikitools.runbook.execution.preflight import required_gpus

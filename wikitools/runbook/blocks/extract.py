@@ -23,6 +23,7 @@ from wikitools.runbook.blocks.model import (
     ServerBlock,
 )
 from wikitools.runbook.blocks.refusals import static_refusals
+from wikitools.runbook.blocks.sources import assigned_values
 from wikitools.runbook.blocks.sweep import Sweep, SweepError, parse_sweep
 from wikitools.runbook.engines import catalog as engines
 from wikitools.runbook.engines.command import parse_client_command, parse_server_command
@@ -129,35 +130,48 @@ def _options(ctx: _Ctx, allowed: tuple[str, ...], role: str) -> dict[str, tuple[
     return seen
 
 
-def _file(ctx: _Ctx) -> FileBlock | None:
+def file_targets(block: CodeBlock) -> list[str]:
+    """The runbook ids a `.runbook-file` block's for= names (`for=a,b`: a block of variables
+    several launches of the page read)."""
+    value = next((v for k, v, _c in block.attrs.options if k == "for"), "")
+    return [t for t in value.split(",") if t]
+
+
+def _file(ctx: _Ctx) -> list[FileBlock]:
     opts = _options(ctx, FILE_ATTRS, "runbook-file")
     if "for" not in opts or not opts["for"][0]:
         ctx.error("RB002", "runbook-file block without for= (name the runbook whose server "
                   "needs it)", ctx.col_of("." + FILE_CLASS))
-        return None
+        return []
     block = ctx.block
+    targets = file_targets(block)
     if "path" not in opts and (block.attrs.lang or "").lower() in SHELL_LANGS:
         writes = heredoc_files(block.content) if "<<" in block.content else {}
-        if not writes:
-            ctx.error("RB004", "shell runbook-file block without path= that writes no file "
-                      "with a here-document (cat > FILE <<'EOF' … EOF)",
-                      ctx.col_of("." + FILE_CLASS))
-            return None
-        return FileBlock(runbook_id=opts["for"][0], path="", page=ctx.page.path,
-                         line=block.line, col=block.col, content=block.content, info=block.info,
-                         writes=tuple(sorted(writes.items())))
+        sets = tuple(assigned_values(block))
+        if not writes and not sets:
+            ctx.error("RB004", "shell runbook-file block without path= that neither writes a "
+                      "file with a here-document (cat > FILE <<'EOF' … EOF) nor sets a "
+                      "variable (export NAME=value)", ctx.col_of("." + FILE_CLASS))
+            return []
+        return [FileBlock(runbook_id=rid, path="", page=ctx.page.path, line=block.line,
+                          col=block.col, content=block.content, info=block.info,
+                          writes=tuple(sorted(writes.items())), sets=sets) for rid in targets]
+    if len(targets) > 1:
+        ctx.error("RB004", f"bad value for for: '{opts['for'][0]}' (a file with path= belongs "
+                  "to one runbook)", opts["for"][1])
+        return []
     if "path" not in opts or not opts["path"][0]:
         ctx.error("RB004", "runbook-file block without path= (the file name the server "
                   "command uses, e.g. path=compose.yaml)", ctx.col_of("." + FILE_CLASS))
-        return None
+        return []
     path, col = opts["path"]
     parts = path.split("/")
     if path.startswith("/") or "\\" in path or any(p in ("", ".", "..") for p in parts):
         ctx.error("RB004", f"bad value for path: '{path}' (a relative file name inside the run's "
                   "folder, without '..')", col)
-        return None
-    return FileBlock(runbook_id=opts["for"][0], path=path, page=ctx.page.path, line=block.line,
-                     col=block.col, content=block.content, info=block.info)
+        return []
+    return [FileBlock(runbook_id=opts["for"][0], path=path, page=ctx.page.path, line=block.line,
+                      col=block.col, content=block.content, info=block.info)]
 
 
 def run_files(blocks: Iterable[FileBlock]) -> dict[str, str]:
@@ -171,7 +185,10 @@ def run_files(blocks: Iterable[FileBlock]) -> dict[str, str]:
     return out
 
 
-def _server(ctx: _Ctx, files: dict[str, str] | None = None) -> ServerBlock | None:
+def _server(ctx: _Ctx, files: dict[str, str] | None = None,
+            page_env: dict[str, str] | None = None) -> ServerBlock | None:
+    """The server block; `page_env`: what the page's blocks of variables that run first set
+    (to read `$IMAGE`, `--port ${PORT}` with)."""
     block = ctx.block
     rid = block.attrs.id
     opts = _options(ctx, SERVER_ATTRS, "runbook-server")
@@ -185,7 +202,7 @@ def _server(ctx: _Ctx, files: dict[str, str] | None = None) -> ServerBlock | Non
     env: tuple[tuple[str, str], ...] = ()
     if "env" in opts:
         env = _parse_env(ctx, *opts["env"])
-    cmd = parse_server_command(block.content, dict(env), files)
+    cmd = parse_server_command(block.content, {**(page_env or {}), **dict(env)}, files)
     ctx.diags.extend(flag_findings(ctx.page, block, cmd))
     engine_attr = None
     if "engine" in opts:
@@ -361,8 +378,7 @@ def extract_runbooks(pages: Iterable[Page], root: Path | None = None,
                     block.attrs.classes.count(FILE_CLASS) and not any(
                         c in block.attrs.classes for c in (SERVER_CLASS, CLIENT_CLASS)):
                 ctx = _Ctx(page, block, diags)
-                fb = _file(ctx)
-                if fb is not None:
+                for fb in _file(ctx):
                     files.setdefault(fb.runbook_id, []).append((fb, ctx))
     for page in pages:
         for block in page.code_blocks:
@@ -393,8 +409,10 @@ def extract_runbooks(pages: Iterable[Page], root: Path | None = None,
                 continue  # read above
             if known[0] == SERVER_CLASS:
                 rid = attrs.id
-                own = run_files(fb for fb, _ in files.get(rid or "", []))
-                server = _server(ctx, own)
+                mine = [fb for fb, _ in files.get(rid or "", [])]
+                server = _server(ctx, run_files(mine),
+                                 {k: v for fb in sorted(mine, key=lambda f: f.line)
+                                  for k, v in fb.sets})
                 if rid is None:
                     continue
                 if rid in originals and originals[rid] != (page.path, block.line):

@@ -62,7 +62,8 @@ class ClientBlock:
 class FileBlock:
     """A file the runbook's server needs (a compose file), written where the server runs; or,
     with no path, a shell block of the page that writes the launcher or compose file the server
-    runs with here-documents (`cat > /tmp/run-x <<'EOF'`): the run runs it first."""
+    runs with here-documents (`cat > /tmp/run-x <<'EOF'`), or sets the variables it reads
+    (`export IMAGE=…`): the run runs it first."""
 
     runbook_id: str
     path: str  # relative, POSIX, inside the run's folder; "" for a shell block that writes files
@@ -72,6 +73,7 @@ class FileBlock:
     content: str
     info: str
     writes: tuple[tuple[str, str], ...] = ()  # (path, text) of each here-document it writes
+    sets: tuple[tuple[str, str], ...] = ()  # (name, value) of each variable it sets, in order
 
 
 def _blocks_digest(blocks: list[tuple[str, str]]) -> str:

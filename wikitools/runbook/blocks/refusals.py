@@ -2,7 +2,7 @@
 nothing) and for the block reader (an RB014 error, so `plan` and `run` exit 2): placeholders
 (`<model-path>`, `...` as an argument, `/path/to/…`, `xxx`), several launches in one block
 (alternatives to choose from), an interactive shell, a launch that needs several nodes, and
-variables the command needs that nothing sets (RB015; where the page sets them, that line)."""
+variables the command needs (RB015, read by `sources`)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ from pathlib import Path
 
 from wikitools.diagnostics import Diagnostic, Severity
 from wikitools.pages import CodeBlock, Page
-from wikitools.runbook.blocks.model import Runbook
 from wikitools.runbook.blocks.variables import SHELL_VARS, reads, sets
 from wikitools.runbook.engines.compose import compose_call
 from wikitools.runbook.engines.docker_cli import COMPOSE_START_SUBCOMMANDS
@@ -67,16 +66,6 @@ class Refusal:
     reason: str  # placeholder | alternatives | interactive | multi-node | unset
     message: str
     variables: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class PageValue:
-    """Where the page itself sets a variable (`export NAME=value` in another block)."""
-
-    name: str
-    value: str
-    line: int
-    placeholder: bool
 
 
 def _code_lines(text: str) -> list[tuple[int, str, bool]]:
@@ -138,7 +127,7 @@ def _interactive_shell(text: str) -> int | None:
     return None
 
 
-def _position(block: CodeBlock, text: str, offset: int) -> tuple[int, int]:
+def position(block: CodeBlock, text: str, offset: int) -> tuple[int, int]:
     line = block.content_line + text.count("\n", 0, offset)
     col = offset - (text.rfind("\n", 0, offset) + 1)
     return line, block.col + col
@@ -158,14 +147,14 @@ def static_refusals(block: CodeBlock, files: Mapping[str, str] | None = None) ->
                            "it stands for"))
     launches = top_level_launches(text, files)
     if len(launches) > 1:
-        line, col = _position(block, text, launches[1][0])
-        firsts = ", ".join(str(_position(block, text, o)[0]) for o, _h in launches)
+        line, col = position(block, text, launches[1][0])
+        firsts = ", ".join(str(position(block, text, o)[0]) for o, _h in launches)
         out.append(Refusal(line, col, STATIC_CODE, "alternatives",
                            f"the block starts {len(launches)} servers (lines {firsts}): "
                            "alternatives to choose from, not one run; give each its own block"))
     shell = _interactive_shell(text)
     if shell is not None:
-        line, col = _position(block, text, shell)
+        line, col = position(block, text, shell)
         out.append(Refusal(line, col, STATIC_CODE, "interactive",
                            "the block opens an interactive shell in a container (docker -it … "
                            "bash); what is typed in it is not part of the block"))
@@ -196,57 +185,6 @@ def required_variables(text: str, files: Iterable[str] = ()) -> list[tuple[str, 
             m = re.search(rf"\$\{{?{name}\b", text) if index == 0 else None
             out[name] = m.start() if m else -1
     return sorted(out.items(), key=lambda kv: (kv[1] < 0, kv[1], kv[0]))
-
-
-def page_value(page: Page, name: str, skip: tuple[int, int] = (0, 0)) -> PageValue | None:
-    """The last line of the page (outside lines `skip`) that sets `name`, if any."""
-    rx = re.compile(rf"^\s*(?:export\s+)?{re.escape(name)}=(.*)$")
-    hit: PageValue | None = None
-    for number, line in enumerate(page.text.split("\n"), start=1):
-        if skip[0] <= number <= skip[1]:
-            continue
-        m = rx.match(line)
-        if m:
-            value = m[1].strip().strip("'\"")
-            shaky = bool(placeholders(f"{name}={m[1].strip()}")) or "$(" in value or not value
-            hit = PageValue(name, value, number, shaky or "$" in value)
-    return hit
-
-
-def unset_refusals(page: Page | None, block: CodeBlock, defined: Container[str],
-                   files: Iterable[str] = ()) -> list[Refusal]:
-    """RB015 for each variable the command needs that is neither set by the block, by its env=
-    attribute nor in `defined` (the environment the run starts from)."""
-    out: list[Refusal] = []
-    for name, offset in required_variables(block.content, files):
-        if name in defined:
-            continue
-        line, col = (_position(block, block.content, offset) if offset >= 0
-                     else (block.line, block.col))
-        where = ""
-        if page is not None:
-            pv = page_value(page, name, (block.line, block.end_line))
-            if pv is not None:
-                where = (f"; the page sets it at line {pv.line}"
-                         + (" to a placeholder" if pv.placeholder else f" ({name}={pv.value})"))
-        out.append(Refusal(line, col, UNSET_CODE, "unset",
-                           f"{name} is not set: the command needs it{where}", (name,)))
-    return out
-
-
-def runbook_unset(runbook: Runbook, pages: Iterable[Page], environ: Mapping[str, str],
-                  ) -> list[Refusal]:
-    """The variables `runbook`'s server command needs that neither the block, its env=
-    attribute nor `environ` (the environment a run starts from) sets, located in its page."""
-    page = next((p for p in pages if p.path == runbook.page), None)
-    block = next((b for b in page.code_blocks if b.line == runbook.server.line), None) \
-        if page is not None else None
-    if block is None:
-        return []
-    defined = {*environ, *(k for k, _v in runbook.server.extra_env)}
-    return unset_refusals(page, block, defined,
-                          (t for f in runbook.files for t in (
-                              [f.content] if f.path else [f.content, *(b for _p, b in f.writes)])))
 
 
 _LAUNCH = re.compile(
@@ -307,7 +245,7 @@ def _one_off(block: CodeBlock) -> Refusal | None:
         if i is None or argv[i + 1 : i + 2] != ["run"] or any(
                 a in ("-d", "--detach") for a in argv[i + 2 :]):
             continue
-        line, col = _position(block, block.content, cmd.words[0].start)
+        line, col = position(block, block.content, cmd.words[0].start)
         shown = re.sub(r"\s+", " ", " ".join(argv[i:]))
         shown = shown if len(shown) <= 70 else shown[:69] + "…"
         return Refusal(line, col, "RB016", "one-off",
@@ -342,7 +280,7 @@ def unproposed_reason(page: Page, block: CodeBlock, problems: Iterable[str] = ()
         return found[0]
 
     def at(offset: int) -> tuple[int, int]:
-        return _position(block, text, offset)
+        return position(block, text, offset)
 
     offsets = sorted(o for offs in runs.values() for o in offs)
     if len(offsets) > 1:
@@ -476,13 +414,13 @@ def repository_launch(root: Path, page: str, block: CodeBlock) -> Refusal | None
     if not hits:
         return None
     if len(hits) > 1:
-        lines = [_position(block, block.content, o)[0] for o, _r in hits]
-        line, col = _position(block, block.content, hits[1][0])
+        lines = [position(block, block.content, o)[0] for o, _r in hits]
+        line, col = position(block, block.content, hits[1][0])
         return Refusal(line, col, STATIC_CODE, "alternatives",
                        f"the block starts {len(hits)} servers (lines "
                        f"{', '.join(map(str, lines))}): alternatives to choose from, not one "
                        "run; give each its own block")
-    line, col = _position(block, block.content, hits[0][0])
+    line, col = position(block, block.content, hits[0][0])
     return Refusal(line, col, "RB016", "repository",
                    f"runs {hits[0][1]}, a file of the repository that starts an engine: a "
                    "runbook holds only what its page shows, so it cannot read or hash that "

@@ -19,7 +19,7 @@ from wikitools.runbook.engines.compose import (
     parse_compose,
 )
 from wikitools.runbook.engines.found import ANY_FILE, Found, Scope
-from wikitools.runbook.engines.shell import Word, basename, split_words
+from wikitools.runbook.engines.shell import Word, basename, resolve, split_words
 from wikitools.runbook.engines.types import ContainerUse
 
 # find(argv, words, scope, depth, top) -> Found | None
@@ -91,7 +91,7 @@ def docker_run(
     sub_words = words[j + 1 :] if words is not None and not entrypoint else None
     found = find(cmd, sub_words, scope, depth + 1, False) if cmd else None
     if found is None:
-        found = image_entrypoint(image, cmd, sub_words)
+        found = image_entrypoint(resolve(image, scope.values), cmd, sub_words)
         if found is None:
             return None
     if found.words is not None and sub_words is None:

@@ -234,7 +234,8 @@ def find_in_script(script: str, depth: int = 0, scope: Scope | None = None,
         if not argv:
             continue
         if argv[0] in ("export", "local", "declare", "typeset", "readonly"):
-            env.extend(assignments([a for a in argv[1:] if not a.startswith("-")]))
+            env.extend(pairs := assignments([a for a in argv[1:] if not a.startswith("-")]))
+            scope.values.update(pairs)
             continue
         if argv[0] == "unset":
             names = {a for a in argv[1:] if not a.startswith("-")}
@@ -248,6 +249,7 @@ def find_in_script(script: str, depth: int = 0, scope: Scope | None = None,
                     scope.arrays[k] = items
                 else:
                     env.append((k, v))
+                    scope.values[k] = v  # `"$IMAGE"` in a later docker run
             continue
         lead = 0  # `PORT=8402 /tmp/run-x`: the assignments before the script are its env
         while lead < len(argv) - 1 and re.match(r"[A-Za-z_]\w*=", argv[lead]):
@@ -311,10 +313,10 @@ def _forward(found: Found, args: list[str]) -> None:
     found.positional = list(args)
 
 
-def _scope(files: Mapping[str, str] | None) -> Scope:
+def _scope(files: Mapping[str, str] | None, values: Mapping[str, str] | None = None) -> Scope:
     """A block's scope with the runbook's files: a file that is not a compose file is a script
     the block may run by its path (a launcher another block of the page writes)."""
-    scope = Scope(files=dict(files or {}))
+    scope = Scope(files=dict(files or {}), values=dict(values or {}))
     for path, body in scope.files.items():
         if path != ANY_FILE and not looks_like_compose(body):
             scope.callables.setdefault(basename(path), body)
@@ -322,11 +324,12 @@ def _scope(files: Mapping[str, str] | None) -> Scope:
 
 
 def find_launcher(text: str, files: Mapping[str, str] | None = None,
+                  values: Mapping[str, str] | None = None,
                   ) -> tuple[Found | None, list[tuple[str, str]], list[str]]:
     """The first launcher or client in `text`, the environment it gets, and problems. `files`:
-    the file blocks of the runbook (path → text), for `docker compose up`."""
+    the runbook's file blocks (path → text); `values`: variables set before the block runs."""
     problems: list[str] = []
-    scope = _scope(files)
+    scope = _scope(files, values)
     try:
         res = find_in_script(text, 0, scope)
     except ShellSyntaxError as exc:

@@ -162,11 +162,12 @@ def _server(runbook: Runbook, coords: Coords, folder: str, ov: PlanOverrides,
         notes.append(f"--port {port} added to the server command")
     text = _with_args(server.content.rstrip("\n"), args, "server command")
     writers = sorted((f for f in runbook.files if not f.path), key=lambda f: f.line)
-    if writers:  # the page's blocks that write the launcher or compose file come first
+    if writers:  # the page's blocks that write the launcher or set its variables come first
         text = "\n".join([*(f.content.rstrip("\n") for f in writers), text])
         for f in writers:
-            notes.append(f"the block at {f.page}:{f.line} runs first: it writes "
-                         + ", ".join(p for p, _t in f.writes))
+            did = [*(["writes " + ", ".join(p for p, _t in f.writes)] if f.writes else []),
+                   *(["sets " + ", ".join(k for k, _v in f.sets)] if f.sets else [])]
+            notes.append(f"the block at {f.page}:{f.line} runs first: it {' and '.join(did)}")
 
     env: dict[str, str] = dict(server.extra_env)
     env.update(coords)
