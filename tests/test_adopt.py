@@ -344,16 +344,28 @@ def test_funnel_benchmark_sorts_every_launch_block(tmp_path: Path,
     (tree / "models" / "m.md").write_text(
         "# M\n\n```bash\nvllm serve org/m --tensor-parallel-size 2\n```\n\n"
         "```bash\nvllm serve <model>\n```\n\n"
-        "```bash\n./launch-everything.sh --serve\nvllm serve org/x & vllm serve org/y\n```\n")
+        "```bash\n./launch-everything.sh --serve\nvllm serve org/x & vllm serve org/y\n```\n\n"
+        "```bash\nvllm serve \"$WEIGHTS\" --tensor-parallel-size 2\n```\n\n"
+        "```bash\ndocker run --rm vllm/vllm-openai:v0.10.0 python3 -c 'import vllm'\n```\n")
     before = (tree / "models" / "m.md").read_bytes()
     assert bench.main([str(tree), "--list"]) == 0
     out = capsys.readouterr().out
-    assert "  launch blocks         3\n" in out
-    assert "  runbook               1 (33.3 %)\n" in out
-    assert "  refused               2 (66.7 %)\n" in out
+    assert "  launch blocks         5\n" in out
+    assert "  runbook               1 (20.0 %)\n" in out
+    assert "  refused               4 (80.0 %)\n" in out
     assert "  silent                0 (0.0 %)\n" in out
     assert "  scan --check after    exit 0\n" in out
     assert "  other lines changed   0\n" in out
+    # the share: the placeholder, the alternatives and the one-off are no real launch
+    assert ("  real launches         2 (launch blocks less 3 refused as not one launch: "
+            "placeholder 1, alternatives 1, interactive-shell 0, no-server 1)\n") in out
+    assert "  runbooks / real launches = 1 / 2 = 50.0 %\n" in out
+    assert "  real launches refused 1, by reason:\n       1  variable-unset\n" in out
+    listed = [ln.split()[:3] for ln in out.splitlines() if ln.startswith("refused ")]
+    assert listed == [["refused", "excluded:alternatives", "models/m.md:11:"],
+                      ["refused", "excluded:no-server", "models/m.md:20:"],
+                      ["refused", "excluded:placeholder", "models/m.md:7:"],
+                      ["refused", "real:variable-unset", "models/m.md:16:"]]
     assert (tree / "models" / "m.md").read_bytes() == before  # the tree itself is not written
 
 
