@@ -272,3 +272,18 @@ def test_a_docker_run_inside_a_repository_script_is_labelled_in_the_copy(
     assert main(["runbook", "plan", "r", "--root", str(root)]) == 1
     assert ("(from the repository: scripts/d.sh, " + copy.sha256 + "; --label wikitools.run.<tag> "
             "added to its docker run)") in _out(capsys)
+
+
+def test_a_repository_script_never_makes_a_block_a_client(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # A sweep script may start servers of its own: run against the runbook's server as its
+    # client, it would fight it for the GPUs.
+    root = _tree(tmp_path, "# P\n\n```bash\nvllm serve org/Model-7B --port 8000\n```\n\n"
+                 "```bash\nCASES=a,b scripts/sweep.sh\n```\n",
+                 {"scripts/sweep.sh": "#!/bin/bash\nscripts/run-other.sh\n"
+                                      "vllm bench serve --model org/Model-7B --port 8000\n"})
+    assert main(["runbook", "scan", "--root", str(root)]) == 0
+    assert _out(capsys).splitlines() == [
+        "docs/p.md:3:1: server (vllm, org/Model-7B); mark it: ```bash "
+        "{ #model-7b-tp1 .runbook-server engine=vllm gpus=1 }",
+        "1 block could become runbook blocks"]

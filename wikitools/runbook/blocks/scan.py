@@ -267,6 +267,9 @@ def scan_wiki(pages: Iterable[Page], taken: Iterable[str] = (), root: Path | Non
                 continue
             visible = earlier_values(page, block) if "$" in block.content else {}
             found = mentions_launcher(block.content, files, visible)
+            if isinstance(found, ClientCommand) and repo.files:  # a client only by its own text
+                found = mentions_launcher(block.content, {k: v for k, v in files.items()
+                                                          if k not in repo.texts()}, visible)
             own = heredoc_files(block.content) if "<<" in block.content else {}
             if found is None and not runs and later_runner(page, block) is not None and \
                     not any(runs_file(block.content, p) for p in own):  # runs it elsewhere
