@@ -344,16 +344,28 @@ def test_funnel_benchmark_sorts_every_launch_block(tmp_path: Path,
     (tree / "models" / "m.md").write_text(
         "# M\n\n```bash\nvllm serve org/m --tensor-parallel-size 2\n```\n\n"
         "```bash\nvllm serve <model>\n```\n\n"
-        "```bash\n./launch-everything.sh --serve\nvllm serve org/x & vllm serve org/y\n```\n")
+        "```bash\n./launch-everything.sh --serve\nvllm serve org/x & vllm serve org/y\n```\n\n"
+        "```bash\nvllm serve \"$WEIGHTS\" --tensor-parallel-size 2\n```\n\n"
+        "```bash\ndocker run --rm vllm/vllm-openai:v0.10.0 python3 -c 'import vllm'\n```\n")
     before = (tree / "models" / "m.md").read_bytes()
     assert bench.main([str(tree), "--list"]) == 0
     out = capsys.readouterr().out
-    assert "  launch blocks         3\n" in out
-    assert "  runbook               1 (33.3 %)\n" in out
-    assert "  refused               2 (66.7 %)\n" in out
+    assert "  launch blocks         5\n" in out
+    assert "  runbook               1 (20.0 %)\n" in out
+    assert "  refused               4 (80.0 %)\n" in out
     assert "  silent                0 (0.0 %)\n" in out
     assert "  scan --check after    exit 0\n" in out
     assert "  other lines changed   0\n" in out
+    # the share: the placeholder, the alternatives and the one-off are no real launch
+    assert ("  real launches         2 (launch blocks less 3 refused as not one launch: "
+            "placeholder 1, alternatives 1, interactive-shell 0, no-server 1)\n") in out
+    assert "  runbooks / real launches = 1 / 2 = 50.0 %\n" in out
+    assert "  real launches refused 1, by reason:\n       1  variable-unset\n" in out
+    listed = [ln.split()[:3] for ln in out.splitlines() if ln.startswith("refused ")]
+    assert listed == [["refused", "excluded:alternatives", "models/m.md:11:"],
+                      ["refused", "excluded:no-server", "models/m.md:20:"],
+                      ["refused", "excluded:placeholder", "models/m.md:7:"],
+                      ["refused", "real:variable-unset", "models/m.md:16:"]]
     assert (tree / "models" / "m.md").read_bytes() == before  # the tree itself is not written
 
 
@@ -575,8 +587,27 @@ def test_variables_set_differently_in_alternative_sections_are_refused() -> None
         "```bash\nvllm serve org/m -tp 8 --decode-context-parallel-size $DCP\n```\n")
     assert refused == [
         "p.md:18:55: RB015 warning: not proposed as a runbook: DCP is not set: the command "
-        "needs it; the page sets it differently in sections before the block (lines 6, 12): "
+        "needs it; the page sets it differently before the block (lines 6, 12): "
         "alternatives to choose from"]
+
+
+def test_two_values_in_the_launch_section_are_alternatives_but_a_closed_one_is_not() -> None:
+    _fences, refused = _scan(
+        "# P\n\n## Launch\n\n```bash\nexport IMAGE=org/vllm:new\n```\n\n"
+        "To compare against the baseline, use:\n\n```bash\nexport IMAGE=org/vllm:old\n```\n\n"
+        "```bash\ndocker run -d --gpus all $IMAGE --model org/m -tp 2\n```\n")
+    assert refused == [
+        "p.md:16:26: RB015 warning: not proposed as a runbook: IMAGE is not set: the command "
+        "needs it; the page sets it differently before the block (lines 6, 12): alternatives "
+        "to choose from"]
+    fences, refused = _scan(
+        "# P\n\n## A\n\n```bash\nexport TP=2\n```\n\n```bash\nvllm serve org/a -tp $TP\n```\n"
+        "\n## B\n\n```bash\nexport TP=4\n```\n\n```bash\nvllm serve org/b -tp $TP\n```\n")
+    assert refused == []
+    assert fences == ["```bash { .runbook-file for=a-tp2 }",
+                      "```bash { #a-tp2 .runbook-server engine=vllm gpus=2 }",
+                      "```bash { .runbook-file for=b-tp4 }",
+                      "```bash { #b-tp4 .runbook-server engine=vllm gpus=4 }"]
 
 
 def test_a_variables_section_before_the_launch_section_is_a_source() -> None:
@@ -624,3 +655,63 @@ def test_one_variables_block_serves_several_launches(tmp_path: Path) -> None:
     assert [(r.id, r.server.command.image, r.server.port, [f.line for f in r.files])
             for r in runbooks] == [("a-tp2", "org/vllm:v1", 8000, [3]),
                                    ("b-tp4", "org/vllm:v1", 8001, [3])]
+
+
+# --------------------------------------------------------------------------- what a container runs
+
+def test_a_script_inside_the_image_is_named_as_the_server() -> None:
+    _fences, refused = _scan(
+        "```bash\ndocker run -d --gpus all --network host \\\n"
+        "  --entrypoint /usr/local/bin/run-glm51-vllm -e PORT=5261 org/vllm:glm\n```\n\n"
+        "```bash\nexport IMAGE=org/vllm:kimi\n```\n\n"
+        "```bash\ndocker run -d --gpus all --entrypoint /bin/bash -e PORT=5002 \\\n"
+        "  \"${MTP_ENV[@]}\" \"$IMAGE\" \\\n"
+        "  run-kimi26-vllm\n```\n\n"
+        "```bash\ndocker run -d --gpus all org/vllm:x \\\n"
+        "  bash -lc 'unset NCCL_GRAPH_FILE; cd /opt/vllm && exec ./serve-ds4.sh'\n```\n")
+    assert refused == [
+        "p.md:1:1: RB016 warning: not proposed as a runbook: the server is "
+        "/usr/local/bin/run-glm51-vllm, a script inside the image: the engine, model and port "
+        "cannot be read from the page",
+        "p.md:10:1: RB016 warning: not proposed as a runbook: the server is run-kimi26-vllm, a "
+        "script inside the image: the engine, model and port cannot be read from the page",
+        "p.md:16:1: RB016 warning: not proposed as a runbook: the server is ./serve-ds4.sh, a "
+        "script inside the image: the engine, model and port cannot be read from the page",
+    ]
+
+
+def test_an_idle_container_and_a_shell_without_tty_are_no_servers() -> None:
+    _fences, refused = _scan(
+        "```bash\ndocker run -d --gpus all -p 5000:5000 --name kld \\\n"
+        "  lmsysorg/sglang:v0.5 \\\n  sleep infinity\n```\n\n"
+        "```bash\ndocker run --gpus all --ipc=host \\\n  -v jit:/cache/jit \\\n"
+        "  voipmonitor/sglang:cu130 bash\n```\n\n"
+        "```bash\ndocker run --rm --entrypoint /bin/bash vllm/vllm-openai:v0.10.0 \\\n"
+        "  -lc '/opt/venv/bin/python - <<PY\nimport vllm\nprint(vllm.__version__)\nPY'\n```\n")
+    assert refused == [
+        "p.md:2:1: RB016 warning: not proposed as a runbook: the container runs `sleep`, not a "
+        "server: it keeps a container for later `docker exec` commands, so the block starts no "
+        "server",
+        "p.md:8:1: RB014 warning: not proposed as a runbook: the block opens an interactive "
+        "shell in a container (docker run … IMAGE bash, to type in); what is typed in it is not "
+        "part of the block",
+        "p.md:14:1: RB016 warning: not proposed as a runbook: `docker run --rm --entrypoint "
+        "/bin/bash vllm/vllm-openai:v0.10.0 -lc /…` runs a command in "
+        "the container and exits: a one-off command, not a server",
+    ]
+
+
+def test_a_block_that_writes_and_runs_its_compose_file_is_judged_by_itself() -> None:
+    _fences, refused = _scan(
+        "```bash\ncat >compose.x.yml <<'EOF'\nservices:\n  x:\n    image: org/vllm:x\n"
+        "    entrypoint: /bin/bash\n    command: -lc 'exec /opt/vllm/scripts/run-x'\nEOF\n\n"
+        "docker compose -f compose.x.yml up -d\n```\n\nVariants:\n\n"
+        "```bash\nDCP=4 docker compose -f compose.x.yml up -d\n\n"
+        "DCP=8 docker compose -f compose.x.yml up -d\n```\n")
+    assert refused == [
+        "p.md:1:1: RB016 warning: not proposed as a runbook: the server is "
+        "/opt/vllm/scripts/run-x, a script inside the image: the engine, model and port cannot "
+        "be read from the page",
+        "p.md:18:1: RB014 warning: not proposed as a runbook: the block starts 2 servers (lines "
+        "16, 18): alternatives to choose from, not one run; give each its own block",
+    ]

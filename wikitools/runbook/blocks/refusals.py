@@ -17,6 +17,7 @@ from wikitools.pages import CodeBlock, Page
 from wikitools.runbook.blocks.variables import SHELL_VARS, reads, sets
 from wikitools.runbook.engines.compose import compose_call
 from wikitools.runbook.engines.docker_cli import COMPOSE_START_SUBCOMMANDS
+from wikitools.runbook.engines.in_image import IDLE, container_program
 from wikitools.runbook.engines.launcher import top_level_launches
 from wikitools.runbook.engines.shell import (
     ShellSyntaxError,
@@ -98,8 +99,10 @@ def placeholders(text: str) -> list[tuple[int, int, str]]:
     return sorted(set(found))
 
 
-def _interactive_shell(text: str) -> int | None:
-    """Offset of a `docker run -it … bash` (or `docker exec -it … sh`) that opens a shell."""
+def _interactive_shell(text: str) -> tuple[int, bool] | None:
+    """(offset, with -it) of a `docker run -it … bash` (or `docker exec -it … sh`, or a
+    `docker run … IMAGE bash` without -it, whose shell the reader means to type in) that opens
+    a shell."""
     try:
         cmds = split_commands(text)
     except ShellSyntaxError:
@@ -110,8 +113,9 @@ def _interactive_shell(text: str) -> int | None:
         if i is None or argv[i + 1 : i + 2] not in (["run"], ["exec"]):
             continue
         flags = [a for a in argv[i + 2 :] if a.startswith("-")]
-        if not any(_INTERACTIVE.match(f) for f in flags) or any(
-                f in ("-d", "--detach") or re.fullmatch(r"-[a-z]*d[a-z]*", f) for f in flags):
+        tty = any(_INTERACTIVE.match(f) for f in flags)
+        if any(f in ("-d", "--detach") or re.fullmatch(r"-[a-z]*d[a-z]*", f) for f in flags) \
+                or not (tty or argv[i + 1] == "run"):
             continue
         entry = next((argv[k + 1] for k, a in enumerate(argv[:-1]) if a == "--entrypoint"),
                      None)
@@ -122,8 +126,8 @@ def _interactive_shell(text: str) -> int | None:
         # the last word is the shell itself (`… IMAGE bash`), or a shell entrypoint with no
         # script to run (`--entrypoint /bin/bash IMAGE`)
         if not runs_script and (basename(argv[-1]) in _SHELLS or (
-                shell_entry and not argv[-1].startswith("-") and ":" in argv[-1])):
-            return cmd.words[0].start
+                tty and shell_entry and not argv[-1].startswith("-") and ":" in argv[-1])):
+            return cmd.words[0].start, tty
     return None
 
 
@@ -154,10 +158,11 @@ def static_refusals(block: CodeBlock, files: Mapping[str, str] | None = None) ->
                            "alternatives to choose from, not one run; give each its own block"))
     shell = _interactive_shell(text)
     if shell is not None:
-        line, col = position(block, text, shell)
+        line, col = position(block, text, shell[0])
+        how = "docker -it … bash" if shell[1] else "docker run … IMAGE bash, to type in"
         out.append(Refusal(line, col, STATIC_CODE, "interactive",
-                           "the block opens an interactive shell in a container (docker -it … "
-                           "bash); what is typed in it is not part of the block"))
+                           f"the block opens an interactive shell in a container ({how}); what "
+                           "is typed in it is not part of the block"))
     for i, line_text, _body in _code_lines(text):
         m = _MULTI_NODE.search(line_text)
         if m:
@@ -302,6 +307,18 @@ def unproposed_reason(page: Page, block: CodeBlock, problems: Iterable[str] = ()
             return Refusal(block.line, block.col, "RB016", "elsewhere",
                            f"writes {path} and leaves running it to the block at line "
                            f"{later[0]}: one runbook block must write and run it")
+    program = container_program(text)
+    if program is not None and basename(program[1]) in IDLE:
+        line, col = at(program[0])
+        return Refusal(line, col, "RB016", "idle",
+                       f"the container runs `{program[1]}`, not a server: it keeps a container "
+                       "for later `docker exec` commands, so the block starts no server")
+    if program is None and "--gpus" not in code and (one := _one_off(block)) is not None:
+        return one
+    if program is not None and program[1] not in written:
+        return Refusal(block.line, block.col, "RB016", "opaque",
+                       f"the server is {program[1]}, a script inside the image: the engine, "
+                       "model and port cannot be read from the page")
     script = next((m[1] for m in _SCRIPT.finditer(code) if m[1] not in written), None)
     if script is not None and script.startswith("/opt/"):
         return Refusal(block.line, block.col, "RB016", "opaque",
@@ -312,7 +329,7 @@ def unproposed_reason(page: Page, block: CodeBlock, problems: Iterable[str] = ()
                        f"the launch runs {script}, which the page does not show: the engine, "
                        "model and port cannot be read from it")
     why = next(iter(problems), None) or "no engine launcher found in what the block runs"
-    return Refusal(block.line, block.col, "RB016", "opaque",
+    return Refusal(block.line, block.col, "RB016", "unknown" if not problems else "opaque",
                    f"a launch the reader does not understand: {why}")
 
 
@@ -340,9 +357,10 @@ def runner_reason(block: CodeBlock, writers: Mapping[int, CodeBlock], files: Map
     bodies = [b for w in writers.values() for b in heredoc_files(w.content).values()]
     scripts = [m[1] for b in bodies for m in _SCRIPT.finditer(b)]
     inside = [p for p in scripts if p.startswith(("/opt/", "/usr/"))]
-    if inside:
+    programs = [p[1] for w in writers.values() if (p := container_program(w.content))]
+    if inside or programs:
         named = next((p for p in inside if p.endswith((".sh", ".py")) or "/scripts/" in p
-                      or "/bin/" in p), None)
+                      or "/bin/" in p), None) or next(iter(programs), None)
         why = (f"it starts {named or 'a script'} inside the image, so the engine, model and "
                "port cannot be read from the page")
     return Refusal(block.line, block.col, "RB016", "opaque",

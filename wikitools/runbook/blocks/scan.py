@@ -31,6 +31,8 @@ from wikitools.runbook.blocks.sources import (
     assigned_values,
     earlier_values,
     page_sources,
+    unset_refusals,
+    variable_source,
 )
 from wikitools.runbook.engines.command import mentions_launcher, parse_server_command
 from wikitools.runbook.engines.compose import (
@@ -258,7 +260,9 @@ def scan_wiki(pages: Iterable[Page], taken: Iterable[str] = (), root: Path | Non
                 continue
             visible = earlier_values(page, block) if "$" in block.content else {}
             found = mentions_launcher(block.content, files, visible)
-            if found is None and not runs and later_runner(page, block) is not None:
+            own = heredoc_files(block.content) if "<<" in block.content else {}
+            if found is None and not runs and later_runner(page, block) is not None and \
+                    not any(runs_file(block.content, p) for p in own):  # runs it elsewhere
                 for path in heredoc_files(block.content):  # decided where it is run
                     writers.setdefault(path, block)
                 continue
@@ -266,7 +270,11 @@ def scan_wiki(pages: Iterable[Page], taken: Iterable[str] = (), root: Path | Non
                 _f, _env, problems = find_launcher(block.content, files, visible)
                 why = (runner_reason(block, runs, files, problems) if runs else
                        unproposed_reason(page, block, problems, scripts))
-                if root is not None and (why is None or why.reason == "opaque"):
+                if why is not None and why.reason == "unknown":  # an image read from a
+                    why = next((r for r in unset_refusals(  # variable the page leaves open
+                        page, block, visible, files.values())
+                        if variable_source(page, block, r.variables[0]).line), why)
+                if root is not None and (why is None or why.reason in ("opaque", "unknown")):
                     why = repository_launch(root, page.path, block) or why
                 if why is not None:
                     refused.append(Diagnostic(page.path, why.line, why.col, why.code,

@@ -155,14 +155,16 @@ def variable_source(page: Page, block: CodeBlock, name: str) -> Source:
                       "block's: alternatives to choose from")
     mine = sections(page, block.line)
     inside = lambda b: set(sections(page, b.line)) <= set(mine)  # noqa: E731
-    if not inside(setter):
-        rivals = [(b, n) for b, n, v in before if not inside(b) and v != value
-                  and sections(page, b.line) != sections(page, setter.line)]
-        if rivals:
-            lines = sorted({n for _b, n in rivals} | {line})
-            return Source(name, None, line, value,
-                          f"; the page sets it differently in sections before the block (lines "
-                          f"{', '.join(map(str, lines))}): alternatives to choose from")
+    here = sections(page, setter.line)
+    # another value in the same section ("or, to compare, use …"), or, when the setter's
+    # section is closed, in another closed one: choices, not steps
+    rivals = [n for b, n, v in before if v != value and (
+        sections(page, b.line) == here or not (inside(setter) or inside(b)))]
+    if rivals:
+        lines = sorted({*rivals, line})
+        return Source(name, None, line, value,
+                      f"; the page sets it differently before the block (lines "
+                      f"{', '.join(map(str, lines))}): alternatives to choose from")
     other = variables_only(setter)
     if other is not None:
         return Source(name, None, line, value,
