@@ -48,7 +48,7 @@ def add_parser(sub: Any) -> None:
 def index_findings(facts: tuple[Facts, ...]) -> list[Diagnostic]:
     """IDX001 for untitled pages and the problems met while reading pages."""
     out = [f.untitled for f in facts if f.untitled]
-    out += [d for f in facts for d in f.findings if d.code in READ_PROBLEMS]
+    out += [d for f in facts for d in f.problems if d.code in READ_PROBLEMS]
     return out
 
 
@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     config = load_config(args.root)
     watch.pages(str(config.docs_path), config.index_output)
     files = list_pages(config)
-    facts = gather(config, files).facts
+    facts = gather(config, files, lint=False).facts
     diags = sort_diagnostics([*files.problems, *index_findings(facts)])
     answer = IndexAnswer(
         render_entries(config, [f.entry for f in facts]),
