@@ -287,3 +287,19 @@ def test_a_repository_script_never_makes_a_block_a_client(
         "docs/p.md:3:1: server (vllm, org/Model-7B); mark it: ```bash "
         "{ #model-7b-tp1 .runbook-server engine=vllm gpus=1 }",
         "1 block could become runbook blocks"]
+
+
+def test_a_compose_service_that_runs_a_repository_script_is_refused_saying_why(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = _tree(tmp_path, "# P\n\n```yaml\nservices:\n  ds4:\n    image: docker:27-cli\n"
+                 "    volumes:\n      - /root/wiki:/workspace:ro\n    working_dir: /workspace\n"
+                 "    environment:\n      IMAGE: ${IMAGE:-vllm/vllm-openai:v0.10.0}\n"
+                 "    command: [\"scripts/run-server.sh\"]\n```\n",
+                 {"scripts/run-server.sh": SCRIPT})
+    assert main(["runbook", "scan", "--root", str(root)]) == 0
+    assert _out(capsys).splitlines() == [
+        "docs/p.md:3:1: RB016 warning: not proposed as a runbook: service ds4 runs "
+        "scripts/run-server.sh, a script of the repository, inside its container, which sees "
+        "the script only through the compose file's mounts: a run could not give it the copy it "
+        "planned; run the script from the block",
+        "no plain launcher blocks"]

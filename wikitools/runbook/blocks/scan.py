@@ -27,6 +27,7 @@ from wikitools.runbook.blocks.refusals import (
 )
 from wikitools.runbook.blocks.repository import (
     read_repository,
+    repository_file,
     repository_launch,
     repository_refusals,
 )
@@ -230,7 +231,7 @@ def scan_wiki(pages: Iterable[Page], taken: Iterable[str] = (), root: Path | Non
                     out.append(_up_block(pending_file))
                 if cmd is None:  # the image decides the flags: a later `up` is not understood
                     compose, pending_file = None, None
-                    compose_why = _compose_reason(block)
+                    compose_why = _compose_reason(block, root, page.path)
                     if compose_why:
                         refused.append(Diagnostic(page.path, block.line, block.col, "RB016",
                                                   f"not proposed as a runbook: {compose_why}",
@@ -354,7 +355,7 @@ _ENGINE_IMAGE = re.compile(r"vllm|sglang|llama", re.I)
 _ENGINE_REF = re.compile(r"[\w./-]*(?:vllm|sglang|llama)[\w./-]*:[\w.-]+", re.I)
 
 
-def _compose_reason(block: CodeBlock) -> str | None:
+def _compose_reason(block: CodeBlock, root: Path | None = None, page: str = "") -> str | None:
     """Why a compose file whose services start an engine image cannot be read, or None when
     its images are not engines (a database, a proxy) or it is not readable at all."""
     try:
@@ -364,6 +365,12 @@ def _compose_reason(block: CodeBlock) -> str | None:
     if not any(_ENGINE_IMAGE.search(s.image or "") for s in services) and \
             not _ENGINE_REF.search(block.content):  # nor passes one on (a launcher's IMAGE)
         return None
+    inside = next(((s, p) for s in services for p in s.argv[:1]
+                   if root is not None and repository_file(root, page, "", p)), None)
+    if inside is not None:  # the container sees the repository only through the file's mounts
+        return (f"service {inside[0].name} runs {inside[1]}, a script of the repository, inside "
+                "its container, which sees the script only through the compose file's mounts: "
+                "a run could not give it the copy it planned; run the script from the block")
     runs = "; ".join(f"service {s.name} runs {' '.join(s.argv) or 'its image default'}"
                      for s in services[:2])
     return (f"compose file whose services start no engine the reader knows ({runs}): the "
