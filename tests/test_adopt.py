@@ -687,7 +687,9 @@ def test_an_idle_container_and_a_shell_without_tty_are_no_servers() -> None:
         "```bash\ndocker run --gpus all --ipc=host \\\n  -v jit:/cache/jit \\\n"
         "  voipmonitor/sglang:cu130 bash\n```\n\n"
         "```bash\ndocker run --rm --entrypoint /bin/bash vllm/vllm-openai:v0.10.0 \\\n"
-        "  -lc '/opt/venv/bin/python - <<PY\nimport vllm\nprint(vllm.__version__)\nPY'\n```\n")
+        "  -lc '/opt/venv/bin/python - <<PY\nimport vllm\nprint(vllm.__version__)\nPY'\n```\n\n"
+        "```shell\ndocker run -it --network=host -v $(pwd):/work --name g "
+        "vllm/vllm-openai-rocm:v0.15.1\n```\n")
     assert refused == [
         "p.md:2:1: RB016 warning: not proposed as a runbook: the container runs `sleep`, not a "
         "server: it keeps a container for later `docker exec` commands, so the block starts no "
@@ -698,6 +700,9 @@ def test_an_idle_container_and_a_shell_without_tty_are_no_servers() -> None:
         "p.md:14:1: RB016 warning: not proposed as a runbook: `docker run --rm --entrypoint "
         "/bin/bash vllm/vllm-openai:v0.10.0 -lc /…` runs a command in "
         "the container and exits: a one-off command, not a server",
+        "p.md:22:1: RB014 warning: not proposed as a runbook: the block opens an interactive "
+        "shell in a container (docker run -it IMAGE, with no command); what is typed in it is "
+        "not part of the block",
     ]
 
 
@@ -715,3 +720,13 @@ def test_a_block_that_writes_and_runs_its_compose_file_is_judged_by_itself() -> 
         "p.md:18:1: RB014 warning: not proposed as a runbook: the block starts 2 servers (lines "
         "16, 18): alternatives to choose from, not one run; give each its own block",
     ]
+
+
+def test_a_placeholder_an_earlier_step_sets_is_no_alternative_to_the_value_set_later() -> None:
+    fences, refused = _scan(
+        "# P\n\n## Weights\n\n```bash\nMODEL_PATH=/path/to/m   # inside the container\n```\n\n"
+        "## Setup\n\n```bash\nexport MODEL_PATH=/models/m\n```\n\n## Serve\n\n"
+        "```bash\nvllm serve \"$MODEL_PATH\" --tensor-parallel-size 2\n```\n")
+    assert refused == []
+    assert fences == ["```bash { .runbook-file for=m-tp2 }",
+                      "```bash { #m-tp2 .runbook-server engine=vllm gpus=2 }"]

@@ -17,7 +17,7 @@ from wikitools.pages import CodeBlock, Page
 from wikitools.runbook.blocks.variables import SHELL_VARS, reads, sets
 from wikitools.runbook.engines.compose import compose_call
 from wikitools.runbook.engines.docker_cli import COMPOSE_START_SUBCOMMANDS
-from wikitools.runbook.engines.in_image import IDLE, container_program
+from wikitools.runbook.engines.in_image import IDLE, container_program, run_image
 from wikitools.runbook.engines.launcher import top_level_launches
 from wikitools.runbook.engines.shell import (
     ShellSyntaxError,
@@ -99,7 +99,7 @@ def placeholders(text: str) -> list[tuple[int, int, str]]:
     return sorted(set(found))
 
 
-def _interactive_shell(text: str) -> tuple[int, bool] | None:
+def _interactive_shell(text: str) -> tuple[int, bool | str] | None:
     """(offset, with -it) of a `docker run -it … bash` (or `docker exec -it … sh`, or a
     `docker run … IMAGE bash` without -it, whose shell the reader means to type in) that opens
     a shell."""
@@ -125,9 +125,11 @@ def _interactive_shell(text: str) -> tuple[int, bool] | None:
         shell_entry = entry is not None and basename(entry) in _SHELLS
         # the last word is the shell itself (`… IMAGE bash`), or a shell entrypoint with no
         # script to run (`--entrypoint /bin/bash IMAGE`)
-        if not runs_script and (basename(argv[-1]) in _SHELLS or (
+        bare = argv[i + 1] == "run" and run_image(argv, i)[0] == len(argv) - 1  # no command
+        if not runs_script and (basename(argv[-1]) in _SHELLS or (tty and bare) or (
                 tty and shell_entry and not argv[-1].startswith("-") and ":" in argv[-1])):
-            return cmd.words[0].start, tty
+            return cmd.words[0].start, "bare" if tty and bare and not shell_entry and \
+                basename(argv[-1]) not in _SHELLS else tty
     return None
 
 
@@ -160,6 +162,7 @@ def static_refusals(block: CodeBlock, files: Mapping[str, str] | None = None) ->
     if shell is not None:
         line, col = position(block, text, shell[0])
         how = "docker -it … bash" if shell[1] else "docker run … IMAGE bash, to type in"
+        how = "docker run -it IMAGE, with no command" if shell[1] == "bare" else how
         out.append(Refusal(line, col, STATIC_CODE, "interactive",
                            f"the block opens an interactive shell in a container ({how}); what "
                            "is typed in it is not part of the block"))
@@ -277,7 +280,7 @@ def unproposed_reason(page: Page, block: CodeBlock, problems: Iterable[str] = ()
     if not (_LAUNCH.search(code) or runs):
         if not _ENGINE_WORD.search(code):
             return None
-        marks = [r for r in static_refusals(block) if r.reason == "placeholder"] \
+        marks = [r for r in static_refusals(block) if r.reason in ("placeholder", "interactive")] \
             if re.search(r"\b(?:docker|podman)\s+run\b", code) else []
         return marks[0] if marks else _one_off(block)
     found = static_refusals(block)

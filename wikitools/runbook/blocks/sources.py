@@ -157,8 +157,10 @@ def variable_source(page: Page, block: CodeBlock, name: str) -> Source:
     inside = lambda b: set(sections(page, b.line)) <= set(mine)  # noqa: E731
     here = sections(page, setter.line)
     # another value in the same section ("or, to compare, use …"), or, when the setter's
-    # section is closed, in another closed one: choices, not steps
-    rivals = [n for b, n, v in before if v != value and (
+    # section is closed, in another closed one: choices, not steps (a placeholder an earlier
+    # step writes, `MODEL=/path/to/x`, is a template the later value fills in, not a choice)
+    lines_of = page.text.split("\n")
+    rivals = [n for b, n, v in before if v != value and not placeholders(lines_of[n - 1]) and (
         sections(page, b.line) == here or not (inside(setter) or inside(b)))]
     if rivals:
         lines = sorted({*rivals, line})

@@ -45,6 +45,19 @@ def _program_words(words: list[str]) -> list[str]:
     return words[1:] if words[:1] == ["exec"] else words
 
 
+def run_image(argv: list[str], i: int) -> tuple[int, str | None]:
+    """(index of the image, the `--entrypoint` if any) in `docker run` argv (`docker` at i)."""
+    j, entry = i + 2, None
+    while j < len(argv) and (argv[j].startswith("-") or _ARRAY.fullmatch(argv[j])):
+        flag, eq, value = argv[j].partition("=")
+        takes = not eq and (flag in dk.RUN_VALUE_FLAGS or (
+            re.fullmatch(r"-[a-zA-Z]+", flag) is not None and flag[-1] in dk.RUN_VALUE_SHORT))
+        if flag == dk.ENTRYPOINT_FLAG:
+            entry = value if eq else argv[j + 1] if j + 1 < len(argv) else None
+        j += 2 if takes else 1
+    return j, entry
+
+
 def container_program(text: str) -> tuple[int, str] | None:
     """(offset of the command, the program it runs in the container) for the first `docker run`
     of `text` (or of a here-document it writes) that runs neither a shell to type in nor a
@@ -61,14 +74,7 @@ def container_program(text: str) -> tuple[int, str] | None:
         i = next((k for k, a in enumerate(argv) if basename(a) in ("docker", "podman")), None)
         if i is None or argv[i + 1 : i + 2] != ["run"]:
             continue
-        j, entry = i + 2, None
-        while j < len(argv) and (argv[j].startswith("-") or _ARRAY.fullmatch(argv[j])):
-            flag, eq, value = argv[j].partition("=")
-            takes = not eq and (flag in dk.RUN_VALUE_FLAGS or (
-                re.fullmatch(r"-[a-zA-Z]+", flag) is not None and flag[-1] in dk.RUN_VALUE_SHORT))
-            if flag == dk.ENTRYPOINT_FLAG:
-                entry = value if eq else argv[j + 1] if j + 1 < len(argv) else None
-            j += 2 if takes else 1
+        j, entry = run_image(argv, i)
         if not any(a in ("-d", "--detach", "--gpus") or a.startswith("--gpus=") or
                    re.fullmatch(r"-[it]*d[it]*", a) for a in argv[i + 2 : j]):
             continue  # a command run in the foreground without GPUs: a one-off
@@ -79,4 +85,4 @@ def container_program(text: str) -> tuple[int, str] | None:
     return None
 
 
-__all__ = ["IDLE", "container_program"]
+__all__ = ["IDLE", "container_program", "run_image"]
