@@ -102,19 +102,23 @@ def _tree_rss_mib(proc: psutil.Process) -> float:
 
 
 def measure(argv: list[str], cwd: Path, env: dict[str, str]) -> Result:
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    """One run: its process (and the workers it waited for) alone, read by wait4: the
+    peak of RUSAGE_CHILDREN would be the largest of every run before it."""
     start = time.perf_counter()
     popen = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
     proc, peak = psutil.Process(popen.pid), 0.0
     PEAK_PROCESSES[0] = 0
-    while popen.poll() is None:
+    while True:
+        pid, status, usage = os.wait4(popen.pid, os.WNOHANG)
+        if pid:
+            break
         peak = max(peak, _tree_rss_mib(proc))
         time.sleep(0.005)
     wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    peak = max(peak, after.ru_maxrss / 1024)  # a short run may end between two samples
+    popen.returncode = os.waitstatus_to_exitcode(status)
+    cpu = usage.ru_utime + usage.ru_stime
+    peak = max(peak, usage.ru_maxrss / 1024)  # a short run may end between two samples
     return wall, cpu, peak, popen.returncode
 
 
