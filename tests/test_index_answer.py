@@ -200,6 +200,19 @@ def test_symbolic_links_and_a_disabled_cache_leave_no_record(
     assert _warm(wiki, [], capsys) is None
 
 
+def test_a_damaged_record_is_passed_over_and_written_again(
+        wiki: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _full(wiki, [], capsys)
+    (record,) = (wiki.parent / "cache").glob("index-*")
+    good = record.read_bytes()
+    for damaged in (b"", b"not marshal", good[: len(good) // 2], b"\xe9" + good[1:]):
+        record.write_bytes(damaged)
+        assert _warm(wiki, ["--check"], capsys) is None
+    assert _full(wiki, ["--check"], capsys)[0] == 0
+    assert record.read_bytes() == good
+    assert _warm(wiki, ["--check"], capsys) is not None
+
+
 def test_only_plainly_written_options_are_read_here() -> None:
     assert read_options([]) is not None
     plain = read_options(["--check", "--diff", "--root=w"])

@@ -168,11 +168,13 @@ class Watch:
     def __init__(self, root: str) -> None:
         self.root = root
         self.started = time.time_ns()
-        self.key = python_key()
+        self.key: Key | None = None
+        self.configs: tuple[bytes | None, ...] | None = None
         try:
-            self.configs: tuple[bytes | None, ...] | None = _config_digests(root)
-        except OSError:
-            self.configs = None
+            self.key = python_key()
+            self.configs = _config_digests(root)
+        except (OSError, ValueError, ImportError):
+            pass  # no record then: the run itself goes on
         self.where: tuple[str, str] | None = None
         self.files: Files | None = None
 
@@ -239,6 +241,6 @@ def recorded(options: Options) -> tuple[IndexAnswer, str, str] | None:
         with open(os.path.join(root, output), "rb") as f:
             if f.read() != answer.text.encode("utf-8"):
                 return None
-    except (OSError, ValueError, TypeError, EOFError, UnicodeError):
+    except (OSError, ValueError, TypeError, EOFError, UnicodeError, ImportError):
         return None
     return answer, root, output
