@@ -730,7 +730,7 @@ def test_an_array_of_flags_an_earlier_block_sets_decides_tp_and_port() -> None:
     page = parse_page("```bash { .runbook-file for=m-tp8 }\nCOMMON=(--tensor-parallel-size 8 "
                       "--port 8100)\n```\n\n```bash { #m-tp8 .runbook-server engine=vllm gpus=8 }"
                       "\nvllm serve org/m \"${COMMON[@]}\"\n```\n", "p.md")
-    runbooks, diags = extract_runbooks([page])
+    runbooks, diags = extract_runbooks([page], None)
     assert diags == []
     server = runbooks.get("m-tp8").server
     assert (server.command.tp, server.port) == (8, 8100)
