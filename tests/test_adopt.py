@@ -718,3 +718,19 @@ def test_a_placeholder_an_earlier_step_sets_is_no_alternative_to_the_value_set_l
     assert refused == []
     assert fences == ["```bash { .runbook-file for=m-tp2 }",
                       "```bash { #m-tp2 .runbook-server engine=vllm gpus=2 }"]
+
+
+def test_an_array_of_flags_an_earlier_block_sets_decides_tp_and_port() -> None:
+    fences, refused = _scan(
+        "```bash\nCOMMON=(--tensor-parallel-size 8 --port 8100)\n```\n\n"
+        "```bash\nvllm serve org/m \"${COMMON[@]}\"\n```\n")
+    assert refused == []
+    assert fences == ["```bash { .runbook-file for=m-tp8 }",
+                      "```bash { #m-tp8 .runbook-server engine=vllm gpus=8 }"]
+    page = parse_page("```bash { .runbook-file for=m-tp8 }\nCOMMON=(--tensor-parallel-size 8 "
+                      "--port 8100)\n```\n\n```bash { #m-tp8 .runbook-server engine=vllm gpus=8 }"
+                      "\nvllm serve org/m \"${COMMON[@]}\"\n```\n", "p.md")
+    runbooks, diags = extract_runbooks([page], None)
+    assert diags == []
+    server = runbooks.get("m-tp8").server
+    assert (server.command.tp, server.port) == (8, 8100)

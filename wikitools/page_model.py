@@ -159,5 +159,6 @@ def _reduce(self: Any) -> tuple[Any, tuple[Any, ...]]:
     return (type(self), tuple([getattr(self, name) for name in self.__slots__]))
 
 
-for _cls in (FenceAttrs, CodeBlock, Heading, TextSpan, Link, Comment, Cell, Table, Paragraph, Page):
+# (the named tuples pickle as tuples already)
+for _cls in (FenceAttrs, CodeBlock, Heading, Comment, Table, Page):
     _cls.__reduce__ = _reduce  # type: ignore[method-assign]

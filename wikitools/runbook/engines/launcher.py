@@ -195,8 +195,7 @@ def _find(argv: list[str], words: list[Word] | None, scope: Scope, depth: int = 
     return None
 
 
-def _array_items(value: str) -> list[str] | None:
-    """The items of a bash array assignment value `( a "b c" … )`."""
+def _array_items(value: str) -> list[str] | None:  # the items of `( a "b c" … )`
     text = value.strip()
     if not (text.startswith("(") and text.endswith(")")):
         return None
@@ -206,8 +205,7 @@ def _array_items(value: str) -> list[str] | None:
         return None
 
 
-def _callables(script: str) -> dict[str, str | None]:
-    """Shell functions defined in a script (name → None)."""
+def _callables(script: str) -> dict[str, str | None]:  # shell functions (name → None)
     return {m[1]: None for m in re.finditer(
         r"(?m)^[ \t]*(?:function[ \t]+)?([A-Za-z_][\w.-]*)[ \t]*\([ \t]*\)[ \t]*\{?", script)}
 
@@ -330,18 +328,20 @@ def _forward(found: Found, args: list[str]) -> None:
 
 
 def _scope(files: Mapping[str, str] | None, values: Mapping[str, str] | None = None) -> Scope:
-    """A block's scope with the runbook's files: a file that is not a compose file is a script
-    the block may run by its path (a launcher another block of the page writes)."""
+    """A block's scope with the runbook's files (one that is not a compose file is a script the
+    block may run by its path) and the values and arrays set before it runs."""
     scope = Scope(files=dict(files or {}), values=dict(values or {}))
+    for k, v in (values or {}).items():
+        if (items := _array_items(v)) is not None:
+            scope.arrays[k] = items
     for path, body in scope.files.items():
         if path != ANY_FILE and not looks_like_compose(body):
             scope.callables.setdefault(basename(path), body)
     return scope
 
 
-def find_launcher(text: str, files: Mapping[str, str] | None = None,
-                  values: Mapping[str, str] | None = None,
-                  ) -> tuple[Found | None, list[tuple[str, str]], list[str]]:
+def find_launcher(text: str, files: Mapping[str, str] | None = None, values: Mapping[str,
+                  str] | None = None) -> tuple[Found | None, list[tuple[str, str]], list[str]]:
     """The first launcher or client in `text`, the environment it gets, and problems. `files`:
     the runbook's file blocks (path → text); `values`: variables set before the block runs."""
     problems: list[str] = []
