@@ -12,6 +12,12 @@ is a wrong block) and sorts every launch block into one of:
   refused   scan said why it did not propose it (a located diagnostic on the block)
   silent    neither
 
+The issue's own share is printed too: "real launches" are the launch blocks less those refused
+as not one real launch (a placeholder in the command, a block of alternatives, an interactive
+shell, a command in a container that starts no server: an offline check, an idle container);
+then runbooks / real launches, and the refusals of real launches by reason. `--list` tags each
+refused block `excluded:CATEGORY` or `real:REASON`, so the denominator can be audited.
+
 A launch block is found by text alone (not by the tool's own reader), so blocks the reader misses
 are counted: a fenced block that starts an engine (`vllm serve`, `python -m vllm.entrypoints…`,
 `python -m sglang.launch_server`, `sglang serve`, `llama-server`), a `docker run` of an engine
@@ -160,6 +166,37 @@ def launch_blocks(path: str, text: str, tree: Path | None = None) -> list[Block]
     return out
 
 
+# Refusals that say a block is not one real launch: the denominator of the issue's share
+# leaves them out. Nothing else is left out.
+NOT_A_LAUNCH = (
+    ("placeholder", re.compile(r"RB014 warning: .*the command holds a placeholder")),
+    ("alternatives", re.compile(r"RB014 warning: .*the block starts \d+ servers .*alternatives")),
+    ("interactive-shell", re.compile(r"RB014 warning: .*opens an interactive shell")),
+    ("no-server", re.compile(r"RB016 warning: .*(?:a one-off command, not a server|the block "
+                             r"starts no server)")),
+)
+# Why a real launch was refused, for the breakdown (the first that matches; else "other").
+REASONS = (
+    ("variable-unset", re.compile(r"RB015 ")),
+    ("multi-node", re.compile(r"across several nodes")),
+    ("repository-file", re.compile(r"a file of the repository")),
+    ("compose-file-elsewhere", re.compile(r"needs its compose file")),
+    ("script-in-image", re.compile(r"inside the image")),
+    ("compose-service-unknown", re.compile(r"compose file whose services start no engine")),
+    ("script-not-shown", re.compile(r"which the page does not show")),
+    ("unknown-flag", re.compile(r"unknown flag")),
+    ("split-over-blocks", re.compile(r"which the block at line \d+ writes|leaves running it")),
+)
+
+
+def refusal_category(message: str) -> tuple[bool, str]:
+    """(left out of the real launches, category) of a refusal's message."""
+    for name, rx in NOT_A_LAUNCH:
+        if rx.search(message):
+            return True, name
+    return False, next((name for name, rx in REASONS if rx.search(message)), "other")
+
+
 def _quiet(argv: list[str]) -> tuple[int, str]:
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -232,8 +269,9 @@ def funnel(tree: Path, docs_dir: str | None, keep: Path | None, listing: bool) -
         second_changed = sum(p.read_bytes() != data for p, data in snapshot.items())
         stray = _changed_lines(before, after)
 
-        pages = load_pages(load_config(after))
-        runbooks, diags = extract_runbooks(pages)
+        config = load_config(after)
+        pages = load_pages(config)
+        runbooks, diags = extract_runbooks(pages, config.root)
         facts = HostFacts(smi_found=False)
         planned: dict[tuple[str, int], tuple[str, int, str]] = {}
         for rb in runbooks:
@@ -276,7 +314,9 @@ def funnel(tree: Path, docs_dir: str | None, keep: Path | None, listing: bool) -
             why = next((r for (p, ln), r in refusals.items()
                         if p == b.path and b.line <= ln <= b.end), None)
             if why is not None:
-                rows.append(("refused", f"{b.path}:{b.line}: {why}"))
+                left_out, category = refusal_category(why)
+                tag = f"{'excluded' if left_out else 'real'}:{category}"
+                rows.append(("refused", f"{tag:<30} {b.path}:{b.line}: {why}"))
             else:
                 rows.append(("silent", f"{b.path}:{b.line}: {b.text.strip().splitlines()[0][:90]}"
                              if b.text.strip() else f"{b.path}:{b.line}: (empty)"))
@@ -294,6 +334,19 @@ def funnel(tree: Path, docs_dir: str | None, keep: Path | None, listing: bool) -
               + (f" ({out_check.strip().splitlines()[-1]})" if rc_check else ""))
         print(f"  second --write        exit {rc_write2}, {second_changed} pages changed")
         print(f"  other lines changed   {len(stray)}")
+        tags = Counter(text.split(" ", 1)[0] for kind, text in rows if kind == "refused")
+        left = {t.split(":", 1)[1]: c for t, c in tags.items() if t.startswith("excluded:")}
+        real = n - sum(left.values())
+        print(f"  real launches         {real} (launch blocks less {sum(left.values())} "
+              "refused as not one launch: "
+              + ", ".join(f"{name} {left.get(name, 0)}" for name, _rx in NOT_A_LAUNCH) + ")")
+        share = 100.0 * counts["runbook"] / real if real else 0.0
+        print(f"  runbooks / real launches = {counts['runbook']} / {real} = {share:.1f} %")
+        refused_real = sum(c for t, c in tags.items() if t.startswith("real:"))
+        print(f"  real launches refused {refused_real}, by reason:")
+        for tag, c in sorted(tags.items(), key=lambda kv: (-kv[1], kv[0])):
+            if tag.startswith("real:"):
+                print(f"    {c:>4}  {tag.split(':', 1)[1]}")
         if listing:
             for kind, text in sorted(rows):
                 print(f"{kind:<9}{text}")

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-VENV_PYTHON = REPO / ".venv" / "bin" / "python"
+# os.path, not pathlib: a warm `generate-wiki-index.py` imports little more than this file.
+REPO = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+VENV_PYTHON = os.path.join(REPO, ".venv", "bin", "python")
 _REEXEC = "WIKI_SCRIPT_REEXEC"  # set once, so a broken .venv cannot loop
 
 
@@ -21,21 +21,28 @@ NEEDED = ("yaml", "markdown_it_pyrs", "pathspec")
 
 
 def run(command: str, argv: list[str]) -> int:
-    if str(REPO) not in sys.path:
-        sys.path.insert(0, str(REPO))
+    if REPO not in sys.path:
+        sys.path.insert(0, REPO)
+    if command == "index":  # the last run's answer, when nothing it read has changed
+        from wikitools.commands import finish
+        from wikitools.commands.index import answer_from_record
+
+        code = finish(lambda: answer_from_record(argv))
+        if code is not None:
+            return code
     import importlib.util
 
     missing = next((m for m in NEEDED if importlib.util.find_spec(m) is None), None)
     if missing is not None:
-        if VENV_PYTHON.is_file() and not os.environ.get(_REEXEC):
+        if os.path.isfile(VENV_PYTHON) and not os.environ.get(_REEXEC):
             os.environ[_REEXEC] = "1"
-            os.execv(VENV_PYTHON, [str(VENV_PYTHON), sys.argv[0], *sys.argv[1:]])
+            os.execv(VENV_PYTHON, [VENV_PYTHON, sys.argv[0], *sys.argv[1:]])
         print(
-            f"{Path(sys.argv[0]).name}: error: the Python package {missing!r} is missing; "
+            f"{os.path.basename(sys.argv[0])}: error: the Python package {missing!r} is missing; "
             "run `make site` (or `pip install -e .`) and use .venv/bin/python",
             file=sys.stderr,
         )
         return 2
     from wikitools.cli import main
 
-    return main([command, *argv])
+    return main([command, *argv], from_record=False)

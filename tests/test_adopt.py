@@ -50,7 +50,7 @@ def test_placeholders_are_refused_where_they_stand() -> None:
 def test_marked_placeholder_block_is_a_block_error() -> None:
     page = parse_page("```bash { #x .runbook-server engine=vllm }\nvllm serve <model>\n```\n",
                       "p.md")
-    _runbooks, diags = extract_runbooks([page])
+    _runbooks, diags = extract_runbooks([page], None)
     assert [d.format() for d in diags] == [
         "p.md:2:12: RB014 error: the command holds a placeholder, <model>: write the value it "
         "stands for"]
@@ -113,13 +113,15 @@ def test_image_variable_set_on_the_page_is_resolved_never_recorded_as_written(
             "  vllm serve moonshotai/Kimi-K2.6 --tensor-parallel-size 8\n```\n")
     fences, refused = _scan(text)
     assert refused == []
-    assert fences == ['```bash { #kimi-k2.6-tp8 .runbook-server engine=vllm gpus=8 '
-                      'env="IMAGE=voipmonitor/vllm:v9-cu132" }']
+    assert fences == ["```bash { .runbook-file for=kimi-k2.6-tp8 }",
+                      "```bash { #kimi-k2.6-tp8 .runbook-server engine=vllm gpus=8 }"]
     root = _wiki(tmp_path, {"k.md": text})
     assert main(["runbook", "scan", "--write", "--root", str(root)]) == 0
     runbooks, diags, _pages = load_runbooks(root)
     assert diags == []
-    assert runbooks.get("kimi-k2.6-tp8").server.command.image == "voipmonitor/vllm:v9-cu132"
+    rb = runbooks.get("kimi-k2.6-tp8")
+    assert rb.server.command.image == "voipmonitor/vllm:v9-cu132"
+    assert [(f.line, f.sets) for f in rb.files] == [(1, (("IMAGE", "voipmonitor/vllm:v9-cu132"),))]
 
 
 def test_plan_exits_2_while_a_needed_variable_is_unset(
@@ -342,16 +344,28 @@ def test_funnel_benchmark_sorts_every_launch_block(tmp_path: Path,
     (tree / "models" / "m.md").write_text(
         "# M\n\n```bash\nvllm serve org/m --tensor-parallel-size 2\n```\n\n"
         "```bash\nvllm serve <model>\n```\n\n"
-        "```bash\n./launch-everything.sh --serve\nvllm serve org/x & vllm serve org/y\n```\n")
+        "```bash\n./launch-everything.sh --serve\nvllm serve org/x & vllm serve org/y\n```\n\n"
+        "```bash\nvllm serve \"$WEIGHTS\" --tensor-parallel-size 2\n```\n\n"
+        "```bash\ndocker run --rm vllm/vllm-openai:v0.10.0 python3 -c 'import vllm'\n```\n")
     before = (tree / "models" / "m.md").read_bytes()
     assert bench.main([str(tree), "--list"]) == 0
     out = capsys.readouterr().out
-    assert "  launch blocks         3\n" in out
-    assert "  runbook               1 (33.3 %)\n" in out
-    assert "  refused               2 (66.7 %)\n" in out
+    assert "  launch blocks         5\n" in out
+    assert "  runbook               1 (20.0 %)\n" in out
+    assert "  refused               4 (80.0 %)\n" in out
     assert "  silent                0 (0.0 %)\n" in out
     assert "  scan --check after    exit 0\n" in out
     assert "  other lines changed   0\n" in out
+    # the issue's share: the placeholder, the alternatives and the one-off are no real launch
+    assert ("  real launches         2 (launch blocks less 3 refused as not one launch: "
+            "placeholder 1, alternatives 1, interactive-shell 0, no-server 1)\n") in out
+    assert "  runbooks / real launches = 1 / 2 = 50.0 %\n" in out
+    assert "  real launches refused 1, by reason:\n       1  variable-unset\n" in out
+    listed = [ln.split()[:3] for ln in out.splitlines() if ln.startswith("refused ")]
+    assert listed == [["refused", "excluded:alternatives", "models/m.md:11:"],
+                      ["refused", "excluded:no-server", "models/m.md:20:"],
+                      ["refused", "excluded:placeholder", "models/m.md:7:"],
+                      ["refused", "real:variable-unset", "models/m.md:16:"]]
     assert (tree / "models" / "m.md").read_bytes() == before  # the tree itself is not written
 
 
@@ -387,7 +401,7 @@ def test_arguments_after_a_shell_script_reach_the_launcher_it_forwards_them_to()
                       "docker run -d --gpus all --network=host voipmonitor/vllm:x /bin/sh -lc "
                       "'exec vllm serve \"$@\"' -- /models/K --tensor-parallel-size 8 --port 8402"
                       "\n```\n", "p.md")
-    runbooks, diags = extract_runbooks([page])
+    runbooks, diags = extract_runbooks([page], None)
     assert diags == []
     assert runbooks.get("k").server.port == 8402
 
@@ -415,7 +429,7 @@ def test_port_passed_into_the_container_keeps_the_scripts_default() -> None:
         "docker run -d --gpus all --network host -e PORT=\"${PORT}\" --entrypoint bash "
         "voipmonitor/vllm:x -lc '\nexec vllm serve org/m --port \"${PORT}\" "
         "--tensor-parallel-size 16\n'\n```\n", "p.md")
-    runbooks, diags = extract_runbooks([page])
+    runbooks, diags = extract_runbooks([page], None)
     assert diags == []
     assert runbooks.get("g").server.port == 5329
 
@@ -448,30 +462,18 @@ def test_a_compose_file_that_hands_an_engine_image_to_a_wrapper_is_refused() -> 
         "and port cannot be read from it"]
 
 
-def test_a_launch_through_a_script_of_the_repository_is_refused_naming_it(
+def test_a_repository_script_whose_server_the_reader_cannot_read_is_refused_naming_it(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    root = _wiki(tmp_path, {"p.md": (
-        "# P\n\n```bash\nPORT=8402 scripts/run-server.sh\n```\n\n"
-        "```bash\ncd docs && ./start.sh\n```\n\n```bash\nscripts/outside.sh\n```\n\n"
-        "```bash\nscripts/missing.sh\n```\n")})
-    (root / "scripts").mkdir()
-    (root / "scripts" / "run-server.sh").write_text(
-        "#!/bin/bash\nexec vllm serve org/m --port \"${PORT:-8000}\" --tensor-parallel-size 2\n")
-    (root / "docs" / "start.sh").write_text("docker run -d --gpus all vllm/vllm-openai:v0.10.0"
-                                            " --model org/m\n")
-    elsewhere = tmp_path / "elsewhere.sh"  # outside the wiki: a symlink does not lead there
-    elsewhere.write_text("vllm serve org/x\n")
-    (root / "scripts" / "outside.sh").symlink_to(elsewhere)
+    root = _wiki(tmp_path, {"p.md": "# P\n\n```bash\ncd docs && PORT=8402 ./start.sh\n```\n"})
+    (root / "docs" / "start.sh").write_text(
+        "docker run -d --gpus all --entrypoint /usr/local/bin/serve-x.sh "
+        "vllm/vllm-openai:v0.10.0\n")
     assert main(["runbook", "scan", "--root", str(root)]) == 0
-    out = capsys.readouterr().out.splitlines()
-    tail = (", a file of the repository that starts an engine: a runbook holds only what its "
-            "page shows, so it cannot read or hash that file; show it on the page (a "
-            "here-document, or a block marked `.runbook-file`)")
-    assert out == [
-        "docs/p.md:4:1: RB016 warning: not proposed as a runbook: runs scripts/run-server.sh"
-        + tail,
-        f"docs/p.md:8:12: RB016 warning: not proposed as a runbook: runs docs/start.sh{tail}",
-    ]
+    assert capsys.readouterr().out.splitlines() == [
+        "docs/p.md:4:12: RB016 warning: not proposed as a runbook: runs docs/start.sh, a file "
+        "of the repository that starts an engine the reader does not understand: it starts "
+        "/usr/local/bin/serve-x.sh inside the image, so the engine, model and port cannot be "
+        "read from it"]
 
 
 def test_a_written_launcher_that_runs_a_script_inside_the_image_is_refused_saying_so() -> None:
@@ -505,3 +507,230 @@ def test_go_templates_and_regex_alternations_in_a_command_are_not_placeholders()
         "docker ps --format '{{.Names}} {{json .State}}' | grep -E 'm|n|o'\n```\n")
     assert refused == []
     assert fences == ["```bash { #m-tp1 .runbook-server engine=vllm gpus=1 }"]
+
+
+# --------------------------------------------------------------------------- page variables
+
+def _vars_page(launch_section: str = "") -> str:
+    return ("# K\n\n## Launch\n\nCommon variables:\n\n```bash\nexport IMAGE=org/vllm:v1\n"
+            "export PORT=5002\nMTP=1\nSPEC=(--speculative-config '{\"method\":\"mtp\"}')\n```\n\n"
+            "Profiles: `DCP=1` or `DCP=8` (table in the prose is not a setting).\n\n"
+            "DCP=1 + MTP=3 is the fastest profile.\n\n" + launch_section +
+            "```bash\nARGS=()\nif [[ \"${MTP}\" == \"1\" ]]; then ARGS=(\"${SPEC[@]}\"); fi\n"
+            "docker run -d --gpus all -p 9000:${PORT} \"$IMAGE\" \\\n"
+            "  --model org/m --tensor-parallel-size 4 --port ${PORT} \"${ARGS[@]}\"\n```\n")
+
+
+def test_variables_an_earlier_block_sets_flow_into_the_launch(tmp_path: Path) -> None:
+    text = _vars_page()
+    fences, refused = _scan(text)
+    assert refused == []
+    assert fences == ["```bash { .runbook-file for=m-tp4 }",
+                      "```bash { #m-tp4 .runbook-server engine=vllm gpus=4 }"]
+    root = _wiki(tmp_path, {"k.md": text})
+    assert main(["runbook", "scan", "--write", "--root", str(root)]) == 0
+    assert main(["runbook", "scan", "--check", "--root", str(root)]) == 0
+    page = root / "docs" / "k.md"
+    written = page.read_text()
+    assert main(["runbook", "scan", "--write", "--root", str(root)]) == 0
+    assert page.read_text() == written
+    runbooks, diags, _pages = load_runbooks(root)
+    assert diags == []
+    rb = runbooks.get("m-tp4")
+    assert (rb.server.command.image, rb.server.port, rb.server.command.tp) == (
+        "org/vllm:v1", 9000, 4)
+    assert [(f.line, [k for k, _v in f.sets]) for f in rb.files] == [
+        (7, ["IMAGE", "PORT", "MTP", "SPEC"])]
+    # the source block is part of the runbook: changing it changes the runbook's hash
+    before = rb.blocks_hash
+    page.write_text(written.replace("export PORT=5002", "export PORT=5003"))
+    runbooks, _diags, _pages = load_runbooks(root)
+    assert runbooks.get("m-tp4").blocks_hash != before
+    assert runbooks.get("m-tp4").server.port == 9000
+
+
+def test_plan_runs_the_variables_block_first(tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    root = _wiki(tmp_path, {"k.md": _vars_page()})
+    assert main(["runbook", "scan", "--write", "--root", str(root)]) == 0
+    capsys.readouterr()
+    assert main(["runbook", "plan", "m-tp4", "--root", str(root)]) in (0, 1)
+    out = capsys.readouterr().out
+    assert "the block at docs/k.md:7 runs first: it sets IMAGE, PORT, MTP, SPEC" in out
+    assert out.index("export IMAGE=org/vllm:v1") < out.index("docker run")
+
+
+def test_variables_set_only_after_the_launch_are_refused() -> None:
+    _fences, refused = _scan(
+        "# P\n\n```bash\nvllm serve org/m --port $PORT\n```\n\n```bash\nexport PORT=8001\n```\n")
+    assert refused == [
+        "p.md:4:25: RB015 warning: not proposed as a runbook: PORT is not set: the command "
+        "needs it; the page sets it only after the block, at line 8"]
+
+
+def test_variables_set_differently_in_alternative_sections_are_refused() -> None:
+    _fences, refused = _scan(
+        "# P\n\n## Profile A\n\n```bash\nexport DCP=1\n```\n\n## Profile B\n\n"
+        "```bash\nexport DCP=8\n```\n\n## Start\n\n"
+        "```bash\nvllm serve org/m -tp 8 --decode-context-parallel-size $DCP\n```\n")
+    assert refused == [
+        "p.md:18:55: RB015 warning: not proposed as a runbook: DCP is not set: the command "
+        "needs it; the page sets it differently before the block (lines 6, 12): "
+        "alternatives to choose from"]
+
+
+def test_two_values_in_the_launch_section_are_alternatives_but_a_closed_one_is_not() -> None:
+    _fences, refused = _scan(
+        "# P\n\n## Launch\n\n```bash\nexport IMAGE=org/vllm:new\n```\n\n"
+        "To compare against the baseline, use:\n\n```bash\nexport IMAGE=org/vllm:old\n```\n\n"
+        "```bash\ndocker run -d --gpus all $IMAGE --model org/m -tp 2\n```\n")
+    assert refused == [
+        "p.md:16:26: RB015 warning: not proposed as a runbook: IMAGE is not set: the command "
+        "needs it; the page sets it differently before the block (lines 6, 12): alternatives "
+        "to choose from"]
+    fences, refused = _scan(
+        "# P\n\n## A\n\n```bash\nexport TP=2\n```\n\n```bash\nvllm serve org/a -tp $TP\n```\n"
+        "\n## B\n\n```bash\nexport TP=4\n```\n\n```bash\nvllm serve org/b -tp $TP\n```\n")
+    assert refused == []
+    assert fences == ["```bash { .runbook-file for=a-tp2 }",
+                      "```bash { #a-tp2 .runbook-server engine=vllm gpus=2 }",
+                      "```bash { .runbook-file for=b-tp4 }",
+                      "```bash { #b-tp4 .runbook-server engine=vllm gpus=4 }"]
+
+
+def test_a_variables_section_before_the_launch_section_is_a_source() -> None:
+    fences, refused = _scan(
+        "# P\n\n## Variables\n\n```bash\nexport DCP=8\n```\n\n## Start\n\n"
+        "```bash\nvllm serve org/m -tp 8 --decode-context-parallel-size $DCP\n```\n")
+    assert refused == []
+    assert fences == ["```bash { .runbook-file for=m-tp8-dcp8 }",
+                      "```bash { #m-tp8-dcp8 .runbook-server engine=vllm gpus=8 }"]
+
+
+def test_variables_set_in_another_content_tab_are_refused() -> None:
+    _fences, refused = _scan(
+        "# P\n\n=== \"Big\"\n\n    ```bash\n    export TP=8\n    ```\n\n=== \"Small\"\n\n"
+        "    ```bash\n    vllm serve org/m -tp $TP\n    ```\n")
+    assert refused == [
+        "p.md:12:26: RB015 warning: not proposed as a runbook: TP is not set: the command "
+        "needs it; the page sets it at line 6, in another content tab than the block's: "
+        "alternatives to choose from"]
+
+
+def test_variables_set_by_a_block_that_runs_other_commands_are_refused() -> None:
+    _fences, refused = _scan(
+        "# P\n\n```bash\nexport MODEL_DIR=/models/m\nhf download org/m --local-dir $MODEL_DIR\n"
+        "```\n\n```bash\nvllm serve $MODEL_DIR -tp 2\n```\n")
+    assert refused == [
+        "p.md:9:12: RB015 warning: not proposed as a runbook: MODEL_DIR is not set: the "
+        "command needs it; the page sets it at line 4 (MODEL_DIR=/models/m), in a block that "
+        "also runs `hf download org/m --local-dir $MODEL_DIR`: only a block of assignments can "
+        "run first"]
+
+
+def test_one_variables_block_serves_several_launches(tmp_path: Path) -> None:
+    text = ("# P\n\n```bash\nexport IMAGE=org/vllm:v1\n```\n\n## A\n\n"
+            "```bash\ndocker run -d --gpus all -p 8000:8000 $IMAGE --model org/a -tp 2\n```\n\n"
+            "## B\n\n"
+            "```bash\ndocker run -d --gpus all -p 8001:8000 $IMAGE --model org/b -tp 4\n```\n")
+    root = _wiki(tmp_path, {"p.md": text})
+    assert main(["runbook", "scan", "--write", "--root", str(root)]) == 0
+    written = (root / "docs" / "p.md").read_text()
+    assert "```bash { .runbook-file for=a-tp2,b-tp4 }\nexport IMAGE" in written
+    assert main(["runbook", "scan", "--check", "--root", str(root)]) == 0
+    runbooks, diags, _pages = load_runbooks(root)
+    assert diags == []
+    assert [(r.id, r.server.command.image, r.server.port, [f.line for f in r.files])
+            for r in runbooks] == [("a-tp2", "org/vllm:v1", 8000, [3]),
+                                   ("b-tp4", "org/vllm:v1", 8001, [3])]
+
+
+# --------------------------------------------------------------------------- what a container runs
+
+def test_a_script_inside_the_image_is_named_as_the_server() -> None:
+    _fences, refused = _scan(
+        "```bash\ndocker run -d --gpus all --network host \\\n"
+        "  --entrypoint /usr/local/bin/run-glm51-vllm -e PORT=5261 org/vllm:glm\n```\n\n"
+        "```bash\nexport IMAGE=org/vllm:kimi\n```\n\n"
+        "```bash\ndocker run -d --gpus all --entrypoint /bin/bash -e PORT=5002 \\\n"
+        "  \"${MTP_ENV[@]}\" \"$IMAGE\" \\\n"
+        "  run-kimi26-vllm\n```\n\n"
+        "```bash\ndocker run -d --gpus all org/vllm:x \\\n"
+        "  bash -lc 'unset NCCL_GRAPH_FILE; cd /opt/vllm && exec ./serve-ds4.sh'\n```\n")
+    assert refused == [
+        "p.md:1:1: RB016 warning: not proposed as a runbook: the server is "
+        "/usr/local/bin/run-glm51-vllm, a script inside the image: the engine, model and port "
+        "cannot be read from the page",
+        "p.md:10:1: RB016 warning: not proposed as a runbook: the server is run-kimi26-vllm, a "
+        "script inside the image: the engine, model and port cannot be read from the page",
+        "p.md:16:1: RB016 warning: not proposed as a runbook: the server is ./serve-ds4.sh, a "
+        "script inside the image: the engine, model and port cannot be read from the page",
+    ]
+
+
+def test_an_idle_container_and_a_shell_without_tty_are_no_servers() -> None:
+    _fences, refused = _scan(
+        "```bash\ndocker run -d --gpus all -p 5000:5000 --name kld \\\n"
+        "  lmsysorg/sglang:v0.5 \\\n  sleep infinity\n```\n\n"
+        "```bash\ndocker run --gpus all --ipc=host \\\n  -v jit:/cache/jit \\\n"
+        "  voipmonitor/sglang:cu130 bash\n```\n\n"
+        "```bash\ndocker run --rm --entrypoint /bin/bash vllm/vllm-openai:v0.10.0 \\\n"
+        "  -lc '/opt/venv/bin/python - <<PY\nimport vllm\nprint(vllm.__version__)\nPY'\n```\n\n"
+        "```shell\ndocker run -it --network=host -v $(pwd):/work --name g "
+        "vllm/vllm-openai-rocm:v0.15.1\n```\n")
+    assert refused == [
+        "p.md:2:1: RB016 warning: not proposed as a runbook: the container runs `sleep`, not a "
+        "server: it keeps a container for later `docker exec` commands, so the block starts no "
+        "server",
+        "p.md:8:1: RB014 warning: not proposed as a runbook: the block opens an interactive "
+        "shell in a container (docker run … IMAGE bash, to type in); what is typed in it is not "
+        "part of the block",
+        "p.md:14:1: RB016 warning: not proposed as a runbook: `docker run --rm --entrypoint "
+        "/bin/bash vllm/vllm-openai:v0.10.0 -lc /…` runs a command in "
+        "the container and exits: a one-off command, not a server",
+        "p.md:22:1: RB014 warning: not proposed as a runbook: the block opens an interactive "
+        "shell in a container (docker run -it IMAGE, with no command); what is typed in it is "
+        "not part of the block",
+    ]
+
+
+def test_a_block_that_writes_and_runs_its_compose_file_is_judged_by_itself() -> None:
+    _fences, refused = _scan(
+        "```bash\ncat >compose.x.yml <<'EOF'\nservices:\n  x:\n    image: org/vllm:x\n"
+        "    entrypoint: /bin/bash\n    command: -lc 'exec /opt/vllm/scripts/run-x'\nEOF\n\n"
+        "docker compose -f compose.x.yml up -d\n```\n\nVariants:\n\n"
+        "```bash\nDCP=4 docker compose -f compose.x.yml up -d\n\n"
+        "DCP=8 docker compose -f compose.x.yml up -d\n```\n")
+    assert refused == [
+        "p.md:1:1: RB016 warning: not proposed as a runbook: the server is "
+        "/opt/vllm/scripts/run-x, a script inside the image: the engine, model and port cannot "
+        "be read from the page",
+        "p.md:18:1: RB014 warning: not proposed as a runbook: the block starts 2 servers (lines "
+        "16, 18): alternatives to choose from, not one run; give each its own block",
+    ]
+
+
+def test_a_placeholder_an_earlier_step_sets_is_no_alternative_to_the_value_set_later() -> None:
+    fences, refused = _scan(
+        "# P\n\n## Weights\n\n```bash\nMODEL_PATH=/path/to/m   # inside the container\n```\n\n"
+        "## Setup\n\n```bash\nexport MODEL_PATH=/models/m\n```\n\n## Serve\n\n"
+        "```bash\nvllm serve \"$MODEL_PATH\" --tensor-parallel-size 2\n```\n")
+    assert refused == []
+    assert fences == ["```bash { .runbook-file for=m-tp2 }",
+                      "```bash { #m-tp2 .runbook-server engine=vllm gpus=2 }"]
+
+
+def test_an_array_of_flags_an_earlier_block_sets_decides_tp_and_port() -> None:
+    fences, refused = _scan(
+        "```bash\nCOMMON=(--tensor-parallel-size 8 --port 8100)\n```\n\n"
+        "```bash\nvllm serve org/m \"${COMMON[@]}\"\n```\n")
+    assert refused == []
+    assert fences == ["```bash { .runbook-file for=m-tp8 }",
+                      "```bash { #m-tp8 .runbook-server engine=vllm gpus=8 }"]
+    page = parse_page("```bash { .runbook-file for=m-tp8 }\nCOMMON=(--tensor-parallel-size 8 "
+                      "--port 8100)\n```\n\n```bash { #m-tp8 .runbook-server engine=vllm gpus=8 }"
+                      "\nvllm serve org/m \"${COMMON[@]}\"\n```\n", "p.md")
+    runbooks, diags = extract_runbooks([page], None)
+    assert diags == []
+    server = runbooks.get("m-tp8").server
+    assert (server.command.tp, server.port) == (8, 8100)

@@ -298,6 +298,26 @@ def test_fact_cache_keeps_acronym_findings_per_glossary(
     assert any('first use of "PP"' in line for line in out)
 
 
+def test_fact_cache_works_out_lint_findings_only_when_asked(
+    tmp_path: Path, capsys, monkeypatch
+) -> None:
+    root = _fresh_tree(tmp_path, capsys)
+    (root / "wiki" / "b.md").write_text("---\ntitle: B\nstatus: bogus\n---\n# B\n")
+    fresh = run(["lint", "--root", str(root)], capsys)
+    assert any("FM" in line for line in fresh[1])
+    monkeypatch.setenv("WIKI_CACHE_DIR", str(tmp_path / "cache"))
+    calls = _count_parses(monkeypatch)
+    run(["acronyms", "--root", str(root)], capsys)
+    assert sorted(calls) == ["a.md", "b.md", "glossary.md"]
+    calls.clear()
+    assert run(["lint", "--root", str(root)], capsys) == fresh  # worked out now, the same
+    assert sorted(calls) == ["a.md", "b.md", "glossary.md"]
+    calls.clear()
+    run(["acronyms", "--root", str(root)], capsys)  # the acronym findings were kept
+    assert run(["lint", "--root", str(root)], capsys) == fresh
+    assert calls == []
+
+
 def test_lint_yaml_comment_cuts_value(tmp_path: Path, capsys) -> None:
     make_tree(tmp_path, {"wiki/a.md": (
         "---\ntitle: \"Fine #1 in quotes\"\ndescription: Uses PR #31089 here\n"

@@ -26,7 +26,9 @@ SEPARATOR = "-"  # toc's default; mkdocs.yml sets no other
 _HEADING_ATTRS = re.compile(r"\s*\{:?([^{}]*)\}\s*$")
 _ATTR_ID = re.compile(r"(?:^|\s)#([^\s}#]+)")
 _BRACE_ID = re.compile(r"\{:?[^{}\n]*?(?<![\w&])#([A-Za-z][\w.:-]*)")
-_HTML_ID = re.compile(r"""\b(?:id|name)\s*=\s*["']([^"'\n]+)["']""")
+# `\b` is checked by hand: a pattern that starts with it is tried at every position
+_HTML_ID = re.compile(r"""(?:id|name)\s*=\s*["']([^"'\n]+)["']""")
+_WORD = re.compile(r"\w")
 _FOOTNOTE = re.compile(r"\[\^([^\]\s]+)\]")
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 
@@ -45,10 +47,22 @@ def page_anchors(page: Page) -> tuple[str, ...]:
             text = text[: attrs.start()]
         unique(slugify(text, SEPARATOR), used)
     used.update(_BRACE_ID.findall(page.text))
-    used.update(_HTML_ID.findall(page.text))
+    used.update(_html_ids(page.text))
     for label in _FOOTNOTE.findall(page.text):
         used.update((f"fn:{label}", f"fnref:{label}"))
     return tuple(sorted(used))
+
+
+def _html_ids(text: str) -> Iterator[str]:
+    """The values of `id="…"` and `name="…"` (the name a whole word)."""
+    m = _HTML_ID.search(text)
+    while m is not None:
+        start = m.start()
+        if start and _WORD.match(text, start - 1):
+            m = _HTML_ID.search(text, start + 1)
+            continue
+        yield m.group(1)
+        m = _HTML_ID.search(text, m.end())
 
 
 def _anchor_of(raw: str, path: str) -> tuple[str, str] | None:

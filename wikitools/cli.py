@@ -9,8 +9,7 @@ import os
 import sys
 from typing import Any
 
-from wikitools.config import resolve_root
-from wikitools.errors import WikiError
+from wikitools.commands import finish
 
 # Order is the order of `wiki --help`.
 COMMANDS = (
@@ -78,8 +77,16 @@ def _command_of(argv: list[str]) -> str | None:
     return name if name in COMMANDS else None
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, from_record: bool = True) -> int:
+    """Run `wiki ARGV`. `wiki index` first tries the record of its last run (`from_record`;
+    the scripts try it themselves before importing this module)."""
     argv = sys.argv[1:] if argv is None else list(argv)
+    if from_record and argv[:1] == ["index"]:
+        from wikitools.commands.index import answer_from_record
+
+        code = finish(lambda: answer_from_record(argv[1:]))
+        if code is not None:
+            return code
     try:
         parser = build_parser(_command_of(argv))
         args = parser.parse_args(argv)
@@ -89,39 +96,17 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "handler", None):
         parser.print_help(sys.stderr)
         return 2
-    try:
-        if hasattr(args, "root"):  # every command works on the wiki around it
-            args.root = resolve_root(args.root)
-        code = int(args.handler(args))
-        sys.stdout.flush()  # a reader gone away is seen here, not at interpreter exit
-        return code
-    except WikiError as exc:
-        print(f"wiki: error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        print("wiki: interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:
-        return _reader_gone()
-    except Exception:
-        import traceback
-
-        print("wiki: internal error (a bug; please report it with this traceback)", file=sys.stderr)
-        traceback.print_exc()
-        return 3
+    code = finish(lambda: _handle(args))
+    assert code is not None
+    return code
 
 
-def _reader_gone() -> int:
-    """The reader of stdout went away (`wiki runbook list | head -1`): stop quietly, as a
-    process killed by SIGPIPE would (exit 141), and point stdout at /dev/null so that the
-    interpreter's last flush does not fail again."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError, AttributeError):
-        pass
-    return 141
+def _handle(args: argparse.Namespace) -> int:
+    if hasattr(args, "root"):  # every command works on the wiki around it
+        from wikitools.config import resolve_root
+
+        args.root = resolve_root(args.root)
+    return int(args.handler(args))
 
 
 if __name__ == "__main__":

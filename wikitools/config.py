@@ -13,21 +13,16 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from wikitools import locate
 from wikitools.diagnostics import Diagnostic, Severity, yaml_problem
 from wikitools.errors import ConfigError, UsageError
-
-try:  # the C module directly: importing hashlib initialises OpenSSL, which costs start-up time
-    from _blake2 import blake2b
-except ImportError:  # pragma: no cover
-    from hashlib import blake2b
+from wikitools.locate import CONFIG_NAME, DEFAULT_DOCS, MKDOCS_NAME, blake2b
 
 if TYPE_CHECKING:
     import pathspec
 
     from wikitools.pages import Page
 
-CONFIG_NAME = "wiki.yml"
-MKDOCS_NAME = "mkdocs.yml"
 DEFAULT_STATUSES = ("measured", "reviewed", "experimental", "historical", "unverified")
 # Gitignore-style patterns (as MkDocs' exclude_docs): a pattern without a slash matches a
 # name at any depth, `dir/` a folder anywhere, a leading `/` anchors at the root.
@@ -39,8 +34,6 @@ DEFAULT_EXCLUDE = (
     "site/",
     "node_modules/",
 )
-# Folders never walked, whatever the configuration says (tool state, virtual environments).
-_SKIP_DIRS = frozenset({".git", ".venv", ".venv-engine", "node_modules", "__pycache__", "site"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,29 +86,18 @@ def find_root(start: Path) -> Path:
     """The wiki that `start` lies in: the nearest folder at or above it that holds wiki.yml or
     mkdocs.yml, else the top of its git repository (a wiki without a configuration).
     Outside any of these it is a ConfigError (exit 2)."""
-    start = start.resolve()
-    folders = [start, *start.parents]
-    for folder in folders:
-        if (folder / CONFIG_NAME).is_file() or (folder / MKDOCS_NAME).is_file():
-            return folder
-    for folder in folders:
-        if (folder / ".git").exists():
-            return folder
-    raise ConfigError(
-        f"{start}: not inside a wiki (no {CONFIG_NAME} or {MKDOCS_NAME} here or in a folder "
-        "above, and no git repository); run from the wiki or name it with --root DIR"
-    )
-
-
-DEFAULT_DOCS = "wiki"  # the pages folder of a wiki without a configuration file
+    found = locate.find_root(str(start))
+    if found is None:
+        raise ConfigError(
+            f"{start.resolve()}: not inside a wiki (no {CONFIG_NAME} or {MKDOCS_NAME} here or in "
+            "a folder above, and no git repository); run from the wiki or name it with --root DIR"
+        )
+    return Path(found)
 
 
 def is_wiki(folder: Path) -> bool:
-    """A wiki's top folder: it holds wiki.yml or mkdocs.yml, or (a wiki without a
-    configuration file) a `wiki/` folder of pages or, as the community wiki has, a
-    GLOSSARY.md at the top."""
-    return ((folder / CONFIG_NAME).is_file() or (folder / MKDOCS_NAME).is_file()
-            or (folder / DEFAULT_DOCS).is_dir() or (folder / "GLOSSARY.md").is_file())
+    """A wiki's top folder (`locate.is_wiki`)."""
+    return locate.is_wiki(str(folder))
 
 
 def resolve_root(given: Path | None) -> Path:
@@ -197,24 +179,15 @@ def _check_exclude(data: dict[str, Any], *, compile_them: bool = False) -> list[
 
 # --------------------------------------------------------------------------- cache
 
-CACHE_ENV = "WIKI_CACHE_DIR"  # a folder for the tools' caches, or "off"
-
-
 def cache_dir() -> Path | None:
     """$WIKI_CACHE_DIR, else ~/.cache/wikitools; None when WIKI_CACHE_DIR=off."""
-    setting = os.environ.get(CACHE_ENV, "")
-    if setting == "off":
-        return None
-    if setting:
-        return Path(setting)
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "wikitools"
+    found = locate.cache_dir()
+    return None if found is None else Path(found)
 
 
 def cache_file(root: Path, kind: str) -> Path | None:
-    base = cache_dir()
-    if base is None:
-        return None
-    return base / f"{kind}-{blake2b(str(root).encode(), digest_size=10).hexdigest()}.marshal"
+    found = locate.cache_file(str(root), kind)
+    return None if found is None else Path(found)
 
 
 def _memo_load(root: Path) -> dict[str, Any]:
@@ -425,13 +398,8 @@ def list_pages(config: WikiConfig) -> PageFiles:
             problems.append(problem)
 
     top = str(root)
-    for dirpath, dirnames, filenames in os.walk(config.docs_path):
-        dirnames[:] = [d for d in dirnames if d not in _SKIP_DIRS and not d.startswith(".")]
-        rel_dir = os.path.relpath(dirpath, top).replace(os.sep, "/")
-        for name in filenames:
-            if name.endswith(".md"):
-                rel = name if rel_dir == "." else f"{rel_dir}/{name}"
-                consider(os.path.join(dirpath, name), rel)  # noqa: PTH118
+    for path, rel in locate.markdown_files(str(config.docs_path), top):
+        consider(path, rel)
     readme = os.path.join(top, "README.md")  # noqa: PTH118
     if "README.md" not in found and os.path.lexists(readme):
         consider(readme, "README.md")

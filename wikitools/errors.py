@@ -1,4 +1,4 @@
-"""Exception hierarchy; `cli.main` maps each class to an exit code."""
+"""Exception hierarchy; `commands.finish` maps each class to an exit code."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
 """What the page commands need to know about each page, computed once per page content and
-cached: the index entry, the page's own lint findings, its links, its acronym findings, and
-whether it holds runbook blocks or results markers (only those pages are parsed again for the
-runbook checks). A warm run reads and hashes the files and loads a few hundred kilobytes; a
-cold run parses in worker processes that send back these facts, never whole pages.
+cached: the index entry, the problems met reading it, its links, its own lint findings and its
+acronym findings (these two only when a command asks for them), and whether it holds runbook
+blocks or results markers (only those pages are parsed again for the runbook checks). A warm
+run reads and hashes the files and loads a few hundred kilobytes; a cold run parses in worker
+processes that send back these facts, never whole pages.
 
 The cache lives in $WIKI_CACHE_DIR, else ~/.cache/wikitools; WIKI_CACHE_DIR=off disables it.
 """
@@ -42,20 +43,35 @@ class Facts:
 
     entry: Entry
     untitled: Diagnostic | None  # IDX001 when the index falls back to the file name
-    raw_findings: tuple[tuple[Any, ...], ...]  # parser problems, front matter, headings
+    raw_problems: tuple[tuple[Any, ...], ...]  # met while reading the page
+    # None when not worked out, else (the findings of the page itself: front matter, headings,
+    # container blocks; the ids a link may name after `#`)
+    raw_lint: tuple[tuple[tuple[Any, ...], ...], tuple[str, ...]] | None
     links: tuple[LinkFact, ...]
     # None when not worked out (no glossary), else (glossary key, findings)
     raw_acronyms: tuple[str, tuple[tuple[Any, ...], ...]] | None
     runbooks: bool  # runbook blocks or results markers: the runbook checks need the page
-    anchors: tuple[str, ...] = ()  # ids a link may name after `#`
 
     @property
     def path(self) -> str:
         return self.entry.path
 
     @property
+    def problems(self) -> tuple[Diagnostic, ...]:
+        """What reading the page met (bytes, front matter syntax, fences)."""
+        return tuple(_diag_in(d) for d in self.raw_problems)
+
+    @property
     def findings(self) -> tuple[Diagnostic, ...]:
-        return tuple(_diag_in(d) for d in self.raw_findings)
+        """The problems and the page's own lint findings (these when worked out)."""
+        lint = self.raw_lint[0] if self.raw_lint else ()
+        return tuple(_diag_in(d) for d in (*self.raw_problems, *lint))
+
+    @property
+    def anchors(self) -> tuple[str, ...]:
+        """The ids a link may name after `#` (gathered with `lint`)."""
+        assert self.raw_lint is not None, "the lint facts of this page were not worked out"
+        return self.raw_lint[1]
 
     @property
     def acronyms(self) -> tuple[Diagnostic, ...]:
@@ -92,10 +108,11 @@ def has_runbook_parts(page: Page) -> bool:
     )
 
 
-def facts_of(page: Page, config: WikiConfig, acronyms: AcronymContext | None) -> Facts:
-    from wikitools.anchors import page_anchors
+def facts_of(
+    page: Page, config: WikiConfig, acronyms: AcronymContext | None, lint: bool = True
+) -> Facts:
     from wikitools.index import make_entry
-    from wikitools.lint import page_findings, page_links
+    from wikitools.lint import page_links
 
     entry, untitled = make_entry(page)
     found = None
@@ -104,12 +121,19 @@ def facts_of(page: Page, config: WikiConfig, acronyms: AcronymContext | None) ->
     return Facts(
         entry=entry,
         untitled=untitled,
-        raw_findings=tuple(_diag_out(d) for d in page_findings(config, page)),
+        raw_problems=tuple(_diag_out(d) for d in page.problems),
+        raw_lint=_lint_of(page, config) if lint else None,
         links=page_links(page),
         raw_acronyms=found,
         runbooks=has_runbook_parts(page),
-        anchors=page_anchors(page),
     )
+
+
+def _lint_of(page: Page, config: WikiConfig) -> tuple[tuple[tuple[Any, ...], ...], tuple[str, ...]]:
+    from wikitools.anchors import page_anchors
+    from wikitools.lint import page_findings
+
+    return tuple(_diag_out(d) for d in page_findings(config, page)), page_anchors(page)
 
 
 _MATCHERS: dict[str, Any] = {}
@@ -152,42 +176,50 @@ def _warm(acronyms: AcronymContext | None) -> None:
                 matcher.expansion_patterns(entry)
 
 
+@dataclass(frozen=True, slots=True)
+class _Wanted:
+    """What a run works out for each page it parses."""
+
+    config: WikiConfig
+    acronyms: AcronymContext | None
+    lint: bool
+    keep: bool  # send back the parsed page when it holds runbook parts
+
+
 # Set in each worker process by _start_worker.
-_WORKER: tuple[WikiConfig, AcronymContext | None, bool] | None = None
+_WORKER: _Wanted | None = None
 
 
-def _start_worker(config: WikiConfig, acronyms: AcronymContext | None, keep: bool) -> None:
+def _start_worker(wanted: _Wanted) -> None:
     global _WORKER
-    _WORKER = (config, acronyms, keep)
+    _WORKER = wanted
 
 
 def _work(path: Path) -> tuple[Facts, Page | None]:
     from wikitools.pages import read_page
 
     assert _WORKER is not None
-    config, acronyms, keep = _WORKER
-    page = read_page(path, config.root)
-    facts = facts_of(page, config, acronyms)
-    return facts, (page if keep and facts.runbooks else None)
+    w = _WORKER
+    page = read_page(path, w.config.root)
+    facts = facts_of(page, w.config, w.acronyms, w.lint)
+    return facts, (page if w.keep and facts.runbooks else None)
 
 
-def _compute(
-    config: WikiConfig, paths: list[Path], acronyms: AcronymContext | None, keep: bool
-) -> list[tuple[Facts, Page | None]]:
-    """Facts of each path, with the parsed page when `keep` and it holds runbook parts
+def _compute(wanted: _Wanted, paths: list[Path]) -> list[tuple[Facts, Page | None]]:
+    """Facts of each path, with the parsed page when asked and it holds runbook parts
     (other pages are never sent back from a worker)."""
     workers = min(workers_for(paths), MAX_WORKERS)
     if workers > 1:
         from concurrent.futures import ProcessPoolExecutor
 
-        _warm(acronyms)
+        _warm(wanted.acronyms)
 
         with ProcessPoolExecutor(
-            max_workers=workers, initializer=_start_worker, initargs=(config, acronyms, keep)
+            max_workers=workers, initializer=_start_worker, initargs=(wanted,)
         ) as pool:
             chunk = max(1, len(paths) // (workers * 8))
             return list(pool.map(_work, paths, chunksize=chunk))
-    _start_worker(config, acronyms, keep)
+    _start_worker(wanted)
     return [_work(p) for p in paths]
 
 
@@ -217,8 +249,11 @@ def _diag_out(d: Diagnostic) -> tuple[Any, ...]:
     return (d.path, d.line, d.col, d.code, d.message, int(d.severity))
 
 
+_SEVERITY = {int(s): s for s in Severity}  # a lookup, not an enum call per finding
+
+
 def _diag_in(t: tuple[Any, ...]) -> Diagnostic:
-    return Diagnostic(t[0], t[1], t[2], t[3], t[4], Severity(t[5]))
+    return Diagnostic(t[0], t[1], t[2], t[3], t[4], _SEVERITY[t[5]])
 
 
 def _facts_out(f: Facts) -> tuple[Any, ...]:
@@ -227,21 +262,21 @@ def _facts_out(f: Facts) -> tuple[Any, ...]:
         (e.path, e.title, e.status, e.description, e.first, e.family, e.hub,
          e.status_at),
         _diag_out(f.untitled) if f.untitled else None,
-        f.raw_findings,
+        f.raw_problems,
+        f.raw_lint,
         f.links,
         f.raw_acronyms,
         f.runbooks,
-        f.anchors,
     )
 
 
 def _facts_in(t: tuple[Any, ...]) -> Facts:
-    entry, untitled, findings, links, acronyms, runbooks, anchors = t
+    entry, untitled, problems, lint, links, acronyms, runbooks = t
     path, title, status, description, first, family, hub, at = entry
     # marshal keeps the (line, col) tuple; be explicit about it
     return Facts(Entry(path, title, status, description, first, family, hub, tuple(at)),
-                 _diag_in(untitled) if untitled else None, findings, links, acronyms, runbooks,
-                 anchors)
+                 _diag_in(untitled) if untitled else None, problems, lint, links, acronyms,
+                 runbooks)
 
 
 def _context(config: WikiConfig) -> tuple[Any, ...]:
@@ -285,10 +320,13 @@ def gather(
     files: PageFiles,
     acronyms: AcronymContext | None = None,
     *,
+    lint: bool = True,
     runbook_pages: bool = False,
 ) -> Gathered:
     """The facts of every page in `files`: from the cache where the page's bytes are
-    unchanged, else by parsing (in worker processes when there are many)."""
+    unchanged and it holds what is asked for (the acronym findings with `acronyms`, the
+    page's own lint findings with `lint`), else by parsing (in worker processes when there
+    are many)."""
     rels = list(files.rels)
     cache_file = _cache_file(config)
     context = _context(config) if cache_file else ()
@@ -303,42 +341,46 @@ def gather(
         hit = cached.get(rel)
         if hit is not None and hit[0] == digest:
             facts = _facts_in(hit[1])
-            if key is None or facts.acronyms_for(key):
+            if (key is None or facts.acronyms_for(key)) and (not lint or facts.raw_lint
+                                                              is not None):
                 found[rel] = facts
                 continue
         missing.append(i)
     pages: dict[str, Page] = {}
-    for facts, page in _compute(config, [files.paths[i] for i in missing], acronyms,
-                                  runbook_pages):
+    wanted = _Wanted(config, acronyms, lint, runbook_pages)
+    for facts, page in _compute(wanted, [files.paths[i] for i in missing]):
         found[facts.path] = facts
         if page is not None:
             pages[facts.path] = page
     if cache_file and (missing or len(cached) != len(rels)):
         entries = {
-            rel: (digest, _facts_out(_keep_acronyms(found[rel], cached.get(rel), digest)))
+            rel: (digest, _facts_out(_keep_earlier(found[rel], cached.get(rel), digest)))
             for rel, digest in zip(rels, digests, strict=True)
         }
         _save(cache_file, context, entries)
     ordered = tuple(found[rel] for rel in rels)
-    wanted: list[Page] = []
+    kept: list[Page] = []
     if runbook_pages:
         from wikitools.pages import read_page
 
         for path, facts in zip(files.paths, ordered, strict=True):
             if facts.runbooks:
-                wanted.append(pages.get(facts.path) or read_page(path, config.root))
-    return Gathered(ordered, tuple(wanted))
+                kept.append(pages.get(facts.path) or read_page(path, config.root))
+    return Gathered(ordered, tuple(kept))
 
 
-def _keep_acronyms(facts: Facts, old: tuple[bytes, Any] | None, digest: bytes) -> Facts:
-    """A run without a glossary keeps the acronym findings an earlier run cached."""
-    if facts.raw_acronyms is not None or old is None or old[0] != digest:
+def _keep_earlier(facts: Facts, old: tuple[bytes, Any] | None, digest: bytes) -> Facts:
+    """A run that did not work out the acronym or lint findings of an unchanged page keeps
+    those an earlier run cached."""
+    if old is None or old[0] != digest or (
+            facts.raw_acronyms is not None and facts.raw_lint is not None):
         return facts
-    previous = _facts_in(old[1]).raw_acronyms
-    if previous is None:
-        return facts
-    return Facts(facts.entry, facts.untitled, facts.raw_findings, facts.links, previous,
-                 facts.runbooks, facts.anchors)
+    previous = _facts_in(old[1])
+    return Facts(facts.entry, facts.untitled, facts.raw_problems,
+                 facts.raw_lint if facts.raw_lint is not None else previous.raw_lint,
+                 facts.links,
+                 facts.raw_acronyms if facts.raw_acronyms is not None else previous.raw_acronyms,
+                 facts.runbooks)
 
 
 def entries(gathered: Iterable[Facts]) -> list[Entry]:

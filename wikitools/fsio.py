@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 
 def normalise(text: str) -> str:
@@ -12,21 +11,26 @@ def normalise(text: str) -> str:
     return text.rstrip("\n") + "\n"
 
 
-def write_if_changed(path: Path, text: str) -> bool:
-    """Write `text` atomically; return True when the file changed."""
+def write_if_changed(path: str | os.PathLike[str], text: str) -> bool:
+    """Write `text` atomically; return True when the file changed. (os.path, not pathlib: a
+    warm `wiki index` imports this module and nothing of pathlib.)"""
     data = text.encode("utf-8")
-    if path.exists() and path.read_bytes() == data:
-        return False
+    if os.path.exists(path):
+        with open(path, "rb") as f:
+            if f.read() == data:
+                return False
     import tempfile  # only when writing: start-up time matters to the read-only checks
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    folder, name = os.path.split(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-        Path(tmp).replace(path)
+        os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
         raise
     return True
 

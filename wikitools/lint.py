@@ -65,7 +65,7 @@ def status_findings(
     from wikitools.runbook.rendering.status import check_runbook_claims
 
     pages = list(runbook_pages)
-    runbooks, _ = extract_runbooks(pages)
+    runbooks, _ = extract_runbooks(pages, config.root)
     with_runbooks = {rb.page for rb in runbooks}
     return [*check_runbook_claims(pages, runbooks, config.root, _fm_position),
             *entry_findings(entries, with_runbooks)]
@@ -267,6 +267,11 @@ class _Names:
         self.by_stem: dict[str, list[int]] = {}
         for i, stem in enumerate(self.stems):
             self.by_stem.setdefault(stem, []).append(i)
+        self.exts = [posixpath.splitext(k)[1] for k in self.paths]
+        self.folders = [posixpath.dirname(k) for k in self.paths]
+        self.by_ext: dict[str, list[int]] = {}
+        for i, ext in enumerate(self.exts):
+            self.by_ext.setdefault(ext, []).append(i)
 
     def related(self, stem: str) -> set[int]:
         """Indexes of the pages whose stem contains `stem` or is part of it (3+ letters)."""
@@ -300,19 +305,17 @@ def _suggest_cached(resolved: str, known: frozenset[str]) -> str | None:
     ext = posixpath.splitext(resolved)[1]
     stem = _stem(resolved)
     names = _names(known)
-    related = [
-        i for i in names.related(stem) if posixpath.splitext(names.paths[i])[1] == ext
-    ]
-    near = [i for i in related if posixpath.dirname(names.paths[i]) == folder]
+    related = [i for i in names.related(stem) if names.exts[i] == ext]
+    near = [i for i in related if names.folders[i] == folder]
     for pool in (near, related):
         if pool:
             best = min(pool, key=lambda i: (abs(len(names.stems[i]) - len(stem)), names.paths[i]))
             return names.paths[best]
-    same_kind = [p for p in names.paths if posixpath.splitext(p)[1] == ext]
-    for paths in ([p for p in same_kind if posixpath.dirname(p) == folder], same_kind):
+    same_kind = names.by_ext.get(ext, [])
+    for pool in ([i for i in same_kind if names.folders[i] == folder], same_kind):
         by_name: dict[str, str] = {}
-        for candidate in paths[:_SUGGEST_LIMIT]:
-            by_name.setdefault(posixpath.basename(candidate), candidate)
+        for i in pool[:_SUGGEST_LIMIT]:
+            by_name.setdefault(posixpath.basename(names.paths[i]), names.paths[i])
         hint = closest(posixpath.basename(resolved), by_name, cutoff=0.75)
         if hint is not None:
             return by_name[hint]

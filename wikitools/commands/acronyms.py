@@ -77,7 +77,7 @@ def gather_findings(args: argparse.Namespace) -> tuple[Glossary, list[Diagnostic
     glossary = load_glossary(resolve_glossary(config, args.glossary), config.root)
     files = list_pages(config)
     context = acronym_context(glossary, glossary.path, config.index_output)
-    facts = gather(config, files, context).facts
+    facts = gather(config, files, context, lint=False).facts
     diags = [d for f in facts for d in f.acronyms]
     diags.extend(glossary.problems)
     diags.extend(files.problems)

@@ -18,7 +18,7 @@ from wikitools.fsio import write_if_changed
 from wikitools.pages import Page
 from wikitools.runbook.blocks.extract import extract_runbooks
 from wikitools.runbook.blocks.model import Runbook, RunbookSet
-from wikitools.runbook.blocks.refusals import runbook_unset
+from wikitools.runbook.blocks.sources import runbook_unset
 from wikitools.runbook.blocks.sweep import Sweep, SweepError, parse_sweep
 from wikitools.runbook.blocks.variables import unset_variables
 from wikitools.runbook.execution.execute import EventSink, execute

@@ -9,7 +9,8 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 
 from wikitools.diagnostics import Diagnostic, Severity
 from wikitools.fences import modernise_info
@@ -28,8 +29,30 @@ class Adopted:
     skipped: tuple[Diagnostic, ...]  # blocks left alone, with the reason
 
 
+_FOR = re.compile(r"(?<=\bfor=)[\w.,-]+")
+
+
+def _merged(suggestions: Sequence[Suggestion]) -> list[Suggestion]:
+    """One suggestion per block: a block of variables several runbooks read is a file block
+    of each (`for=a,b`)."""
+    out: dict[tuple[int, bool], Suggestion] = {}
+    for s in suggestions:
+        key = (s.line, bool(s.insert))
+        prev = out.get(key)
+        if prev is None or s.insert or s.role != "file" or prev.role != "file":
+            out[key] = s
+            continue
+        have = _FOR.search(prev.brace)
+        new = _FOR.search(s.brace)
+        if have and new:
+            ids = dict.fromkeys([*have[0].split(","), *new[0].split(",")])
+            out[key] = replace(prev, brace=_FOR.sub(",".join(ids), prev.brace, count=1))
+    return list(out.values())
+
+
 def _rewrite(text: str, suggestions: Sequence[Suggestion]) -> str:
     lines = text.split("\n")
+    suggestions = _merged(suggestions)
     for s in suggestions:
         m = _FENCE.match(lines[s.line - 1])
         if m is None or s.insert:
@@ -111,10 +134,11 @@ def keep_layout(stored: str, old: str, new: str) -> str:
 
 
 def adopt_page(page: Page, suggestions: Sequence[Suggestion],
-               other_pages: Sequence[Page] = ()) -> Adopted:
+               other_pages: Sequence[Page], root: Path | None) -> Adopted:
     """`page` with the runbook blocks of `suggestions` (for this page) written in. A runbook
     whose blocks would not be valid (e.g. a launcher that cannot be run from a page) is left
-    out with its diagnostics; its client blocks go with it."""
+    out with its diagnostics; its client blocks go with it. `root`: the wiki's folder, where
+    the scripts and compose files of the repository that server blocks run are read."""
     mine = [s for s in suggestions if s.path == page.path]
     skipped: list[Diagnostic] = []
     served = {s.runbook for s in mine if s.role == "server"}
@@ -128,7 +152,7 @@ def adopt_page(page: Page, suggestions: Sequence[Suggestion],
     while True:
         text = _rewrite(page.text, mine)
         new = parse_page(text, page.path)
-        _runbooks, diags = extract_runbooks([new, *other_pages])
+        _runbooks, diags = extract_runbooks([new, *other_pages], root)
         bad_lines = {d.line for d in diags if d.path == page.path}
         added = [s for s in mine if s.insert]
         bad_ids = {s.runbook for s in mine if _block_lines(s, added) & bad_lines}

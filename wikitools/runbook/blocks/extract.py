@@ -21,8 +21,11 @@ from wikitools.runbook.blocks.model import (
     Runbook,
     RunbookSet,
     ServerBlock,
+    run_files,
 )
 from wikitools.runbook.blocks.refusals import static_refusals
+from wikitools.runbook.blocks.repository import Repository, read_repository, repository_refusals
+from wikitools.runbook.blocks.sources import assigned_values
 from wikitools.runbook.blocks.sweep import Sweep, SweepError, parse_sweep
 from wikitools.runbook.engines import catalog as engines
 from wikitools.runbook.engines.command import parse_client_command, parse_server_command
@@ -129,49 +132,54 @@ def _options(ctx: _Ctx, allowed: tuple[str, ...], role: str) -> dict[str, tuple[
     return seen
 
 
-def _file(ctx: _Ctx) -> FileBlock | None:
+def file_targets(block: CodeBlock) -> list[str]:
+    """The runbook ids a `.runbook-file` block's for= names (`for=a,b`: a block of variables
+    several launches of the page read)."""
+    value = next((v for k, v, _c in block.attrs.options if k == "for"), "")
+    return [t for t in value.split(",") if t]
+
+
+def _file(ctx: _Ctx) -> list[FileBlock]:
     opts = _options(ctx, FILE_ATTRS, "runbook-file")
     if "for" not in opts or not opts["for"][0]:
         ctx.error("RB002", "runbook-file block without for= (name the runbook whose server "
                   "needs it)", ctx.col_of("." + FILE_CLASS))
-        return None
+        return []
     block = ctx.block
+    targets = file_targets(block)
     if "path" not in opts and (block.attrs.lang or "").lower() in SHELL_LANGS:
         writes = heredoc_files(block.content) if "<<" in block.content else {}
-        if not writes:
-            ctx.error("RB004", "shell runbook-file block without path= that writes no file "
-                      "with a here-document (cat > FILE <<'EOF' … EOF)",
-                      ctx.col_of("." + FILE_CLASS))
-            return None
-        return FileBlock(runbook_id=opts["for"][0], path="", page=ctx.page.path,
-                         line=block.line, col=block.col, content=block.content, info=block.info,
-                         writes=tuple(sorted(writes.items())))
+        sets = tuple(assigned_values(block))
+        if not writes and not sets:
+            ctx.error("RB004", "shell runbook-file block without path= that neither writes a "
+                      "file with a here-document (cat > FILE <<'EOF' … EOF) nor sets a "
+                      "variable (export NAME=value)", ctx.col_of("." + FILE_CLASS))
+            return []
+        return [FileBlock(runbook_id=rid, path="", page=ctx.page.path, line=block.line,
+                          col=block.col, content=block.content, info=block.info,
+                          writes=tuple(sorted(writes.items())), sets=sets) for rid in targets]
+    if len(targets) > 1:
+        ctx.error("RB004", f"bad value for for: '{opts['for'][0]}' (a file with path= belongs "
+                  "to one runbook)", opts["for"][1])
+        return []
     if "path" not in opts or not opts["path"][0]:
         ctx.error("RB004", "runbook-file block without path= (the file name the server "
                   "command uses, e.g. path=compose.yaml)", ctx.col_of("." + FILE_CLASS))
-        return None
+        return []
     path, col = opts["path"]
     parts = path.split("/")
     if path.startswith("/") or "\\" in path or any(p in ("", ".", "..") for p in parts):
         ctx.error("RB004", f"bad value for path: '{path}' (a relative file name inside the run's "
                   "folder, without '..')", col)
-        return None
-    return FileBlock(runbook_id=opts["for"][0], path=path, page=ctx.page.path, line=block.line,
-                     col=block.col, content=block.content, info=block.info)
+        return []
+    return [FileBlock(runbook_id=opts["for"][0], path=path, page=ctx.page.path, line=block.line,
+                      col=block.col, content=block.content, info=block.info)]
 
 
-def run_files(blocks: Iterable[FileBlock]) -> dict[str, str]:
-    """The files a runbook's server command reads, by the path it uses: the file blocks, and
-    the here-documents of the shell blocks that write them."""
-    out: dict[str, str] = {}
-    for fb in blocks:
-        if fb.path:
-            out[fb.path] = fb.content
-        out.update(fb.writes)
-    return out
-
-
-def _server(ctx: _Ctx, files: dict[str, str] | None = None) -> ServerBlock | None:
+def _server(ctx: _Ctx, files: dict[str, str], page_env: dict[str, str], repo: Repository,
+            ) -> ServerBlock | None:
+    """The server block; `page_env`: what the page's blocks of variables that run first set
+    (to read `$IMAGE`, `--port ${PORT}` with); `repo`: the repository files it runs."""
     block = ctx.block
     rid = block.attrs.id
     opts = _options(ctx, SERVER_ATTRS, "runbook-server")
@@ -185,7 +193,8 @@ def _server(ctx: _Ctx, files: dict[str, str] | None = None) -> ServerBlock | Non
     env: tuple[tuple[str, str], ...] = ()
     if "env" in opts:
         env = _parse_env(ctx, *opts["env"])
-    cmd = parse_server_command(block.content, dict(env), files)
+    cmd = parse_server_command(block.content, {**page_env, **dict(env)},
+                               {**files, **repo.texts()})
     ctx.diags.extend(flag_findings(ctx.page, block, cmd))
     engine_attr = None
     if "engine" in opts:
@@ -199,8 +208,11 @@ def _server(ctx: _Ctx, files: dict[str, str] | None = None) -> ServerBlock | Non
             if cmd.engine and cmd.engine != value:
                 ctx.error("RB010", f"engine={value} but the command starts {cmd.engine} "
                           f"({cmd.launcher})", col)
-    if cmd.engine is None:
-        why = "; ".join(cmd.problems) or "no engine launcher found"
+    if cmd.engine is None and repo.unreadable:
+        for r in repository_refusals(block, repo):
+            ctx.error(r.code, r.message, r.col, r.line)
+    elif cmd.engine is None:
+        why = repo.missing_reason() or "; ".join(cmd.problems) or "no engine launcher found"
         ctx.error("RB007", f"server command not understood: {why}", line=block.content_line,
                   col=1)
     elif cmd.container is not None and cmd.container.kind == "exec":
@@ -214,7 +226,8 @@ def _server(ctx: _Ctx, files: dict[str, str] | None = None) -> ServerBlock | Non
                   "container's ID to stop it; write docker run as a command of its own",
                   line=block.content_line, col=1)
     else:
-        for refusal in static_refusals(block, files):
+        for refusal in [*static_refusals(block, {**files, **repo.texts()}),
+                        *repository_refusals(block, repo)]:
             ctx.error(refusal.code, refusal.message, refusal.col, refusal.line)
     gpus = None
     if "gpus" in opts:
@@ -341,11 +354,12 @@ def _server_ids(pages: list[Page]) -> dict[str, list[tuple[str, int]]]:
     return out
 
 
-def extract_runbooks(pages: Iterable[Page], root: Path | None = None,
+def extract_runbooks(pages: Iterable[Page], root: Path | None,
                      ) -> tuple[RunbookSet, list[Diagnostic]]:
     """Every runbook of the wiki and the RB diagnostics of all runbook blocks. `root`: the
-    wiki's folder, whose git history tells an original server block from its copy when two
-    share an id (RB001 blames the copy; the id is ambiguous until one is renamed)."""
+    wiki's folder (None: pages of no folder), passed by every reader so all see one hash: the
+    scripts and compose files of the repository that server blocks run are read there, and its
+    git history tells an original server block from its copy (RB001 blames the copy)."""
     diags: list[Diagnostic] = []
     servers: dict[str, ServerBlock] = {}
     first_at: dict[str, str] = {}
@@ -355,14 +369,14 @@ def extract_runbooks(pages: Iterable[Page], root: Path | None = None,
     originals = find_originals(_server_ids(pages), root)
     duplicates: dict[str, list[str]] = {rid: [f"{p}:{n}"] for rid, (p, n) in originals.items()}
     files: dict[str, list[tuple[FileBlock, _Ctx]]] = {}
+    repository: dict[str, Repository] = {}
     for page in pages:
         for block in page.code_blocks:
             if is_runbook_block(block) and not block.attrs.error and \
                     block.attrs.classes.count(FILE_CLASS) and not any(
                         c in block.attrs.classes for c in (SERVER_CLASS, CLIENT_CLASS)):
                 ctx = _Ctx(page, block, diags)
-                fb = _file(ctx)
-                if fb is not None:
+                for fb in _file(ctx):
                     files.setdefault(fb.runbook_id, []).append((fb, ctx))
     for page in pages:
         for block in page.code_blocks:
@@ -393,8 +407,11 @@ def extract_runbooks(pages: Iterable[Page], root: Path | None = None,
                 continue  # read above
             if known[0] == SERVER_CLASS:
                 rid = attrs.id
-                own = run_files(fb for fb, _ in files.get(rid or "", []))
-                server = _server(ctx, own)
+                mine = [fb for fb, _ in files.get(rid or "", [])]
+                repo = read_repository(root, page.path, block.content)
+                server = _server(ctx, run_files(mine),
+                                 {k: v for fb in sorted(mine, key=lambda f: f.line)
+                                  for k, v in fb.sets}, repo)
                 if rid is None:
                     continue
                 if rid in originals and originals[rid] != (page.path, block.line):
@@ -408,6 +425,7 @@ def extract_runbooks(pages: Iterable[Page], root: Path | None = None,
                     broken[rid] = first_at[rid]
                 else:
                     servers[rid] = server
+                    repository[rid] = repo
             else:
                 client = _client(ctx)
                 if client is not None:
@@ -462,7 +480,7 @@ def extract_runbooks(pages: Iterable[Page], root: Path | None = None,
             own_files.setdefault(rid, []).append(fb)
     runbooks = tuple(
         Runbook(id=rid, page=s.page, server=s, clients=tuple(clients.get(rid, ())),
-                files=tuple(own_files.get(rid, ())))
+                files=tuple(own_files.get(rid, ())), repository=repository[rid].files)
         for rid, s in sorted(servers.items(), key=lambda kv: (kv[1].page, kv[1].line))
     )
     return RunbookSet(runbooks, tuple(sorted(broken.items())),

@@ -2,22 +2,20 @@
 nothing) and for the block reader (an RB014 error, so `plan` and `run` exit 2): placeholders
 (`<model-path>`, `...` as an argument, `/path/to/…`, `xxx`), several launches in one block
 (alternatives to choose from), an interactive shell, a launch that needs several nodes, and
-variables the command needs that nothing sets (RB015; where the page sets them, that line)."""
+variables the command needs (RB015, read by `sources`)."""
 
 from __future__ import annotations
 
-import posixpath
 import re
 from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 from wikitools.diagnostics import Diagnostic, Severity
 from wikitools.pages import CodeBlock, Page
-from wikitools.runbook.blocks.model import Runbook
 from wikitools.runbook.blocks.variables import SHELL_VARS, reads, sets
 from wikitools.runbook.engines.compose import compose_call
 from wikitools.runbook.engines.docker_cli import COMPOSE_START_SUBCOMMANDS
+from wikitools.runbook.engines.in_image import IDLE, container_program, run_image
 from wikitools.runbook.engines.launcher import top_level_launches
 from wikitools.runbook.engines.shell import (
     ShellSyntaxError,
@@ -69,16 +67,6 @@ class Refusal:
     variables: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class PageValue:
-    """Where the page itself sets a variable (`export NAME=value` in another block)."""
-
-    name: str
-    value: str
-    line: int
-    placeholder: bool
-
-
 def _code_lines(text: str) -> list[tuple[int, str, bool]]:
     """(index, line, in a here-document body) for every line that is not a comment."""
     out: list[tuple[int, str, bool]] = []
@@ -109,8 +97,10 @@ def placeholders(text: str) -> list[tuple[int, int, str]]:
     return sorted(set(found))
 
 
-def _interactive_shell(text: str) -> int | None:
-    """Offset of a `docker run -it … bash` (or `docker exec -it … sh`) that opens a shell."""
+def _interactive_shell(text: str) -> tuple[int, bool | str] | None:
+    """(offset, with -it) of a `docker run -it … bash` (or `docker exec -it … sh`, or a
+    `docker run … IMAGE bash` without -it, whose shell the reader means to type in) that opens
+    a shell."""
     try:
         cmds = split_commands(text)
     except ShellSyntaxError:
@@ -121,8 +111,9 @@ def _interactive_shell(text: str) -> int | None:
         if i is None or argv[i + 1 : i + 2] not in (["run"], ["exec"]):
             continue
         flags = [a for a in argv[i + 2 :] if a.startswith("-")]
-        if not any(_INTERACTIVE.match(f) for f in flags) or any(
-                f in ("-d", "--detach") or re.fullmatch(r"-[a-z]*d[a-z]*", f) for f in flags):
+        tty = any(_INTERACTIVE.match(f) for f in flags)
+        if any(f in ("-d", "--detach") or re.fullmatch(r"-[a-z]*d[a-z]*", f) for f in flags) \
+                or not (tty or argv[i + 1] == "run"):
             continue
         entry = next((argv[k + 1] for k, a in enumerate(argv[:-1]) if a == "--entrypoint"),
                      None)
@@ -132,13 +123,15 @@ def _interactive_shell(text: str) -> int | None:
         shell_entry = entry is not None and basename(entry) in _SHELLS
         # the last word is the shell itself (`… IMAGE bash`), or a shell entrypoint with no
         # script to run (`--entrypoint /bin/bash IMAGE`)
-        if not runs_script and (basename(argv[-1]) in _SHELLS or (
-                shell_entry and not argv[-1].startswith("-") and ":" in argv[-1])):
-            return cmd.words[0].start
+        bare = argv[i + 1] == "run" and run_image(argv, i)[0] == len(argv) - 1  # no command
+        if not runs_script and (basename(argv[-1]) in _SHELLS or (tty and bare) or (
+                tty and shell_entry and not argv[-1].startswith("-") and ":" in argv[-1])):
+            return cmd.words[0].start, "bare" if tty and bare and not shell_entry and \
+                basename(argv[-1]) not in _SHELLS else tty
     return None
 
 
-def _position(block: CodeBlock, text: str, offset: int) -> tuple[int, int]:
+def position(block: CodeBlock, text: str, offset: int) -> tuple[int, int]:
     line = block.content_line + text.count("\n", 0, offset)
     col = offset - (text.rfind("\n", 0, offset) + 1)
     return line, block.col + col
@@ -158,17 +151,19 @@ def static_refusals(block: CodeBlock, files: Mapping[str, str] | None = None) ->
                            "it stands for"))
     launches = top_level_launches(text, files)
     if len(launches) > 1:
-        line, col = _position(block, text, launches[1][0])
-        firsts = ", ".join(str(_position(block, text, o)[0]) for o, _h in launches)
+        line, col = position(block, text, launches[1][0])
+        firsts = ", ".join(str(position(block, text, o)[0]) for o, _h in launches)
         out.append(Refusal(line, col, STATIC_CODE, "alternatives",
                            f"the block starts {len(launches)} servers (lines {firsts}): "
                            "alternatives to choose from, not one run; give each its own block"))
     shell = _interactive_shell(text)
     if shell is not None:
-        line, col = _position(block, text, shell)
+        line, col = position(block, text, shell[0])
+        how = "docker -it … bash" if shell[1] else "docker run … IMAGE bash, to type in"
+        how = "docker run -it IMAGE, with no command" if shell[1] == "bare" else how
         out.append(Refusal(line, col, STATIC_CODE, "interactive",
-                           "the block opens an interactive shell in a container (docker -it … "
-                           "bash); what is typed in it is not part of the block"))
+                           f"the block opens an interactive shell in a container ({how}); what "
+                           "is typed in it is not part of the block"))
     for i, line_text, _body in _code_lines(text):
         m = _MULTI_NODE.search(line_text)
         if m:
@@ -196,57 +191,6 @@ def required_variables(text: str, files: Iterable[str] = ()) -> list[tuple[str, 
             m = re.search(rf"\$\{{?{name}\b", text) if index == 0 else None
             out[name] = m.start() if m else -1
     return sorted(out.items(), key=lambda kv: (kv[1] < 0, kv[1], kv[0]))
-
-
-def page_value(page: Page, name: str, skip: tuple[int, int] = (0, 0)) -> PageValue | None:
-    """The last line of the page (outside lines `skip`) that sets `name`, if any."""
-    rx = re.compile(rf"^\s*(?:export\s+)?{re.escape(name)}=(.*)$")
-    hit: PageValue | None = None
-    for number, line in enumerate(page.text.split("\n"), start=1):
-        if skip[0] <= number <= skip[1]:
-            continue
-        m = rx.match(line)
-        if m:
-            value = m[1].strip().strip("'\"")
-            shaky = bool(placeholders(f"{name}={m[1].strip()}")) or "$(" in value or not value
-            hit = PageValue(name, value, number, shaky or "$" in value)
-    return hit
-
-
-def unset_refusals(page: Page | None, block: CodeBlock, defined: Container[str],
-                   files: Iterable[str] = ()) -> list[Refusal]:
-    """RB015 for each variable the command needs that is neither set by the block, by its env=
-    attribute nor in `defined` (the environment the run starts from)."""
-    out: list[Refusal] = []
-    for name, offset in required_variables(block.content, files):
-        if name in defined:
-            continue
-        line, col = (_position(block, block.content, offset) if offset >= 0
-                     else (block.line, block.col))
-        where = ""
-        if page is not None:
-            pv = page_value(page, name, (block.line, block.end_line))
-            if pv is not None:
-                where = (f"; the page sets it at line {pv.line}"
-                         + (" to a placeholder" if pv.placeholder else f" ({name}={pv.value})"))
-        out.append(Refusal(line, col, UNSET_CODE, "unset",
-                           f"{name} is not set: the command needs it{where}", (name,)))
-    return out
-
-
-def runbook_unset(runbook: Runbook, pages: Iterable[Page], environ: Mapping[str, str],
-                  ) -> list[Refusal]:
-    """The variables `runbook`'s server command needs that neither the block, its env=
-    attribute nor `environ` (the environment a run starts from) sets, located in its page."""
-    page = next((p for p in pages if p.path == runbook.page), None)
-    block = next((b for b in page.code_blocks if b.line == runbook.server.line), None) \
-        if page is not None else None
-    if block is None:
-        return []
-    defined = {*environ, *(k for k, _v in runbook.server.extra_env)}
-    return unset_refusals(page, block, defined,
-                          (t for f in runbook.files for t in (
-                              [f.content] if f.path else [f.content, *(b for _p, b in f.writes)])))
 
 
 _LAUNCH = re.compile(
@@ -307,7 +251,7 @@ def _one_off(block: CodeBlock) -> Refusal | None:
         if i is None or argv[i + 1 : i + 2] != ["run"] or any(
                 a in ("-d", "--detach") for a in argv[i + 2 :]):
             continue
-        line, col = _position(block, block.content, cmd.words[0].start)
+        line, col = position(block, block.content, cmd.words[0].start)
         shown = re.sub(r"\s+", " ", " ".join(argv[i:]))
         shown = shown if len(shown) <= 70 else shown[:69] + "…"
         return Refusal(line, col, "RB016", "one-off",
@@ -334,7 +278,7 @@ def unproposed_reason(page: Page, block: CodeBlock, problems: Iterable[str] = ()
     if not (_LAUNCH.search(code) or runs):
         if not _ENGINE_WORD.search(code):
             return None
-        marks = [r for r in static_refusals(block) if r.reason == "placeholder"] \
+        marks = [r for r in static_refusals(block) if r.reason in ("placeholder", "interactive")] \
             if re.search(r"\b(?:docker|podman)\s+run\b", code) else []
         return marks[0] if marks else _one_off(block)
     found = static_refusals(block)
@@ -342,7 +286,7 @@ def unproposed_reason(page: Page, block: CodeBlock, problems: Iterable[str] = ()
         return found[0]
 
     def at(offset: int) -> tuple[int, int]:
-        return _position(block, text, offset)
+        return position(block, text, offset)
 
     offsets = sorted(o for offs in runs.values() for o in offs)
     if len(offsets) > 1:
@@ -364,6 +308,18 @@ def unproposed_reason(page: Page, block: CodeBlock, problems: Iterable[str] = ()
             return Refusal(block.line, block.col, "RB016", "elsewhere",
                            f"writes {path} and leaves running it to the block at line "
                            f"{later[0]}: one runbook block must write and run it")
+    program = container_program(text)
+    if program is not None and basename(program[1]) in IDLE:
+        line, col = at(program[0])
+        return Refusal(line, col, "RB016", "idle",
+                       f"the container runs `{program[1]}`, not a server: it keeps a container "
+                       "for later `docker exec` commands, so the block starts no server")
+    if program is None and "--gpus" not in code and (one := _one_off(block)) is not None:
+        return one
+    if program is not None and program[1] not in written:
+        return Refusal(block.line, block.col, "RB016", "opaque",
+                       f"the server is {program[1]}, a script inside the image: the engine, "
+                       "model and port cannot be read from the page")
     script = next((m[1] for m in _SCRIPT.finditer(code) if m[1] not in written), None)
     if script is not None and script.startswith("/opt/"):
         return Refusal(block.line, block.col, "RB016", "opaque",
@@ -374,7 +330,7 @@ def unproposed_reason(page: Page, block: CodeBlock, problems: Iterable[str] = ()
                        f"the launch runs {script}, which the page does not show: the engine, "
                        "model and port cannot be read from it")
     why = next(iter(problems), None) or "no engine launcher found in what the block runs"
-    return Refusal(block.line, block.col, "RB016", "opaque",
+    return Refusal(block.line, block.col, "RB016", "unknown" if not problems else "opaque",
                    f"a launch the reader does not understand: {why}")
 
 
@@ -402,9 +358,10 @@ def runner_reason(block: CodeBlock, writers: Mapping[int, CodeBlock], files: Map
     bodies = [b for w in writers.values() for b in heredoc_files(w.content).values()]
     scripts = [m[1] for b in bodies for m in _SCRIPT.finditer(b)]
     inside = [p for p in scripts if p.startswith(("/opt/", "/usr/"))]
-    if inside:
+    programs = [p[1] for w in writers.values() if (p := container_program(w.content))]
+    if inside or programs:
         named = next((p for p in inside if p.endswith((".sh", ".py")) or "/scripts/" in p
-                      or "/bin/" in p), None)
+                      or "/bin/" in p), None) or next(iter(programs), None)
         why = (f"it starts {named or 'a script'} inside the image, so the engine, model and "
                "port cannot be read from the page")
     return Refusal(block.line, block.col, "RB016", "opaque",
@@ -420,71 +377,3 @@ def writer_refusals(page: Page, runner: CodeBlock, writers: Mapping[int, CodeBlo
                        f"not proposed as a runbook: writes {', '.join(heredoc_files(w.content))}"
                        f", which the block at line {runner.line} runs: {why.message}",
                        Severity.WARNING) for n, w in sorted(writers.items()) if n not in claimed]
-
-
-_PATHLIKE = re.compile(r"^(?:\./)?[\w.-]+(?:/[\w.-]+)+$|^\./[\w.-]+$")
-
-
-def repository_file(root: Path, page: str, block: CodeBlock, spelled: str) -> str | None:
-    """The repository path (POSIX, relative to `root`) of a file a block's command names by a
-    relative path: from a `cd DIR` of the block, the wiki root or the page's folder; never a
-    file outside the root (nor reached through a symlink out of it)."""
-    if not _PATHLIKE.match(spelled) or ".." in spelled.split("/"):
-        return None
-    top = root.resolve()
-    cds = [m[1] for m in re.finditer(r"(?m)^\s*cd\s+([\w./-]+)\s*(?:&&|;|$)", block.content)]
-    bases = [*(top / d for d in cds if not d.startswith("/")), top,
-             top / posixpath.dirname(page)]
-    for base in bases:
-        candidate = (base / spelled).resolve()
-        if candidate.is_file() and candidate.is_relative_to(top):
-            return candidate.relative_to(top).as_posix()
-    return None
-
-
-def repository_launch(root: Path, page: str, block: CodeBlock) -> Refusal | None:
-    """A block that runs a script or compose file of the wiki's repository that starts an
-    engine (`scripts/run-server.sh`, `docker compose -f compose/x.yml up`): said, located,
-    since a runbook holds only what its page shows."""
-    try:
-        cmds = split_commands(block.content)
-    except ShellSyntaxError:
-        return None
-    hits: list[tuple[int, str]] = []
-    for cmd in cmds:
-        argv = cmd.argv
-        lead = next((k for k, a in enumerate(argv) if not re.match(r"[A-Za-z_]\w*=", a)), None)
-        if lead is None:
-            continue
-        words = [argv[lead]] if basename(argv[lead]) not in _SHELLS else argv[lead + 1 : lead + 2]
-        call = compose_call(argv, lead)
-        if call is not None and call.subcommand in COMPOSE_START_SUBCOMMANDS:
-            words = list(call.files)
-        for spelled in words:
-            rel = repository_file(root, page, block, spelled)
-            if rel is None:
-                continue
-            try:
-                text = (root / rel).read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError):
-                continue
-            compose = re.search(r"(?m)^services:", text) and _ENGINE_REF.search(text)
-            if not (_LAUNCH.search(text) or compose):
-                continue
-            hits.append((cmd.words[0].start, rel))
-            break
-    if not hits:
-        return None
-    if len(hits) > 1:
-        lines = [_position(block, block.content, o)[0] for o, _r in hits]
-        line, col = _position(block, block.content, hits[1][0])
-        return Refusal(line, col, STATIC_CODE, "alternatives",
-                       f"the block starts {len(hits)} servers (lines "
-                       f"{', '.join(map(str, lines))}): alternatives to choose from, not one "
-                       "run; give each its own block")
-    line, col = _position(block, block.content, hits[0][0])
-    return Refusal(line, col, "RB016", "repository",
-                   f"runs {hits[0][1]}, a file of the repository that starts an engine: a "
-                   "runbook holds only what its page shows, so it cannot read or hash that "
-                   "file; show it on the page (a here-document, or a block marked "
-                   "`.runbook-file`)")

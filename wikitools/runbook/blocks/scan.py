@@ -14,19 +14,31 @@ from pathlib import Path
 from wikitools.diagnostics import Diagnostic, Severity
 from wikitools.fences import format_fence_info
 from wikitools.pages import CodeBlock, Page
-from wikitools.runbook.blocks.extract import is_runbook_block
+from wikitools.runbook.blocks.extract import file_targets, is_runbook_block
 from wikitools.runbook.blocks.refusals import (
     Refusal,
     later_runner,
     page_scripts,
-    page_value,
-    repository_launch,
     runner_reason,
     runs_file,
     static_refusals,
     unproposed_reason,
-    unset_refusals,
     writer_refusals,
+)
+from wikitools.runbook.blocks.repository import (
+    Repository,
+    read_repository,
+    repository_file,
+    repository_launch,
+    repository_refusals,
+)
+from wikitools.runbook.blocks.sources import (
+    assigned,
+    assigned_values,
+    earlier_values,
+    page_sources,
+    unset_refusals,
+    variable_source,
 )
 from wikitools.runbook.engines.command import mentions_launcher, parse_server_command
 from wikitools.runbook.engines.compose import (
@@ -162,36 +174,19 @@ def _describe(cmd: EngineCommand) -> str:
     ) if x) + ")"
 
 
-def _page_env(page: Page, block: CodeBlock, names: Iterable[str]) -> dict[str, str] | None:
-    """Values the page sets for `names` elsewhere (`export NAME=value`), when every one is a
-    plain value that can go into the block's env= attribute; None otherwise."""
-    out: dict[str, str] = {}
-    for name in names:
-        pv = page_value(page, name, (block.line, block.end_line))
-        if pv is None or pv.placeholder or not re.fullmatch(r"[\w@%+=:,./-]+", pv.value):
-            return None
-        out[name] = pv.value
-    return out
-
-
-def _refuse(page: Page, block: CodeBlock, files: dict[str, str],
-            ) -> tuple[list[Diagnostic], dict[str, str]]:
-    """Why the server block cannot be proposed (located warnings), or the page's values for the
-    variables it needs (for its env= attribute)."""
-    found = static_refusals(block, files)
-    unset = unset_refusals(page, block, (), files.values())
-    env: dict[str, str] = {}
-    if unset and not found:
-        names = [v for r in unset for v in r.variables]
-        resolved = _page_env(page, block, names)
-        if resolved is not None:
-            env, unset = resolved, []
-        else:  # the variables the page gives no plain value for come first
-            unset.sort(key=lambda r: _page_env(page, block, r.variables) is not None)
+def _refuse(page: Page, block: CodeBlock, files: dict[str, str], repo: Repository,
+            ) -> tuple[list[Diagnostic], list[CodeBlock]]:
+    """Why the server block cannot be proposed (located warnings), or the earlier blocks of the
+    page that set the variables it needs (to become its path-less file blocks). `repo`: the
+    repository files it runs, whose own variables (a long script's function locals, `read`
+    targets) are the script's business, not the page's."""
+    found = [*static_refusals(block, {**files, **repo.texts()}), *repository_refusals(block, repo)]
+    unset, sources = page_sources(page, block, {k: v for k, v in files.items()
+                                                if k not in repo.texts()})
     diags = [Diagnostic(page.path, r.line, r.col, r.code,
                         f"not proposed as a runbook: {r.message}", Severity.WARNING)
              for r in [*found, *unset]]
-    return diags, env
+    return diags, sources
 
 
 def scan_pages(pages: Iterable[Page], taken: Iterable[str] = ()) -> list[Suggestion]:
@@ -239,7 +234,7 @@ def scan_wiki(pages: Iterable[Page], taken: Iterable[str] = (), root: Path | Non
                     out.append(_up_block(pending_file))
                 if cmd is None:  # the image decides the flags: a later `up` is not understood
                     compose, pending_file = None, None
-                    compose_why = _compose_reason(block)
+                    compose_why = _compose_reason(block, root, page.path)
                     if compose_why:
                         refused.append(Diagnostic(page.path, block.line, block.col, "RB016",
                                                   f"not proposed as a runbook: {compose_why}",
@@ -258,6 +253,8 @@ def scan_wiki(pages: Iterable[Page], taken: Iterable[str] = (), root: Path | Non
             if lang not in SHELL_LANGS:
                 continue
             files = {ANY_FILE: compose[0].content} if compose else {}
+            repo = read_repository(root, page.path, block.content)
+            files.update(repo.texts())
             runs = {w.line: w for path, w in writers.items() if w is not block
                     and runs_file(block.content, path)}
             written = {p: t for w in runs.values() for p, t in heredoc_files(w.content).items()}
@@ -272,17 +269,30 @@ def scan_wiki(pages: Iterable[Page], taken: Iterable[str] = (), root: Path | Non
                     Severity.WARNING))
                 current = None
                 continue
-            found = mentions_launcher(block.content, files)
-            if found is None and not runs and later_runner(page, block) is not None:
+            visible = earlier_values(page, block) if "$" in block.content else {}
+            found = mentions_launcher(block.content, files, visible)
+            if isinstance(found, ClientCommand) and repo.files:  # a client only by its own text
+                found = mentions_launcher(block.content, {k: v for k, v in files.items()
+                                                          if k not in repo.texts()}, visible)
+            own = heredoc_files(block.content) if "<<" in block.content else {}
+            if found is None and not runs and later_runner(page, block) is not None and \
+                    not any(runs_file(block.content, p) for p in own):  # runs it elsewhere
                 for path in heredoc_files(block.content):  # decided where it is run
                     writers.setdefault(path, block)
                 continue
             if found is None:
-                _f, _env, problems = find_launcher(block.content, files)
+                _f, _env, problems = find_launcher(block.content, files, visible)
                 why = (runner_reason(block, runs, files, problems) if runs else
                        unproposed_reason(page, block, problems, scripts))
-                if root is not None and (why is None or why.reason == "opaque"):
-                    why = repository_launch(root, page.path, block) or why
+                if why is not None and why.reason == "unknown":  # an image read from a
+                    why = next((r for r in unset_refusals(  # variable the page leaves open
+                        page, block, visible, files.values())
+                        if variable_source(page, block, r.variables[0]).line), why)
+                if repo.unreadable:
+                    why = repository_refusals(block, repo)[0]
+                elif repo.files and (why is None or why.reason in ("opaque", "unknown")):
+                    why = repository_launch(repo, block, next(iter(problems), None) or (
+                        why.message if why else "no engine launcher found in it")) or why
                 if why is not None:
                     refused.append(Diagnostic(page.path, why.line, why.col, why.code,
                                               f"not proposed as a runbook: {why.message}",
@@ -295,8 +305,8 @@ def scan_wiki(pages: Iterable[Page], taken: Iterable[str] = (), root: Path | Non
                 from_page = (compose is not None and use is not None and use.kind == "compose"
                              and use.compose_file not in heredoc_files(block.content)
                              and use.compose_file not in written)
-                reasons, env = _refuse(page, block,
-                                       {**(files if from_page else {}), **written})
+                reasons, sources = _refuse(page, block,
+                                           {**(files if from_page else {}), **written}, repo)
                 if reasons:
                     refused += reasons
                     first = reasons[0]
@@ -304,8 +314,8 @@ def scan_wiki(pages: Iterable[Page], taken: Iterable[str] = (), root: Path | Non
                         first.line, first.col, first.code, "", first.message.split(": ", 1)[-1]))
                     current = None
                     continue
-                if env:
-                    found = mentions_launcher(block.content, files) or found
+                if sources:
+                    env = {k: v for src in sources for k, v in assigned_values(src)}
                     resolved = parse_server_command(block.content, env, files)
                     found = resolved if resolved.engine else found
                 if from_page and compose is not None and pending_file is not None and use:
@@ -326,8 +336,7 @@ def scan_wiki(pages: Iterable[Page], taken: Iterable[str] = (), root: Path | Non
                                    fence_info(w, "bash", f".runbook-file for={rid}"), rid,
                                    w.end_line, w.line) for w in runs.values()]
                 attrs = f"engine={found.engine} gpus={found.gpus}"
-                if env:
-                    attrs += ' env="' + " ".join(f"{k}={v}" for k, v in env.items()) + '"'
+                out += [_source_file(page, src, rid) for src in sources]
                 out.append(Suggestion(
                     page.path, block.line, block.col, "server", _describe(found),
                     fence_info(block, "bash", f"#{rid} .runbook-server {attrs}"), rid,
@@ -348,7 +357,7 @@ _ENGINE_IMAGE = re.compile(r"vllm|sglang|llama", re.I)
 _ENGINE_REF = re.compile(r"[\w./-]*(?:vllm|sglang|llama)[\w./-]*:[\w.-]+", re.I)
 
 
-def _compose_reason(block: CodeBlock) -> str | None:
+def _compose_reason(block: CodeBlock, root: Path | None = None, page: str = "") -> str | None:
     """Why a compose file whose services start an engine image cannot be read, or None when
     its images are not engines (a database, a proxy) or it is not readable at all."""
     try:
@@ -358,10 +367,26 @@ def _compose_reason(block: CodeBlock) -> str | None:
     if not any(_ENGINE_IMAGE.search(s.image or "") for s in services) and \
             not _ENGINE_REF.search(block.content):  # nor passes one on (a launcher's IMAGE)
         return None
+    inside = next(((s, p) for s in services for p in s.argv[:1]
+                   if root is not None and repository_file(root, page, "", p)), None)
+    if inside is not None:  # the container sees the repository only through the file's mounts
+        return (f"service {inside[0].name} runs {inside[1]}, a script of the repository, inside "
+                "its container, which sees the script only through the compose file's mounts: "
+                "a run could not give it the copy it planned; run the script from the block")
     runs = "; ".join(f"service {s.name} runs {' '.join(s.argv) or 'its image default'}"
                      for s in services[:2])
     return (f"compose file whose services start no engine the reader knows ({runs}): the "
             "engine, model and port cannot be read from it")
+
+
+def _source_file(page: Page, src: CodeBlock, rid: str) -> Suggestion:
+    """The file suggestion for an earlier block that sets variables runbook `rid` reads; a
+    block already marked for other runbooks keeps them (several launches share it)."""
+    ids = [*file_targets(src), rid] if is_runbook_block(src) else [rid]
+    names = ", ".join(assigned(src))
+    return Suggestion(page.path, src.line, src.col, "file", f"(sets {names})",
+                      fence_info(src, "bash", f".runbook-file for={','.join(dict.fromkeys(ids))}"),
+                      rid, src.end_line, src.line)
 
 
 def _with_path(s: Suggestion, path: str) -> Suggestion:

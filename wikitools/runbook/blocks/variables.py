@@ -55,6 +55,8 @@ def needed_variables(runbook: Runbook) -> list[tuple[str, str]]:
     server = runbook.server
     given = {k for k, _ in server.extra_env} | set(server.variants.vars) | SHELL_VARS
     given |= _set_by(server.content)
+    for f in runbook.files:  # blocks of the page that run first (`export PORT=5002`)
+        given |= {k for k, _v in f.sets}
     out: dict[str, str] = {}
     for name in _read(server.content):
         if name not in given:

@@ -115,7 +115,7 @@ def parse_server_command(text: str, extra_env: dict[str, str] | None = None,
                          files: Mapping[str, str] | None = None) -> EngineCommand:
     """Understand a server block. `extra_env` (the block's env= attribute) is used only to
     expand `${VAR}` in flag values; `files` are the runbook's file blocks (a compose file)."""
-    found, env, problems = find_launcher(text, files)
+    found, env, problems = find_launcher(text, files, extra_env)
     if found is None or found.kind != "server":
         if not problems:
             problems.append(f"no engine launcher found ({', '.join(engines.SERVER_EXAMPLES)})")
@@ -277,12 +277,14 @@ def parse_client_command(text: str) -> ClientCommand:
 
 
 def mentions_launcher(text: str, files: Mapping[str, str] | None = None,
+                      values: Mapping[str, str] | None = None,
                       ) -> EngineCommand | ClientCommand | None:
     """For `wiki runbook scan`: the server or client command a plain block holds, if any.
-    `files`: compose files the page shows (see `launcher.find_launcher`)."""
-    found, _env, _problems = find_launcher(text, files)
+    `files`: compose files the page shows (see `launcher.find_launcher`); `values`: variables
+    the page's earlier blocks set."""
+    found, _env, _problems = find_launcher(text, files, values)
     if found is None:
         return None
     if found.kind == "server":
-        return parse_server_command(text, files=files)
+        return parse_server_command(text, dict(values or {}), files)
     return parse_client_command(text)

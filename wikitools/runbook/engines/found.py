@@ -42,4 +42,7 @@ class Scope:
     files: dict[str, str] = field(default_factory=dict)
     callables: dict[str, str | None] = field(default_factory=dict)  # name → script (None: fn)
     arrays: dict[str, list[str]] = field(default_factory=dict)
+    # values of variables set so far (the block's assignments, the page's blocks that run
+    # first): to tell an engine image written as `"$IMAGE"`
+    values: dict[str, str] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)

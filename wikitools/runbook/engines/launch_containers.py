@@ -19,11 +19,15 @@ from wikitools.runbook.engines.compose import (
     parse_compose,
 )
 from wikitools.runbook.engines.found import ANY_FILE, Found, Scope
-from wikitools.runbook.engines.shell import Word, basename, split_words
+from wikitools.runbook.engines.shell import Word, basename, resolve, split_words
 from wikitools.runbook.engines.types import ContainerUse
 
 # find(argv, words, scope, depth, top) -> Found | None
 Find = Callable[[list[str], "list[Word] | None", Scope, int, bool], "Found | None"]
+
+_EMPTY_DEFAULT = re.compile(r"\$\{[A-Za-z_]\w*:?-\}")
+_ARRAY = re.compile(r"\$\{([A-Za-z_]\w*)\[[@*]\]\}")
+
 
 def not_top(use: ContainerUse) -> ContainerUse:
     return replace(use, top_level=False)
@@ -44,6 +48,14 @@ def docker_run(
         if a == "--":
             j += 1
             break
+        if _EMPTY_DEFAULT.fullmatch(a):  # `${EXTRA_DOCKER_ARGS:-}`: nothing unless set
+            j += 1
+            continue
+        array = _ARRAY.fullmatch(a)
+        if array:  # `"${ENV_ARGS[@]}"` before the image: options, as the script set them
+            argv = [*argv[:j], *scope.arrays.get(array[1], []), *argv[j + 1 :]]
+            words = None
+            continue
         if not a.startswith("-") or a == "-":
             break
         flag, eq, val = a.partition("=")
@@ -91,7 +103,7 @@ def docker_run(
     sub_words = words[j + 1 :] if words is not None and not entrypoint else None
     found = find(cmd, sub_words, scope, depth + 1, False) if cmd else None
     if found is None:
-        found = image_entrypoint(image, cmd, sub_words)
+        found = image_entrypoint(resolve(image, scope.values), cmd, sub_words)
         if found is None:
             return None
     if found.words is not None and sub_words is None:

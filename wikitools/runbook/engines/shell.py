@@ -39,6 +39,8 @@ class ShellSyntaxError(InputError, ValueError):
 
 
 _SEPARATORS = {";", "&&", "||", "|", "&", "\n", "(", ")", "|&", ";;"}
+_REDIRECT_AT = re.compile(r"\d*(?:>>|>&|<&|>\||<<<|<<-|<<|>|<)")
+_PLAIN = re.compile(r"[^ \t\r\n;&|()<>\\'\"$=]+")  # characters that are just themselves
 _REDIRECT = re.compile(r"^(\d*)(>>|>&|<&|>\||>|<<<|<<-|<<|<)$|^&>>?$")
 
 
@@ -82,12 +84,12 @@ def tokenize(text: str) -> list[Word]:
             i += 1
             continue
         # redirections: [n]> >> < << <<- <<< >& <&
-        m = re.match(r"\d*(?:>>|>&|<&|>\||<<<|<<-|<<|>|<)", text[i:])
+        m = _REDIRECT_AT.match(text, i) if c in "<>0123456789" else None
         if m and (m.group(0)[0] in "<>" or _at_word_start(text, i)):
             op = m.group(0)
             out.append(Word(op, i, i + len(op), op=True))
             i += len(op)
-            if op.endswith(("<<", "<<-")):
+            if op.lstrip("0123456789") in ("<<", "<<-"):  # not the here-string `<<<`
                 j = i
                 while j < n and text[j] in " \t":
                     j += 1
@@ -139,6 +141,11 @@ def _read_word(text: str, i: int) -> tuple[Word | None, int]:
     buf: list[str] = []
     quoted = False
     while i < n:
+        plain = _PLAIN.match(text, i)
+        if plain is not None:
+            buf.append(plain.group(0))
+            i = plain.end()
+            continue
         c = text[i]
         if c in " \t\r\n;&|()<>":
             if c in "<>" and buf and buf[-1] == "=":  # a=<x> is unusual; stop anyway
@@ -386,8 +393,9 @@ def _collect_env(text: str, out: list[tuple[str, str, str]], depth: int) -> None
         argv = cmd.argv
         if not argv:
             continue
-        if argv[0] == "export":
-            out.extend((k, v, "export") for k, v in assignments(argv[1:]))
+        if argv[0] in ("export", "local", "declare", "typeset", "readonly"):
+            out.extend((k, v, "export") for k, v in assignments(
+                [a for a in argv[1:] if not a.startswith("-")]))
             continue
         i = 0
         while i < len(argv) and _ASSIGN.match(argv[i]):

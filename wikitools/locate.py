@@ -1,0 +1,84 @@
+"""Where things are, found with `os` alone: the wiki around a folder, the tools' cache files and
+the Markdown files under a docs folder. `config` builds on these; a warm `wiki index`
+(`index_answer`) uses them before anything heavier is imported, so they stay free of pathlib,
+dataclasses and third-party packages."""
+
+from __future__ import annotations
+
+import os
+
+try:  # the C module directly: importing hashlib initialises OpenSSL, which costs start-up time
+    from _blake2 import blake2b
+except ImportError:  # pragma: no cover
+    from hashlib import blake2b
+
+CONFIG_NAME = "wiki.yml"
+MKDOCS_NAME = "mkdocs.yml"
+DEFAULT_DOCS = "wiki"  # the pages folder of a wiki without a configuration file
+# Folders never walked, whatever the configuration says (tool state, virtual environments).
+SKIP_DIRS = frozenset({".git", ".venv", ".venv-engine", "node_modules", "__pycache__", "site"})
+CACHE_ENV = "WIKI_CACHE_DIR"  # a folder for the tools' caches, or "off"
+
+__all__ = ["blake2b"]
+
+
+def find_root(start: str) -> str | None:
+    """The wiki that `start` lies in (a real path): the nearest folder at or above it that holds
+    wiki.yml or mkdocs.yml, else the top of its git repository; None outside any of these."""
+    folder = os.path.realpath(start)
+    folders = [folder]
+    while (parent := os.path.dirname(folder)) != folder:
+        folders.append(parent)
+        folder = parent
+    for folder in folders:
+        if os.path.isfile(os.path.join(folder, CONFIG_NAME)) or os.path.isfile(
+                os.path.join(folder, MKDOCS_NAME)):
+            return folder
+    for folder in folders:
+        if os.path.exists(os.path.join(folder, ".git")):
+            return folder
+    return None
+
+
+def is_wiki(folder: str) -> bool:
+    """A wiki's top folder: it holds wiki.yml or mkdocs.yml, or (a wiki without a
+    configuration file) a `wiki/` folder of pages or, as the community wiki has, a
+    GLOSSARY.md at the top."""
+    return (os.path.isfile(os.path.join(folder, CONFIG_NAME))
+            or os.path.isfile(os.path.join(folder, MKDOCS_NAME))
+            or os.path.isdir(os.path.join(folder, DEFAULT_DOCS))
+            or os.path.isfile(os.path.join(folder, "GLOSSARY.md")))
+
+
+def cache_dir() -> str | None:
+    """$WIKI_CACHE_DIR, else ~/.cache/wikitools; None when WIKI_CACHE_DIR=off."""
+    setting = os.environ.get(CACHE_ENV, "")
+    if setting == "off":
+        return None
+    if setting:
+        return setting
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "wikitools")
+
+
+def cache_file(root: str, kind: str) -> str | None:
+    """The cache file of `kind` for the wiki at `root` (as a string of its real path)."""
+    base = cache_dir()
+    if base is None:
+        return None
+    name = f"{kind}-{blake2b(root.encode(), digest_size=10).hexdigest()}.marshal"
+    return os.path.join(base, name)
+
+
+def markdown_files(docs: str, top: str) -> list[tuple[str, str]]:
+    """(path, path relative to `top` in POSIX form) of every `.md` entry under `docs`, in walk
+    order: folders in SKIP_DIRS and folders whose name starts with a dot are not entered."""
+    found: list[tuple[str, str]] = []
+    for dirpath, dirnames, filenames in os.walk(docs):
+        dirnames[:] = [d for d in dirnames if d not in SKIP_DIRS and not d.startswith(".")]
+        rel_dir = os.path.relpath(dirpath, top).replace(os.sep, "/")
+        for name in filenames:
+            if name.endswith(".md"):
+                rel = name if rel_dir == "." else f"{rel_dir}/{name}"
+                found.append((os.path.join(dirpath, name), rel))
+    return found
