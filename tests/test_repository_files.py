@@ -303,3 +303,15 @@ def test_a_compose_service_that_runs_a_repository_script_is_refused_saying_why(
         "the script only through the compose file's mounts: a run could not give it the copy it "
         "planned; run the script from the block",
         "no plain launcher blocks"]
+
+
+def test_a_block_that_runs_an_unreadable_launcher_script_twice_lists_alternatives(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = _tree(tmp_path, "# P\n\n```bash\ncd wiki-checkout\nscripts/bench.sh dcp1\n"
+                 "scripts/bench.sh dcp4\n```\n",
+                 {"scripts/bench.sh": "docker run -d --gpus all --entrypoint "
+                                      "/usr/local/bin/serve.sh vllm/vllm-openai:v0.10.0\n"})
+    assert main(["runbook", "scan", "--root", str(root)]) == 0
+    assert _out(capsys).splitlines()[0] == (
+        "docs/p.md:6:1: RB014 warning: not proposed as a runbook: the block starts 2 servers "
+        "(lines 5, 6): alternatives to choose from, not one run; give each its own block")

@@ -275,7 +275,18 @@ def with_copies(text: str, files: tuple[RepoFile, ...]) -> str:
 
 def repository_launch(repo: Repository, block: CodeBlock, why: str) -> Refusal | None:
     """A block that runs a script or compose file of the repository that starts an engine the
-    launcher reader does not understand (`why`): said, located at the command."""
+    launcher reader does not understand (`why`): said, located at the command; a block that
+    runs such files several times lists alternatives."""
+    launching = {f.spelled for f in repo.files if _LAUNCH.search(f.content) or (
+        re.search(r"(?m)^services:", f.content) and _ENGINE_REF.search(f.content))}
+    runs = [w for w in run_words(block.content) if w.spelled in launching]
+    if len(runs) > 1:
+        lines = [position(block, block.content, w.command)[0] for w in runs]
+        line, col = position(block, block.content, runs[1].command)
+        return Refusal(line, col, STATIC_CODE, "alternatives",
+                       f"the block starts {len(runs)} servers (lines "
+                       f"{', '.join(map(str, lines))}): alternatives to choose from, not one "
+                       "run; give each its own block")
     for f in repo.files:
         compose = re.search(r"(?m)^services:", f.content) and _ENGINE_REF.search(f.content)
         if not (_LAUNCH.search(f.content) or compose):

@@ -26,6 +26,7 @@ from wikitools.runbook.blocks.refusals import (
     writer_refusals,
 )
 from wikitools.runbook.blocks.repository import (
+    Repository,
     read_repository,
     repository_file,
     repository_launch,
@@ -194,13 +195,15 @@ def _describe(cmd: EngineCommand) -> str:
     ) if x) + ")"
 
 
-def _refuse(page: Page, block: CodeBlock, files: dict[str, str], extra: Iterable[Refusal] = (),
+def _refuse(page: Page, block: CodeBlock, files: dict[str, str], repo: Repository,
             ) -> tuple[list[Diagnostic], list[CodeBlock]]:
     """Why the server block cannot be proposed (located warnings), or the earlier blocks of the
-    page that set the variables it needs (to become its path-less file blocks). `extra`:
-    reasons found in the repository files it runs."""
-    found = [*static_refusals(block, files), *extra]
-    unset, sources = page_sources(page, block, files)
+    page that set the variables it needs (to become its path-less file blocks). `repo`: the
+    repository files it runs, whose own variables (a long script's function locals, `read`
+    targets) are the script's business, not the page's."""
+    found = [*static_refusals(block, {**files, **repo.texts()}), *repository_refusals(block, repo)]
+    unset, sources = page_sources(page, block, {k: v for k, v in files.items()
+                                                if k not in repo.texts()})
     diags = [Diagnostic(page.path, r.line, r.col, r.code,
                         f"not proposed as a runbook: {r.message}", Severity.WARNING)
              for r in [*found, *unset]]
@@ -324,8 +327,7 @@ def scan_wiki(pages: Iterable[Page], taken: Iterable[str] = (), root: Path | Non
                              and use.compose_file not in heredoc_files(block.content)
                              and use.compose_file not in written)
                 reasons, sources = _refuse(page, block,
-                                           {**(files if from_page else {}), **written,
-                                            **repo.texts()}, repository_refusals(block, repo))
+                                           {**(files if from_page else {}), **written}, repo)
                 if reasons:
                     refused += reasons
                     first = reasons[0]
