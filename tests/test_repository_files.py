@@ -29,7 +29,7 @@ SCRIPT = """#!/bin/bash
 set -euo pipefail
 PORT=${PORT:-8000}
 TP=${TP:-2}
-echo v1 > "$(dirname "$0")/ran"
+echo v1 > "${WIKI_RUN_DIR:-.}/ran"
 exec vllm serve org/Model-7B --port "$PORT" --tensor-parallel-size "$TP"
 """
 
@@ -315,3 +315,16 @@ def test_a_block_that_runs_an_unreadable_launcher_script_twice_lists_alternative
     assert _out(capsys).splitlines()[0] == (
         "docs/p.md:6:1: RB014 warning: not proposed as a runbook: the block starts 2 servers "
         "(lines 5, 6): alternatives to choose from, not one run; give each its own block")
+
+
+def test_a_repository_script_that_reads_files_beside_itself_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = _tree(tmp_path, "# P\n\n```bash\nscripts/run-server.sh\n```\n",
+                 {"scripts/run-server.sh": "#!/bin/bash\nsource ./scripts/common.sh\n"
+                                           "exec vllm serve org/Model-7B --port 8000\n",
+                  "scripts/common.sh": "export A=1\n"})
+    assert main(["runbook", "scan", "--root", str(root)]) == 0
+    assert _out(capsys).splitlines()[0] == (
+        "docs/p.md:4:1: RB016 warning: not proposed as a runbook: runs scripts/run-server.sh, "
+        "which reads files beside itself (source ./scripts/common.sh at its line 2): a run "
+        "executes a copy in its own folder, where they are not")

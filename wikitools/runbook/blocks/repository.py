@@ -42,6 +42,10 @@ _PATHLIKE = re.compile(r"^(?:\./)?[\w.-]+(?:/[\w.-]+)+$|^\./[\w.-]+$")
 _RELATIVE = re.compile(r"[\w.-]+(?:/[\w.-]+)*")
 _ASSIGNMENT = re.compile(r"[A-Za-z_]\w*=")
 _FILE_FLAGS = ("-f", "--file")
+# A script that finds files by its own place (`$(dirname "$0")`, `$BASH_SOURCE`) or reads
+# another file by a relative path (`source ./env.sh`, `. lib/common.sh`).
+_BESIDE = re.compile(r"""dirname\s+["']?\$(?:0|\{0\})|\$\{?BASH_SOURCE"""
+                     r"""|(?:^|[;&|]\s*)(?:source|\.)\s+["']?(?!/|\$|~)[\w.-]+/?[\w./-]*""")
 # A server script inside the image (`--entrypoint /usr/local/bin/serve-x.sh`, `exec /opt/…`).
 _IMAGE_SCRIPT = re.compile(r"(?:--entrypoint[ =]+|\bexec\s+|[\s'\"])"
                            r"((?:/opt|/usr/local/bin|/workspace)/[\w./-]+)")
@@ -252,6 +256,13 @@ def repository_refusals(block: CodeBlock, repo: Repository) -> list[Refusal]:
             out.append(Refusal(line, col, STATIC_CODE, "alternatives",
                                f"runs {f.path}, which starts {len(launches)} servers (its lines "
                                f"{lines}): one runbook stands for one server"))
+        near = next(((i, m[0]) for i, code, _b in _code_lines(f.content)
+                     for m in [_BESIDE.search(code)] if m), None)
+        if near is not None:
+            out.append(Refusal(line, col, REPOSITORY_CODE, "repository",
+                               f"runs {f.path}, which reads files beside itself ({near[1]} at "
+                               f"its line {near[0] + 1}): a run executes a copy in its own "
+                               "folder, where they are not"))
         for i, code, _body in _code_lines(f.content):
             m = _MULTI_NODE.search(code)
             if m:
