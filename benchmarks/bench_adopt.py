@@ -269,8 +269,9 @@ def funnel(tree: Path, docs_dir: str | None, keep: Path | None, listing: bool) -
         second_changed = sum(p.read_bytes() != data for p, data in snapshot.items())
         stray = _changed_lines(before, after)
 
-        pages = load_pages(load_config(after))
-        runbooks, diags = extract_runbooks(pages)
+        config = load_config(after)
+        pages = load_pages(config)
+        runbooks, diags = extract_runbooks(pages, config.root)
         facts = HostFacts(smi_found=False)
         planned: dict[tuple[str, int], tuple[str, int, str]] = {}
         for rb in runbooks:

@@ -275,8 +275,9 @@ def bookkeeping(work: Path, n: int, repeat: int) -> dict[str, Any]:
             page_text(f"rb{i:03d}", f"vllm serve m{i} --port 8000", bench, 1, "", 900)
             .replace("name=bench kind=serving", SWEPT)
         )
-    pages = load_pages(load_config(wide))
-    runbooks, _ = extract_runbooks(pages)
+    wide_config = load_config(wide)
+    pages = load_pages(wide_config)
+    runbooks, _ = extract_runbooks(pages, wide_config.root)
     dicts = [synthetic_record(r.id, r.page, r.blocks_hash, i, metrics)
              for i, r in enumerate(sorted(runbooks, key=lambda r: r.id))]
 
@@ -287,8 +288,9 @@ def bookkeeping(work: Path, n: int, repeat: int) -> dict[str, Any]:
         page_text("deep", "vllm serve m --port 8000", bench, 1, "", 900)
         .replace("name=bench kind=serving", SWEPT)
     )
-    deep_pages = load_pages(load_config(deep))
-    deep_rbs, _ = extract_runbooks(deep_pages)
+    deep_config = load_config(deep)
+    deep_pages = load_pages(deep_config)
+    deep_rbs, _ = extract_runbooks(deep_pages, deep_config.root)
     (deep_rb,) = list(deep_rbs)
     deep_dicts = [synthetic_record("deep", deep_rb.page, deep_rb.blocks_hash, i, metrics)
                   for i in range(n)]

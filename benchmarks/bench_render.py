@@ -111,7 +111,7 @@ def main() -> int:
         root = Path(tmp)
         (root / "wiki").mkdir()
         (root / "wiki" / "bench.md").write_text(PAGE, encoding="utf-8")
-        runbooks, _ = extract_runbooks([read_page(root / "wiki/bench.md", root)])
+        runbooks, _ = extract_runbooks([read_page(root / "wiki/bench.md", root)], root)
         rng = random.Random(7)
         for i in range(args.records):
             rb = runbooks.get("bench-a" if i % 2 == 0 else "bench-b")

@@ -50,7 +50,7 @@ def test_placeholders_are_refused_where_they_stand() -> None:
 def test_marked_placeholder_block_is_a_block_error() -> None:
     page = parse_page("```bash { #x .runbook-server engine=vllm }\nvllm serve <model>\n```\n",
                       "p.md")
-    _runbooks, diags = extract_runbooks([page])
+    _runbooks, diags = extract_runbooks([page], None)
     assert [d.format() for d in diags] == [
         "p.md:2:12: RB014 error: the command holds a placeholder, <model>: write the value it "
         "stands for"]
@@ -401,7 +401,7 @@ def test_arguments_after_a_shell_script_reach_the_launcher_it_forwards_them_to()
                       "docker run -d --gpus all --network=host voipmonitor/vllm:x /bin/sh -lc "
                       "'exec vllm serve \"$@\"' -- /models/K --tensor-parallel-size 8 --port 8402"
                       "\n```\n", "p.md")
-    runbooks, diags = extract_runbooks([page])
+    runbooks, diags = extract_runbooks([page], None)
     assert diags == []
     assert runbooks.get("k").server.port == 8402
 
@@ -429,7 +429,7 @@ def test_port_passed_into_the_container_keeps_the_scripts_default() -> None:
         "docker run -d --gpus all --network host -e PORT=\"${PORT}\" --entrypoint bash "
         "voipmonitor/vllm:x -lc '\nexec vllm serve org/m --port \"${PORT}\" "
         "--tensor-parallel-size 16\n'\n```\n", "p.md")
-    runbooks, diags = extract_runbooks([page])
+    runbooks, diags = extract_runbooks([page], None)
     assert diags == []
     assert runbooks.get("g").server.port == 5329
 
@@ -462,30 +462,18 @@ def test_a_compose_file_that_hands_an_engine_image_to_a_wrapper_is_refused() -> 
         "and port cannot be read from it"]
 
 
-def test_a_launch_through_a_script_of_the_repository_is_refused_naming_it(
+def test_a_repository_script_whose_server_the_reader_cannot_read_is_refused_naming_it(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    root = _wiki(tmp_path, {"p.md": (
-        "# P\n\n```bash\nPORT=8402 scripts/run-server.sh\n```\n\n"
-        "```bash\ncd docs && ./start.sh\n```\n\n```bash\nscripts/outside.sh\n```\n\n"
-        "```bash\nscripts/missing.sh\n```\n")})
-    (root / "scripts").mkdir()
-    (root / "scripts" / "run-server.sh").write_text(
-        "#!/bin/bash\nexec vllm serve org/m --port \"${PORT:-8000}\" --tensor-parallel-size 2\n")
-    (root / "docs" / "start.sh").write_text("docker run -d --gpus all vllm/vllm-openai:v0.10.0"
-                                            " --model org/m\n")
-    elsewhere = tmp_path / "elsewhere.sh"  # outside the wiki: a symlink does not lead there
-    elsewhere.write_text("vllm serve org/x\n")
-    (root / "scripts" / "outside.sh").symlink_to(elsewhere)
+    root = _wiki(tmp_path, {"p.md": "# P\n\n```bash\ncd docs && PORT=8402 ./start.sh\n```\n"})
+    (root / "docs" / "start.sh").write_text(
+        "docker run -d --gpus all --entrypoint /usr/local/bin/serve-x.sh "
+        "vllm/vllm-openai:v0.10.0\n")
     assert main(["runbook", "scan", "--root", str(root)]) == 0
-    out = capsys.readouterr().out.splitlines()
-    tail = (", a file of the repository that starts an engine: a runbook holds only what its "
-            "page shows, so it cannot read or hash that file; show it on the page (a "
-            "here-document, or a block marked `.runbook-file`)")
-    assert out == [
-        "docs/p.md:4:1: RB016 warning: not proposed as a runbook: runs scripts/run-server.sh"
-        + tail,
-        f"docs/p.md:8:12: RB016 warning: not proposed as a runbook: runs docs/start.sh{tail}",
-    ]
+    assert capsys.readouterr().out.splitlines() == [
+        "docs/p.md:4:12: RB016 warning: not proposed as a runbook: runs docs/start.sh, a file "
+        "of the repository that starts an engine the reader does not understand: it starts "
+        "/usr/local/bin/serve-x.sh inside the image, so the engine, model and port cannot be "
+        "read from it"]
 
 
 def test_a_written_launcher_that_runs_a_script_inside_the_image_is_refused_saying_so() -> None:
@@ -730,3 +718,19 @@ def test_a_placeholder_an_earlier_step_sets_is_no_alternative_to_the_value_set_l
     assert refused == []
     assert fences == ["```bash { .runbook-file for=m-tp2 }",
                       "```bash { #m-tp2 .runbook-server engine=vllm gpus=2 }"]
+
+
+def test_an_array_of_flags_an_earlier_block_sets_decides_tp_and_port() -> None:
+    fences, refused = _scan(
+        "```bash\nCOMMON=(--tensor-parallel-size 8 --port 8100)\n```\n\n"
+        "```bash\nvllm serve org/m \"${COMMON[@]}\"\n```\n")
+    assert refused == []
+    assert fences == ["```bash { .runbook-file for=m-tp8 }",
+                      "```bash { #m-tp8 .runbook-server engine=vllm gpus=8 }"]
+    page = parse_page("```bash { .runbook-file for=m-tp8 }\nCOMMON=(--tensor-parallel-size 8 "
+                      "--port 8100)\n```\n\n```bash { #m-tp8 .runbook-server engine=vllm gpus=8 }"
+                      "\nvllm serve org/m \"${COMMON[@]}\"\n```\n", "p.md")
+    runbooks, diags = extract_runbooks([page], None)
+    assert diags == []
+    server = runbooks.get("m-tp8").server
+    assert (server.command.tp, server.port) == (8, 8100)

@@ -24,7 +24,7 @@ COMPOSE = ("```{ .yaml .runbook-file for=r path=compose.yaml }\nservices:\n  vll
 
 def _runbook(server: str, files: str = COMPOSE):  # type: ignore[no-untyped-def]
     page = parse_page(f"{files}```{{ .bash #r .runbook-server gpus=0 }}\n{server}\n```\n", "p.md")
-    runbooks, diags = extract_runbooks([page])
+    runbooks, diags = extract_runbooks([page], None)
     return (None if diags else runbooks.get("r")), diags
 
 

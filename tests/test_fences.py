@@ -62,8 +62,8 @@ def test_modernise_and_hash() -> None:
     assert block_hash_info(NEW) == block_hash_info(OLD) == OLD
     page_old = parse_page(f"```{OLD}\nvllm serve m --tensor-parallel-size 2\n```\n", "p.md")
     page_new = parse_page(f"```{NEW}\nvllm serve m --tensor-parallel-size 2\n```\n", "p.md")
-    (rb_old,), _ = extract_runbooks([page_old])
-    (rb_new,), _ = extract_runbooks([page_new])
+    (rb_old,), _ = extract_runbooks([page_old], None)
+    (rb_new,), _ = extract_runbooks([page_new], None)
     assert rb_old.blocks_hash == rb_new.blocks_hash
     assert rb_new.server.command.tp == 2
 

@@ -25,7 +25,7 @@ SMI = Path(__file__).resolve().parent / "fixtures" / "nvidia-smi"
 
 def runbook(attrs: str, server: str):
     text = f"```{{ .bash #r .runbook-server engine=vllm gpus=2 {attrs} }}\n{server}\n```\n"
-    runbooks, diags = extract_runbooks([parse_page(text, "p.md")])
+    runbooks, diags = extract_runbooks([parse_page(text, "p.md")], None)
     assert diags == []
     return runbooks.get("r")
 

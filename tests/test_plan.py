@@ -33,7 +33,7 @@ ART = ".artifacts/gptoss-120b-tp2/20261130T100000Z-d0294125"
 
 def good_runbook(rid: str) -> Runbook:
     pages = [read_page(p, GOOD) for p in sorted(GOOD.rglob("*.md"))]
-    return extract_runbooks(pages)[0].get(rid)
+    return extract_runbooks(pages, None)[0].get(rid)
 
 
 def facts(name: str) -> HostFacts:
@@ -46,7 +46,7 @@ def one(attrs: str, server: str, *clients: tuple[str, str]) -> Runbook:
     text = f"```{{ .bash #r .runbook-server {attrs} }}\n{server}\n```\n"
     for cattrs, body in clients:
         text += f"\n```{{ .bash .runbook-client for=r {cattrs} }}\n{body}\n```\n"
-    runbooks, diags = extract_runbooks([parse_page(text, "p.md")])
+    runbooks, diags = extract_runbooks([parse_page(text, "p.md")], None)
     assert diags == []
     return runbooks.get("r")
 
@@ -330,7 +330,7 @@ def test_compose_plan_runs_in_the_run_folder_with_a_project_of_its_own() -> None
         "    environment:\n      HF_TOKEN: hf_secret\n"
         "    command: [\"--model\", \"org/m\", \"--port\", \"8100\"]\n```\n\n"
         "```{ .bash #r .runbook-server gpus=0 }\ndocker compose -f srv.yaml up -d\n```\n", "p.md")
-    runbooks, diags = extract_runbooks([page])
+    runbooks, diags = extract_runbooks([page], None)
     assert diags == []
     rb = runbooks.get("r")
     assert rb.server.port == 8100 and rb.server.command.model == "org/m"
@@ -352,7 +352,7 @@ def test_compose_plan_runs_in_the_run_folder_with_a_project_of_its_own() -> None
             "checked gone\n") in text
     # Editing the compose file changes the runbook's hash (its records become stale).
     edited = parse_page(page.text.replace("8100", "8101"), "p.md")
-    assert extract_runbooks([edited])[0].get("r").blocks_hash != rb.blocks_hash
+    assert extract_runbooks([edited], None)[0].get("r").blocks_hash != rb.blocks_hash
 
 
 def test_plan_summary_comes_first_and_names_unset_variables(tmp_path: Path, capsys,

@@ -76,7 +76,7 @@ def test_minimal_mkdocs_yml_with_the_plugin_builds_a_foreign_wiki(tmp_path: Path
     (root / "images" / "pic.png").write_bytes(b"\x89PNG\r\n")
     (root / ".git").mkdir()
     assert main(["init", "--root", str(root)]) == 0
-    runbooks, _ = extract_runbooks([read_page(root / "models" / "fake.md", root)])
+    runbooks, _ = extract_runbooks([read_page(root / "models" / "fake.md", root)], root)
     record(root, blocks=runbooks.get("fake-rb").blocks_hash)
     capsys.readouterr()
     before = _files(root)

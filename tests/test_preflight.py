@@ -42,7 +42,7 @@ def facts(name: str, docker: bool = True) -> HostFacts:
 
 def runbook(attrs: str = "gpus=2 arch=sm120", command: str = "vllm serve m --tp 2") -> Runbook:
     page = parse_page(f"```{{ .bash #r .runbook-server {attrs} }}\n{command}\n```\n", "p.md")
-    runbooks, diags = extract_runbooks([page])
+    runbooks, diags = extract_runbooks([page], None)
     assert diags == []
     return runbooks.get("r")
 

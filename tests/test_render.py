@@ -50,7 +50,7 @@ def make_wiki(tmp_path: Path, port: int = 18000, extra: str = "") -> Path:
 
 
 def runbook_hash(root: Path) -> str:
-    runbooks, _ = extract_runbooks([read_page(root / "wiki/fake.md", root)])
+    runbooks, _ = extract_runbooks([read_page(root / "wiki/fake.md", root)], root)
     return runbooks.get("fake-rb").blocks_hash
 
 

@@ -22,7 +22,7 @@ def pages_of(root: Path) -> list:
 
 
 def test_good_pages_give_two_runbooks_without_diagnostics() -> None:
-    runbooks, diags = extract_runbooks(pages_of(GOOD))
+    runbooks, diags = extract_runbooks(pages_of(GOOD), None)
     assert diags == []
     assert runbooks.ids() == ["gptoss-120b-tp2", "qwen35-397b-nvfp4-tp4"]
     rb = runbooks.get("gptoss-120b-tp2")
@@ -46,16 +46,16 @@ def test_good_pages_give_two_runbooks_without_diagnostics() -> None:
 
 def test_blocks_hash_covers_content_and_attributes_only() -> None:
     text = (GOOD / "wiki/models/gpt-oss-120b.md").read_text()
-    base = extract_runbooks([parse_page(text, "p.md")])[0].get("gptoss-120b-tp2")
+    base = extract_runbooks([parse_page(text, "p.md")], None)[0].get("gptoss-120b-tp2")
     assert base.blocks_hash.startswith("sha256:") and len(base.blocks_hash) == 71
     assert base.short_hash == base.blocks_hash[7:15]
     prose = text.replace("Measure throughput:", "Measure the throughput:")
-    assert extract_runbooks([parse_page(prose, "p.md")])[0].get(
+    assert extract_runbooks([parse_page(prose, "p.md")], None)[0].get(
         "gptoss-120b-tp2").blocks_hash == base.blocks_hash
     for old, new in (("--num-prompts 200", "--num-prompts 100"), ("ready_timeout=900",
                                                                   "ready_timeout=600"),
                      ("curl -fsS", "curl -sS")):
-        changed = extract_runbooks([parse_page(text.replace(old, new), "p.md")])[0]
+        changed = extract_runbooks([parse_page(text.replace(old, new), "p.md")], None)[0]
         assert changed.get("gptoss-120b-tp2").blocks_hash != base.blocks_hash, old
 
 
@@ -96,7 +96,7 @@ EXPECTED_BAD = [
 
 
 def test_bad_page_diagnostics_are_located_exactly() -> None:
-    runbooks, diags = extract_runbooks(pages_of(BAD))
+    runbooks, diags = extract_runbooks(pages_of(BAD), None)
     assert [d.format() for d in sorted(diags)] == EXPECTED_BAD
     assert len(runbooks) == 0
     # every column points at the attribute it names
@@ -112,7 +112,7 @@ def test_client_defaults_and_unknown_class() -> None:
         "```{ .bash .runbook-client for=r1 kind=smoke }\n./check.sh\n```\n\n"
         "```{ .bash .runbook-serve #r2 }\nvllm serve m\n```\n\n"
         "```{ .bash .runbook-client for=r2 }\ncurl http://x\n```\n", "p.md")
-    runbooks, diags = extract_runbooks([page])
+    runbooks, diags = extract_runbooks([page], None)
     assert [d.format() for d in diags] == [
         "p.md:13:12: RB003 error: unknown runbook class '.runbook-serve'; did you mean "
         "'.runbook-server'?"]
@@ -124,13 +124,13 @@ def test_client_defaults_and_unknown_class() -> None:
 
 def test_plain_and_non_runbook_brace_blocks_are_ignored() -> None:
     page = parse_page("```bash\nvllm serve m\n```\n\n```{ .python #x }\nprint(1)\n```\n", "p.md")
-    assert extract_runbooks([page]) == (extract_runbooks([])[0], [])
+    assert extract_runbooks([page], None) == (extract_runbooks([], None)[0], [])
 
 
 def test_duplicate_ids_across_pages() -> None:
     a = parse_page("```{ .bash #same .runbook-server }\nvllm serve m\n```\n", "a.md")
     b = parse_page("x\n\n```{ .bash #same .runbook-server }\nvllm serve m\n```\n", "b.md")
-    runbooks, diags = extract_runbooks([b, a])
+    runbooks, diags = extract_runbooks([b, a], None)
     assert [d.format() for d in diags] == [
         "b.md:3:12: RB001 error: duplicate runbook id 'same' (first defined at a.md:1)"]
     assert [r.page for r in runbooks] == ["a.md"]
@@ -139,7 +139,7 @@ def test_duplicate_ids_across_pages() -> None:
 
 
 def test_lookup_errors() -> None:
-    runbooks, _ = extract_runbooks(pages_of(GOOD))
+    runbooks, _ = extract_runbooks(pages_of(GOOD), None)
     with pytest.raises(UsageError, match="unknown runbook 'gptoss-120b'; did you mean "
                        "'gptoss-120b-tp2'"):
         runbooks.get("gptoss-120b")
@@ -148,13 +148,13 @@ def test_lookup_errors() -> None:
     assert runbooks.get("models/gpt-oss-120b.md#gptoss-120b-tp2").id == "gptoss-120b-tp2"
     with pytest.raises(UsageError, match="no client 'thruput'; did you mean 'throughput'"):
         runbooks.get("gptoss-120b-tp2").client("thruput")
-    broken, _ = extract_runbooks(pages_of(BAD))
+    broken, _ = extract_runbooks(pages_of(BAD), None)
     with pytest.raises(UsageError, match=r"runbook 'mismatch' \(wiki/errors.md:23\) has errors"):
         broken.get("mismatch")
 
 
 def test_scan_suggests_brace_form() -> None:
-    runbooks, _ = extract_runbooks(pages_of(GOOD))
+    runbooks, _ = extract_runbooks(pages_of(GOOD), None)
     found = [s.format() for s in scan_pages(pages_of(GOOD), runbooks.ids())]
     assert found == [
         "wiki/models/gpt-oss-120b.md:31:1: server (vllm, openai/gpt-oss-20b); mark it: "
@@ -280,7 +280,7 @@ vllm bench serve --model m
 
 def test_grid_sweep_of_two_variables() -> None:
     page = parse_page(GRID_PAGE, "wiki/grid.md")
-    runbooks, diags = extract_runbooks([page])
+    runbooks, diags = extract_runbooks([page], None)
     grid = runbooks.get("g").client("grid")
     assert grid.sweep.axes == (("CONCURRENCY", ("1", "8")), ("INPUT_LEN", ("512", "2048")))
     assert grid.sweep.vars == ("CONCURRENCY", "INPUT_LEN")

@@ -193,7 +193,7 @@ def test_masking_any_text_never_raises(text: str) -> None:
 def test_plan_shows_the_command_hidden_after_a_secret() -> None:
     page = ("```{ .bash #r .runbook-server engine=vllm }\n"
             "HF_TOKEN=x;touch${IFS}pwned\nvllm serve m --port 8000\n```\n")
-    runbooks, diags = extract_runbooks([parse_page(page, "p.md")])
+    runbooks, diags = extract_runbooks([parse_page(page, "p.md")], None)
     assert diags == []
     plan = make_plan(runbooks.get("r"), artifacts_dir="a")
     shown = format_plan(plan)
@@ -213,7 +213,7 @@ def test_rendered_failure_box_never_shows_a_secret(tmp_path) -> None:
     (tmp_path / "wiki").mkdir()
     (tmp_path / "wiki" / "p.md").write_text(page)
     parsed = parse_page(page, "wiki/p.md")
-    runbooks, _ = extract_runbooks([parsed])
+    runbooks, _ = extract_runbooks([parsed], None)
     folder = tmp_path / "runbooks" / "r"
     folder.mkdir(parents=True)
     (folder / "20261130T100000Z-00000000.json").write_text(json.dumps({

@@ -48,7 +48,7 @@ def lint(root: Path, capsys) -> tuple[int, str]:
 
 def per_page(root: Path):
     config = load_config(root)
-    runbooks, _ = extract_runbooks(load_pages(config))
+    runbooks, _ = extract_runbooks(load_pages(config), config.root)
     return config, runbooks, measurements(runbooks, root)["wiki/fake.md"]
 
 

@@ -69,7 +69,7 @@ def test_page_sweep_beyond_the_bound_is_a_located_error() -> None:
     big = ",".join(str(i) for i in range(10_000))
     page = parse_page(PAGE.replace('sweep="C=1,8"', f'sweep="C={big}"'), "wiki/p.md")
     t = time.monotonic()
-    _runbooks, diags = extract_runbooks([page])
+    _runbooks, diags = extract_runbooks([page], None)
     assert time.monotonic() - t < 2.0
     (d,) = diags
     assert (d.path, d.line, d.code) == ("wiki/p.md", 11, "RB004")

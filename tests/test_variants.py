@@ -55,7 +55,7 @@ def fake_path(monkeypatch):
 
 
 def runbook(text: str):
-    runbooks, diags = extract_runbooks([parse_page(text, "wiki/v.md")])
+    runbooks, diags = extract_runbooks([parse_page(text, "wiki/v.md")], None)
     return runbooks, diags
 
 

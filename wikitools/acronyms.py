@@ -55,7 +55,7 @@ import bisect
 import re
 import string
 from collections.abc import Callable, Container, Iterable, Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from wikitools.diagnostics import Diagnostic, sort_key
 from wikitools.glossary import Entry, Glossary
@@ -89,8 +89,7 @@ _ARTICLE = r"(?:(?:an?|the)\s+)?"
 _SUFFIX = re.compile(r"(?:isms?|ing|ed|es|s)$", re.IGNORECASE)
 
 
-@dataclass(frozen=True, slots=True)
-class Use:
+class Use(NamedTuple):
     """One recognised use of a glossary term (or an unknown acronym when entry is None)."""
 
     token: str

@@ -249,8 +249,11 @@ def _diag_out(d: Diagnostic) -> tuple[Any, ...]:
     return (d.path, d.line, d.col, d.code, d.message, int(d.severity))
 
 
+_SEVERITY = {int(s): s for s in Severity}  # a lookup, not an enum call per finding
+
+
 def _diag_in(t: tuple[Any, ...]) -> Diagnostic:
-    return Diagnostic(t[0], t[1], t[2], t[3], t[4], Severity(t[5]))
+    return Diagnostic(t[0], t[1], t[2], t[3], t[4], _SEVERITY[t[5]])
 
 
 def _facts_out(f: Facts) -> tuple[Any, ...]:

@@ -65,7 +65,7 @@ def status_findings(
     from wikitools.runbook.rendering.status import check_runbook_claims
 
     pages = list(runbook_pages)
-    runbooks, _ = extract_runbooks(pages)
+    runbooks, _ = extract_runbooks(pages, config.root)
     with_runbooks = {rb.page for rb in runbooks}
     return [*check_runbook_claims(pages, runbooks, config.root, _fm_position),
             *entry_findings(entries, with_runbooks)]

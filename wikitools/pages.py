@@ -394,12 +394,14 @@ class _Walker:
             col0 = pipe + 1 if pipe >= 0 else len(src)
         row.append(Cell(text, line + 1, col0 + 1))
         children = node.children
-        if len(children) == 1 and children[0].name == "text" and children[0].srcmap:
-            text_start = children[0].srcmap[0]
-            self._text(self.unmark(children[0].meta["content"]), text_start, "table",
-                       pos if text_start == start else None)
-        else:
-            self._inline(children, "table")
+        if len(children) == 1:  # mostly one text node: each attribute read builds an object
+            child = children[0]
+            srcmap = child.srcmap
+            if srcmap and child.name == "text":
+                self._text(self.unmark(child.meta["content"]), srcmap[0], "table",
+                           pos if srcmap[0] == start else None)
+                return
+        self._inline(children, "table")
 
     # inline ----------------------------------------------------------------
 

@@ -131,7 +131,7 @@ def test_compose_project_is_the_runs_own_whatever_the_page_says(
     canary = tmp_path / "injected"
     page = parse_page(PAGE.format(image=IMAGE, tag=test_tag, victim=victim, canary=canary,
                                   how=how.format(victim=victim)), "p.md")
-    runbooks, diags = extract_runbooks([page])
+    runbooks, diags = extract_runbooks([page], None)
     assert diags == []
     artifacts = f".artifacts/r/20261201T000000Z-{test_tag}"
     plan = make_plan(runbooks.get("r"), artifacts_dir=artifacts)
@@ -174,7 +174,7 @@ def test_page_cidfile_does_not_hide_the_container_from_teardown(tmp_path: Path,
         "```{ .bash #r .runbook-server engine=vllm gpus=0 }\n"
         f"docker run -d --rm --network host --cidfile page.cid --label wiki-e2e={test_tag} "
         f"{IMAGE} sh -c 'sleep 300; vllm serve m --port 18642'\n```\n", "p.md")
-    runbooks, diags = extract_runbooks([page])
+    runbooks, diags = extract_runbooks([page], None)
     assert diags == []
     plan = make_plan(runbooks.get("r"), artifacts_dir=".artifacts/r/x")
     spec = plan.server.container

@@ -251,8 +251,9 @@ def run_scan(args: argparse.Namespace) -> int:
 def _render_new_regions(root: Path, paths: list[str]) -> None:
     """Fill the results regions `scan --write` added ("not measured yet" until a run), so that
     `wiki check` finds them current."""
-    every = load_pages(load_config(root))
-    runbooks, _diags = extract_runbooks(every)
+    config = load_config(root)
+    every = load_pages(config)
+    runbooks, _diags = extract_runbooks(every, config.root)
     wanted = set(paths)
     render_into([p for p in every if p.path in wanted], root, runbooks)
 
@@ -261,6 +262,7 @@ def _adopt(args: argparse.Namespace, pages: list[Page], every_page: list[Page],
            found: list[Suggestion], refused: list[Diagnostic]) -> int:
     """scan --write / --check: convert the suggested blocks in place (fence lines only)."""
     root = Path(args.root)
+    wiki_root = load_config(root).root
     converted = 0
     changed: list[str] = []
     skipped: list[Diagnostic] = list(refused)
@@ -274,7 +276,7 @@ def _adopt(args: argparse.Namespace, pages: list[Page], every_page: list[Page],
         mine = [s for s in found if s.path == page.path]
         if mine:
             others = [p for p in every_page if p.path != page.path]
-            result = adopt_page(parse_page(text, page.path), mine, others)
+            result = adopt_page(parse_page(text, page.path), mine, others, wiki_root)
             skipped += result.skipped
             text = result.text
             converted += len(result.converted)

@@ -143,7 +143,7 @@ class WikiPlugin(BasePlugin[WikiPluginConfig]):
             from wikitools.runbook.blocks.extract import extract_runbooks
 
             assert self.wiki is not None
-            self._runbooks, _diags = extract_runbooks(load_pages(self.wiki))
+            self._runbooks, _diags = extract_runbooks(load_pages(self.wiki), self.wiki.root)
         return self._runbooks
 
     def _measurements(self) -> dict[str, Any]:

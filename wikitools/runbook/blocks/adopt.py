@@ -10,6 +10,7 @@ import difflib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from wikitools.diagnostics import Diagnostic, Severity
 from wikitools.fences import modernise_info
@@ -133,10 +134,11 @@ def keep_layout(stored: str, old: str, new: str) -> str:
 
 
 def adopt_page(page: Page, suggestions: Sequence[Suggestion],
-               other_pages: Sequence[Page] = ()) -> Adopted:
+               other_pages: Sequence[Page], root: Path | None) -> Adopted:
     """`page` with the runbook blocks of `suggestions` (for this page) written in. A runbook
     whose blocks would not be valid (e.g. a launcher that cannot be run from a page) is left
-    out with its diagnostics; its client blocks go with it."""
+    out with its diagnostics; its client blocks go with it. `root`: the wiki's folder, where
+    the scripts and compose files of the repository that server blocks run are read."""
     mine = [s for s in suggestions if s.path == page.path]
     skipped: list[Diagnostic] = []
     served = {s.runbook for s in mine if s.role == "server"}
@@ -150,7 +152,7 @@ def adopt_page(page: Page, suggestions: Sequence[Suggestion],
     while True:
         text = _rewrite(page.text, mine)
         new = parse_page(text, page.path)
-        _runbooks, diags = extract_runbooks([new, *other_pages])
+        _runbooks, diags = extract_runbooks([new, *other_pages], root)
         bad_lines = {d.line for d in diags if d.path == page.path}
         added = [s for s in mine if s.insert]
         bad_ids = {s.runbook for s in mine if _block_lines(s, added) & bad_lines}

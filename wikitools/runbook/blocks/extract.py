@@ -21,8 +21,10 @@ from wikitools.runbook.blocks.model import (
     Runbook,
     RunbookSet,
     ServerBlock,
+    run_files,
 )
 from wikitools.runbook.blocks.refusals import static_refusals
+from wikitools.runbook.blocks.repository import Repository, read_repository, repository_refusals
 from wikitools.runbook.blocks.sources import assigned_values
 from wikitools.runbook.blocks.sweep import Sweep, SweepError, parse_sweep
 from wikitools.runbook.engines import catalog as engines
@@ -174,21 +176,10 @@ def _file(ctx: _Ctx) -> list[FileBlock]:
                       col=block.col, content=block.content, info=block.info)]
 
 
-def run_files(blocks: Iterable[FileBlock]) -> dict[str, str]:
-    """The files a runbook's server command reads, by the path it uses: the file blocks, and
-    the here-documents of the shell blocks that write them."""
-    out: dict[str, str] = {}
-    for fb in blocks:
-        if fb.path:
-            out[fb.path] = fb.content
-        out.update(fb.writes)
-    return out
-
-
-def _server(ctx: _Ctx, files: dict[str, str] | None = None,
-            page_env: dict[str, str] | None = None) -> ServerBlock | None:
+def _server(ctx: _Ctx, files: dict[str, str], page_env: dict[str, str], repo: Repository,
+            ) -> ServerBlock | None:
     """The server block; `page_env`: what the page's blocks of variables that run first set
-    (to read `$IMAGE`, `--port ${PORT}` with)."""
+    (to read `$IMAGE`, `--port ${PORT}` with); `repo`: the repository files it runs."""
     block = ctx.block
     rid = block.attrs.id
     opts = _options(ctx, SERVER_ATTRS, "runbook-server")
@@ -202,7 +193,8 @@ def _server(ctx: _Ctx, files: dict[str, str] | None = None,
     env: tuple[tuple[str, str], ...] = ()
     if "env" in opts:
         env = _parse_env(ctx, *opts["env"])
-    cmd = parse_server_command(block.content, {**(page_env or {}), **dict(env)}, files)
+    cmd = parse_server_command(block.content, {**page_env, **dict(env)},
+                               {**files, **repo.texts()})
     ctx.diags.extend(flag_findings(ctx.page, block, cmd))
     engine_attr = None
     if "engine" in opts:
@@ -216,8 +208,11 @@ def _server(ctx: _Ctx, files: dict[str, str] | None = None,
             if cmd.engine and cmd.engine != value:
                 ctx.error("RB010", f"engine={value} but the command starts {cmd.engine} "
                           f"({cmd.launcher})", col)
-    if cmd.engine is None:
-        why = "; ".join(cmd.problems) or "no engine launcher found"
+    if cmd.engine is None and repo.unreadable:
+        for r in repository_refusals(block, repo):
+            ctx.error(r.code, r.message, r.col, r.line)
+    elif cmd.engine is None:
+        why = repo.missing_reason() or "; ".join(cmd.problems) or "no engine launcher found"
         ctx.error("RB007", f"server command not understood: {why}", line=block.content_line,
                   col=1)
     elif cmd.container is not None and cmd.container.kind == "exec":
@@ -231,7 +226,8 @@ def _server(ctx: _Ctx, files: dict[str, str] | None = None,
                   "container's ID to stop it; write docker run as a command of its own",
                   line=block.content_line, col=1)
     else:
-        for refusal in static_refusals(block, files):
+        for refusal in [*static_refusals(block, {**files, **repo.texts()}),
+                        *repository_refusals(block, repo)]:
             ctx.error(refusal.code, refusal.message, refusal.col, refusal.line)
     gpus = None
     if "gpus" in opts:
@@ -358,11 +354,12 @@ def _server_ids(pages: list[Page]) -> dict[str, list[tuple[str, int]]]:
     return out
 
 
-def extract_runbooks(pages: Iterable[Page], root: Path | None = None,
+def extract_runbooks(pages: Iterable[Page], root: Path | None,
                      ) -> tuple[RunbookSet, list[Diagnostic]]:
     """Every runbook of the wiki and the RB diagnostics of all runbook blocks. `root`: the
-    wiki's folder, whose git history tells an original server block from its copy when two
-    share an id (RB001 blames the copy; the id is ambiguous until one is renamed)."""
+    wiki's folder (None: pages of no folder), passed by every reader so all see one hash: the
+    scripts and compose files of the repository that server blocks run are read there, and its
+    git history tells an original server block from its copy (RB001 blames the copy)."""
     diags: list[Diagnostic] = []
     servers: dict[str, ServerBlock] = {}
     first_at: dict[str, str] = {}
@@ -372,6 +369,7 @@ def extract_runbooks(pages: Iterable[Page], root: Path | None = None,
     originals = find_originals(_server_ids(pages), root)
     duplicates: dict[str, list[str]] = {rid: [f"{p}:{n}"] for rid, (p, n) in originals.items()}
     files: dict[str, list[tuple[FileBlock, _Ctx]]] = {}
+    repository: dict[str, Repository] = {}
     for page in pages:
         for block in page.code_blocks:
             if is_runbook_block(block) and not block.attrs.error and \
@@ -410,9 +408,10 @@ def extract_runbooks(pages: Iterable[Page], root: Path | None = None,
             if known[0] == SERVER_CLASS:
                 rid = attrs.id
                 mine = [fb for fb, _ in files.get(rid or "", [])]
+                repo = read_repository(root, page.path, block.content)
                 server = _server(ctx, run_files(mine),
                                  {k: v for fb in sorted(mine, key=lambda f: f.line)
-                                  for k, v in fb.sets})
+                                  for k, v in fb.sets}, repo)
                 if rid is None:
                     continue
                 if rid in originals and originals[rid] != (page.path, block.line):
@@ -426,6 +425,7 @@ def extract_runbooks(pages: Iterable[Page], root: Path | None = None,
                     broken[rid] = first_at[rid]
                 else:
                     servers[rid] = server
+                    repository[rid] = repo
             else:
                 client = _client(ctx)
                 if client is not None:
@@ -480,7 +480,7 @@ def extract_runbooks(pages: Iterable[Page], root: Path | None = None,
             own_files.setdefault(rid, []).append(fb)
     runbooks = tuple(
         Runbook(id=rid, page=s.page, server=s, clients=tuple(clients.get(rid, ())),
-                files=tuple(own_files.get(rid, ())))
+                files=tuple(own_files.get(rid, ())), repository=repository[rid].files)
         for rid, s in sorted(servers.items(), key=lambda kv: (kv[1].page, kv[1].line))
     )
     return RunbookSet(runbooks, tuple(sorted(broken.items())),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from wikitools.diagnostics import did_you_mean
@@ -76,6 +76,31 @@ class FileBlock:
     sets: tuple[tuple[str, str], ...] = ()  # (name, value) of each variable it sets, in order
 
 
+@dataclass(frozen=True, slots=True)
+class RepoFile:
+    """A file of the wiki's own repository that the server command runs (a script, a compose
+    file), read when the runbooks are read: a run executes a copy of this text."""
+
+    spelled: str  # the path as the command names it (normalised: `./x.sh` is `x.sh`)
+    path: str  # POSIX, relative to the wiki root
+    content: str
+
+    @property
+    def sha256(self) -> str:
+        return "sha256:" + hashlib.sha256(self.content.encode("utf-8")).hexdigest()
+
+
+def run_files(blocks: Iterable[FileBlock]) -> dict[str, str]:
+    """The files a runbook's server command reads, by the path it uses: the file blocks, and
+    the here-documents of the shell blocks that write them."""
+    out: dict[str, str] = {}
+    for fb in blocks:
+        if fb.path:
+            out[fb.path] = fb.content
+        out.update(fb.writes)
+    return out
+
+
 def _blocks_digest(blocks: list[tuple[str, str]]) -> str:
     h = hashlib.sha256()
     for info, content in blocks:
@@ -93,6 +118,7 @@ class Runbook:
     server: ServerBlock
     clients: tuple[ClientBlock, ...] = ()
     files: tuple[FileBlock, ...] = ()
+    repository: tuple[RepoFile, ...] = ()  # files of the repository the server runs, by path
 
     @property
     def ref(self) -> str:
@@ -102,10 +128,15 @@ class Runbook:
     def blocks_hash(self) -> str:
         """"sha256:<hex>" over each block's info string (`block_hash_info`, alike for both fence
         forms) + "\\n" + content + NUL, server first, then clients in page order, then file
-        blocks in page order. Any edit to a command, a file or an attribute changes it."""
+        blocks in page order, then each repository file the server runs (`repository <path>`
+        + "\\n" + its text + NUL) by path. Any edit to a command, a file or an attribute
+        changes it, and so does any edit to a script or compose file of the repository it runs.
+        """
         blocks = [(self.server.info, self.server.content)]
         blocks += [(c.info, c.content) for c in sorted(self.clients, key=lambda c: c.line)]
         blocks += [(f.info, f.content) for f in sorted(self.files, key=lambda f: f.line)]
+        blocks += [(f"repository {f.path}", f.content)
+                   for f in sorted(self.repository, key=lambda f: f.path)]
         return _blocks_digest(blocks)
 
     @property

@@ -6,11 +6,9 @@ variables the command needs (RB015, read by `sources`)."""
 
 from __future__ import annotations
 
-import posixpath
 import re
 from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 from wikitools.diagnostics import Diagnostic, Severity
 from wikitools.pages import CodeBlock, Page
@@ -379,71 +377,3 @@ def writer_refusals(page: Page, runner: CodeBlock, writers: Mapping[int, CodeBlo
                        f"not proposed as a runbook: writes {', '.join(heredoc_files(w.content))}"
                        f", which the block at line {runner.line} runs: {why.message}",
                        Severity.WARNING) for n, w in sorted(writers.items()) if n not in claimed]
-
-
-_PATHLIKE = re.compile(r"^(?:\./)?[\w.-]+(?:/[\w.-]+)+$|^\./[\w.-]+$")
-
-
-def repository_file(root: Path, page: str, block: CodeBlock, spelled: str) -> str | None:
-    """The repository path (POSIX, relative to `root`) of a file a block's command names by a
-    relative path: from a `cd DIR` of the block, the wiki root or the page's folder; never a
-    file outside the root (nor reached through a symlink out of it)."""
-    if not _PATHLIKE.match(spelled) or ".." in spelled.split("/"):
-        return None
-    top = root.resolve()
-    cds = [m[1] for m in re.finditer(r"(?m)^\s*cd\s+([\w./-]+)\s*(?:&&|;|$)", block.content)]
-    bases = [*(top / d for d in cds if not d.startswith("/")), top,
-             top / posixpath.dirname(page)]
-    for base in bases:
-        candidate = (base / spelled).resolve()
-        if candidate.is_file() and candidate.is_relative_to(top):
-            return candidate.relative_to(top).as_posix()
-    return None
-
-
-def repository_launch(root: Path, page: str, block: CodeBlock) -> Refusal | None:
-    """A block that runs a script or compose file of the wiki's repository that starts an
-    engine (`scripts/run-server.sh`, `docker compose -f compose/x.yml up`): said, located,
-    since a runbook holds only what its page shows."""
-    try:
-        cmds = split_commands(block.content)
-    except ShellSyntaxError:
-        return None
-    hits: list[tuple[int, str]] = []
-    for cmd in cmds:
-        argv = cmd.argv
-        lead = next((k for k, a in enumerate(argv) if not re.match(r"[A-Za-z_]\w*=", a)), None)
-        if lead is None:
-            continue
-        words = [argv[lead]] if basename(argv[lead]) not in _SHELLS else argv[lead + 1 : lead + 2]
-        call = compose_call(argv, lead)
-        if call is not None and call.subcommand in COMPOSE_START_SUBCOMMANDS:
-            words = list(call.files)
-        for spelled in words:
-            rel = repository_file(root, page, block, spelled)
-            if rel is None:
-                continue
-            try:
-                text = (root / rel).read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError):
-                continue
-            compose = re.search(r"(?m)^services:", text) and _ENGINE_REF.search(text)
-            if not (_LAUNCH.search(text) or compose):
-                continue
-            hits.append((cmd.words[0].start, rel))
-            break
-    if not hits:
-        return None
-    if len(hits) > 1:
-        lines = [position(block, block.content, o)[0] for o, _r in hits]
-        line, col = position(block, block.content, hits[1][0])
-        return Refusal(line, col, STATIC_CODE, "alternatives",
-                       f"the block starts {len(hits)} servers (lines "
-                       f"{', '.join(map(str, lines))}): alternatives to choose from, not one "
-                       "run; give each its own block")
-    line, col = position(block, block.content, hits[0][0])
-    return Refusal(line, col, "RB016", "repository",
-                   f"runs {hits[0][1]}, a file of the repository that starts an engine: a "
-                   "runbook holds only what its page shows, so it cannot read or hash that "
-                   "file; show it on the page (a here-document, or a block marked "
-                   "`.runbook-file`)")

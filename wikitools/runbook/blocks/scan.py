@@ -19,12 +19,18 @@ from wikitools.runbook.blocks.refusals import (
     Refusal,
     later_runner,
     page_scripts,
-    repository_launch,
     runner_reason,
     runs_file,
     static_refusals,
     unproposed_reason,
     writer_refusals,
+)
+from wikitools.runbook.blocks.repository import (
+    Repository,
+    read_repository,
+    repository_file,
+    repository_launch,
+    repository_refusals,
 )
 from wikitools.runbook.blocks.sources import (
     assigned,
@@ -168,12 +174,15 @@ def _describe(cmd: EngineCommand) -> str:
     ) if x) + ")"
 
 
-def _refuse(page: Page, block: CodeBlock, files: dict[str, str],
+def _refuse(page: Page, block: CodeBlock, files: dict[str, str], repo: Repository,
             ) -> tuple[list[Diagnostic], list[CodeBlock]]:
     """Why the server block cannot be proposed (located warnings), or the earlier blocks of the
-    page that set the variables it needs (to become its path-less file blocks)."""
-    found = static_refusals(block, files)
-    unset, sources = page_sources(page, block, files)
+    page that set the variables it needs (to become its path-less file blocks). `repo`: the
+    repository files it runs, whose own variables (a long script's function locals, `read`
+    targets) are the script's business, not the page's."""
+    found = [*static_refusals(block, {**files, **repo.texts()}), *repository_refusals(block, repo)]
+    unset, sources = page_sources(page, block, {k: v for k, v in files.items()
+                                                if k not in repo.texts()})
     diags = [Diagnostic(page.path, r.line, r.col, r.code,
                         f"not proposed as a runbook: {r.message}", Severity.WARNING)
              for r in [*found, *unset]]
@@ -225,7 +234,7 @@ def scan_wiki(pages: Iterable[Page], taken: Iterable[str] = (), root: Path | Non
                     out.append(_up_block(pending_file))
                 if cmd is None:  # the image decides the flags: a later `up` is not understood
                     compose, pending_file = None, None
-                    compose_why = _compose_reason(block)
+                    compose_why = _compose_reason(block, root, page.path)
                     if compose_why:
                         refused.append(Diagnostic(page.path, block.line, block.col, "RB016",
                                                   f"not proposed as a runbook: {compose_why}",
@@ -244,6 +253,8 @@ def scan_wiki(pages: Iterable[Page], taken: Iterable[str] = (), root: Path | Non
             if lang not in SHELL_LANGS:
                 continue
             files = {ANY_FILE: compose[0].content} if compose else {}
+            repo = read_repository(root, page.path, block.content)
+            files.update(repo.texts())
             runs = {w.line: w for path, w in writers.items() if w is not block
                     and runs_file(block.content, path)}
             written = {p: t for w in runs.values() for p, t in heredoc_files(w.content).items()}
@@ -260,6 +271,9 @@ def scan_wiki(pages: Iterable[Page], taken: Iterable[str] = (), root: Path | Non
                 continue
             visible = earlier_values(page, block) if "$" in block.content else {}
             found = mentions_launcher(block.content, files, visible)
+            if isinstance(found, ClientCommand) and repo.files:  # a client only by its own text
+                found = mentions_launcher(block.content, {k: v for k, v in files.items()
+                                                          if k not in repo.texts()}, visible)
             own = heredoc_files(block.content) if "<<" in block.content else {}
             if found is None and not runs and later_runner(page, block) is not None and \
                     not any(runs_file(block.content, p) for p in own):  # runs it elsewhere
@@ -274,8 +288,11 @@ def scan_wiki(pages: Iterable[Page], taken: Iterable[str] = (), root: Path | Non
                     why = next((r for r in unset_refusals(  # variable the page leaves open
                         page, block, visible, files.values())
                         if variable_source(page, block, r.variables[0]).line), why)
-                if root is not None and (why is None or why.reason in ("opaque", "unknown")):
-                    why = repository_launch(root, page.path, block) or why
+                if repo.unreadable:
+                    why = repository_refusals(block, repo)[0]
+                elif repo.files and (why is None or why.reason in ("opaque", "unknown")):
+                    why = repository_launch(repo, block, next(iter(problems), None) or (
+                        why.message if why else "no engine launcher found in it")) or why
                 if why is not None:
                     refused.append(Diagnostic(page.path, why.line, why.col, why.code,
                                               f"not proposed as a runbook: {why.message}",
@@ -289,7 +306,7 @@ def scan_wiki(pages: Iterable[Page], taken: Iterable[str] = (), root: Path | Non
                              and use.compose_file not in heredoc_files(block.content)
                              and use.compose_file not in written)
                 reasons, sources = _refuse(page, block,
-                                           {**(files if from_page else {}), **written})
+                                           {**(files if from_page else {}), **written}, repo)
                 if reasons:
                     refused += reasons
                     first = reasons[0]
@@ -340,7 +357,7 @@ _ENGINE_IMAGE = re.compile(r"vllm|sglang|llama", re.I)
 _ENGINE_REF = re.compile(r"[\w./-]*(?:vllm|sglang|llama)[\w./-]*:[\w.-]+", re.I)
 
 
-def _compose_reason(block: CodeBlock) -> str | None:
+def _compose_reason(block: CodeBlock, root: Path | None = None, page: str = "") -> str | None:
     """Why a compose file whose services start an engine image cannot be read, or None when
     its images are not engines (a database, a proxy) or it is not readable at all."""
     try:
@@ -350,6 +367,12 @@ def _compose_reason(block: CodeBlock) -> str | None:
     if not any(_ENGINE_IMAGE.search(s.image or "") for s in services) and \
             not _ENGINE_REF.search(block.content):  # nor passes one on (a launcher's IMAGE)
         return None
+    inside = next(((s, p) for s in services for p in s.argv[:1]
+                   if root is not None and repository_file(root, page, "", p)), None)
+    if inside is not None:  # the container sees the repository only through the file's mounts
+        return (f"service {inside[0].name} runs {inside[1]}, a script of the repository, inside "
+                "its container, which sees the script only through the compose file's mounts: "
+                "a run could not give it the copy it planned; run the script from the block")
     runs = "; ".join(f"service {s.name} runs {' '.join(s.argv) or 'its image default'}"
                      for s in services[:2])
     return (f"compose file whose services start no engine the reader knows ({runs}): the "

@@ -8,6 +8,7 @@ placeholder, has no source; the reason says which."""
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass
@@ -48,10 +49,15 @@ def _lang(block: CodeBlock) -> str | None:
 def assigned(block: CodeBlock) -> dict[str, tuple[int, str]]:
     """Each variable the block's top-level commands set (`NAME=value`, `export NAME=value`,
     `declare -a NAME=(…)`) → (page line of its last assignment, value as written)."""
+    return dict(_assigned(block.content, block.content_line))
+
+
+@functools.lru_cache(maxsize=4096)
+def _assigned(content: str, first_line: int) -> tuple[tuple[str, tuple[int, str]], ...]:
     try:
-        cmds = split_commands(block.content)
+        cmds = split_commands(content)
     except ShellSyntaxError:
-        return {}
+        return ()
     out: dict[str, tuple[int, str]] = {}
     for cmd in cmds:
         argv = cmd.argv
@@ -64,9 +70,9 @@ def assigned(block: CodeBlock) -> dict[str, tuple[int, str]]:
             continue
         for word, arg in rest:
             name, _eq, value = arg.partition("=")
-            line = block.content_line + block.content.count("\n", 0, word.start)
+            line = first_line + content.count("\n", 0, word.start)
             out[name.split("[")[0].rstrip("+")] = (line, value)
-    return out
+    return tuple(out.items())
 
 
 def assigned_values(block: CodeBlock) -> list[tuple[str, str]]:

@@ -21,6 +21,7 @@ RUN_VALUE_FLAGS = frozenset({
     "--memory-swap", "--group-add", "--stop-signal", "--stop-timeout", "--tmpfs", "--dns",
     "--cgroupns", "--uts", "--userns", "--health-cmd", "--gpus-all", "--cidfile",
     "--volumes-from", "--link", "--mac-address", "--ip", "--expose", "--label-file",
+    "--cpuset-mems", "--cpu-shares", "--memory-reservation", "--oom-score-adj",
 })
 RUN_BOOL_SHORT = frozenset("dit")  # -d -i -t and combinations (-it, -dit)
 RUN_VALUE_SHORT = "evpwuml"  # short options with a value that may end a combination (-itv X)

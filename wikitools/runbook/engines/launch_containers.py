@@ -25,6 +25,10 @@ from wikitools.runbook.engines.types import ContainerUse
 # find(argv, words, scope, depth, top) -> Found | None
 Find = Callable[[list[str], "list[Word] | None", Scope, int, bool], "Found | None"]
 
+_EMPTY_DEFAULT = re.compile(r"\$\{[A-Za-z_]\w*:?-\}")
+_ARRAY = re.compile(r"\$\{([A-Za-z_]\w*)\[[@*]\]\}")
+
+
 def not_top(use: ContainerUse) -> ContainerUse:
     return replace(use, top_level=False)
 
@@ -44,6 +48,14 @@ def docker_run(
         if a == "--":
             j += 1
             break
+        if _EMPTY_DEFAULT.fullmatch(a):  # `${EXTRA_DOCKER_ARGS:-}`: nothing unless set
+            j += 1
+            continue
+        array = _ARRAY.fullmatch(a)
+        if array:  # `"${ENV_ARGS[@]}"` before the image: options, as the script set them
+            argv = [*argv[:j], *scope.arrays.get(array[1], []), *argv[j + 1 :]]
+            words = None
+            continue
         if not a.startswith("-") or a == "-":
             break
         flag, eq, val = a.partition("=")

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from wikitools.runbook.engines import catalog as engines
 from wikitools.runbook.engines import docker_cli
 from wikitools.runbook.engines import launch_containers as lc
+from wikitools.runbook.engines.cases import choose_cases
 from wikitools.runbook.engines.compose import compose_call, looks_like_compose
 from wikitools.runbook.engines.found import ANY_FILE, Found, Scope
 from wikitools.runbook.engines.shell import (
@@ -30,8 +31,8 @@ from wikitools.runbook.engines.shell import (
     tokenize,
 )
 
-__all__ = ["ANY_FILE", "Found", "Scope", "append_args", "docker_run_offset", "find_in_script",
-           "find_launcher", "insertion_point", "top_level_launches"]
+__all__ = ["ANY_FILE", "Found", "Scope", "append_args", "find_in_script",
+           "find_launcher", "insertion_point", "strip_prefixes", "top_level_launches"]
 
 _PY = re.compile(r"^(?:.*/)?python(?:\d+(?:\.\d+)?)?$")
 _PY_OPTS_WITH_VALUE = {"-X", "-W", "-c"}
@@ -40,7 +41,7 @@ _UV_VALUE_OPTIONS = {"--with", "--python", "-p", "--project", "--directory", "--
 _SHELLS = ("bash", "sh", "zsh", "dash")
 
 
-def _strip_prefixes(argv: list[str], env: list[tuple[str, str]], wrappers: list[str]) -> int:
+def strip_prefixes(argv: list[str], env: list[tuple[str, str]], wrappers: list[str]) -> int:
     """Index of the real command after `K=V` prefixes and exec/env/nohup/time/sudo/uv run."""
     i = 0
     while i < len(argv):
@@ -134,7 +135,7 @@ def _find(argv: list[str], words: list[Word] | None, scope: Scope, depth: int = 
           top: bool = True) -> Found | None:
     env: list[tuple[str, str]] = []
     wrappers: list[str] = []
-    i = _strip_prefixes(argv, env, wrappers)
+    i = strip_prefixes(argv, env, wrappers)
     if i >= len(argv):
         return None
     hit = _classify(argv, i)
@@ -194,8 +195,7 @@ def _find(argv: list[str], words: list[Word] | None, scope: Scope, depth: int = 
     return None
 
 
-def _array_items(value: str) -> list[str] | None:
-    """The items of a bash array assignment value `( a "b c" … )`."""
+def _array_items(value: str) -> list[str] | None:  # the items of `( a "b c" … )`
     text = value.strip()
     if not (text.startswith("(") and text.endswith(")")):
         return None
@@ -205,8 +205,7 @@ def _array_items(value: str) -> list[str] | None:
         return None
 
 
-def _callables(script: str) -> dict[str, str | None]:
-    """Shell functions defined in a script (name → None)."""
+def _callables(script: str) -> dict[str, str | None]:  # shell functions (name → None)
     return {m[1]: None for m in re.finditer(
         r"(?m)^[ \t]*(?:function[ \t]+)?([A-Za-z_][\w.-]*)[ \t]*\([ \t]*\)[ \t]*\{?", script)}
 
@@ -254,12 +253,14 @@ def find_in_script(script: str, depth: int = 0, scope: Scope | None = None,
         lead = 0  # `PORT=8402 /tmp/run-x`: the assignments before the script are its env
         while lead < len(argv) - 1 and re.match(r"[A-Za-z_]\w*=", argv[lead]):
             lead += 1
-        script_body = scope.callables.get(basename(argv[lead]))
-        if script_body:  # a here-document script called with arguments
-            inner = find_in_script(script_body, depth + 1, scope)
+        run = _script_word(argv, lead)
+        script_body = scope.callables.get(basename(argv[run])) if run < len(argv) else None
+        if script_body:  # a script of the runbook (`/tmp/run-x`, `bash x.sh`) with arguments
+            known = dict(env + assignments(argv[:lead]))  # what the caller sets for it
+            inner = find_in_script(choose_cases(script_body, known), depth + 1, scope)
             if inner is not None:
                 found, inner_env = inner
-                _forward(found, argv[lead + 1 :])
+                _forward(found, argv[run + 1 :])
                 found.words = None
                 return found, env + assignments(argv[:lead]) + inner_env
             continue
@@ -278,6 +279,19 @@ def find_in_script(script: str, depth: int = 0, scope: Scope | None = None,
     if first_problem is not None:
         return first_problem, env
     return None
+
+
+def _script_word(argv: list[str], lead: int) -> int:
+    """Index of the word naming the script a command runs: the command itself, or the file a
+    shell runs (`bash x.sh ARGS`; not `bash -c "…"`, whose string `_find` reads)."""
+    if basename(argv[lead]) not in _SHELLS:
+        return lead
+    k = lead + 1
+    while k < len(argv) and argv[k].startswith("-"):
+        if not argv[k].startswith("--") and "c" in argv[k][1:]:
+            return lead
+        k += 1
+    return k
 
 
 def _arrays(rest: list[str], scope: Scope) -> list[str]:
@@ -314,18 +328,20 @@ def _forward(found: Found, args: list[str]) -> None:
 
 
 def _scope(files: Mapping[str, str] | None, values: Mapping[str, str] | None = None) -> Scope:
-    """A block's scope with the runbook's files: a file that is not a compose file is a script
-    the block may run by its path (a launcher another block of the page writes)."""
+    """A block's scope with the runbook's files (one that is not a compose file is a script the
+    block may run by its path) and the values and arrays set before it runs."""
     scope = Scope(files=dict(files or {}), values=dict(values or {}))
+    for k, v in (values or {}).items():
+        if (items := _array_items(v)) is not None:
+            scope.arrays[k] = items
     for path, body in scope.files.items():
         if path != ANY_FILE and not looks_like_compose(body):
             scope.callables.setdefault(basename(path), body)
     return scope
 
 
-def find_launcher(text: str, files: Mapping[str, str] | None = None,
-                  values: Mapping[str, str] | None = None,
-                  ) -> tuple[Found | None, list[tuple[str, str]], list[str]]:
+def find_launcher(text: str, files: Mapping[str, str] | None = None, values: Mapping[str,
+                  str] | None = None) -> tuple[Found | None, list[tuple[str, str]], list[str]]:
     """The first launcher or client in `text`, the environment it gets, and problems. `files`:
     the runbook's file blocks (path → text); `values`: variables set before the block runs."""
     problems: list[str] = []
@@ -366,7 +382,7 @@ def top_level_launches(text: str, files: Mapping[str, str] | None = None,
         if not argv or argv[0] in ("export", "local", "declare", "readonly", "unset"):
             continue
         env: list[tuple[str, str]] = []
-        i = _strip_prefixes(argv, env, [])
+        i = strip_prefixes(argv, env, [])
         if i >= len(argv):
             continue
         head = " ".join(argv[i : i + 3])
@@ -421,80 +437,3 @@ def append_args(text: str, args: list[str]) -> str | None:
     if not args:
         return text
     return text[:at] + " " + " ".join(shell_quote(a) for a in args) + text[at:]
-
-
-def _programs(text: str) -> list[tuple[SimpleCommand, int]]:
-    """Each top-level command of `text` with the index of its program word, past environment
-    assignments and wrappers; none when the text does not parse."""
-    try:
-        cmds = split_commands(text)
-    except ShellSyntaxError:
-        return []
-    return [(cmd, _strip_prefixes(cmd.argv, [], [])) for cmd in cmds]
-
-
-def docker_run_offset(text: str) -> int | None:
-    """Offset just after `run` in the block's first top-level `docker run` (or `docker container
-    run`), where docker options can be added; None when there is none."""
-    for cmd, i in _programs(text):
-        argv = cmd.argv
-        if i + 1 >= len(argv) or basename(argv[i]) not in docker_cli.CONTAINER_PROGRAMS:
-            continue
-        if argv[i + 1] == "run":
-            return cmd.words[i + 1].end
-        if argv[i + 1 : i + 3] == ["container", "run"]:
-            return cmd.words[i + 2].end
-    return None
-
-
-def own_compose_project(text: str, project: str) -> str | None:
-    """`text` with its first top-level `docker compose …` / `docker-compose …` call set to the
-    Compose project `project`: the page's own `-p X`, `-pX`, `--project-name X` or
-    `--project-name=X` replaced, or `-p project` added after the program. A `-p` given on the
-    command line outranks COMPOSE_PROJECT_NAME and the file's `name:`, so the call acts on
-    `project` only. None when there is no such call outside a quoted string."""
-    for cmd, i in _programs(text):
-        argv = cmd.argv
-        call = compose_call(argv, i) if i < len(argv) else None
-        if call is None:
-            continue
-        j = i + len(call.program)
-        edits: list[tuple[int, int, str]] = []
-        new = shell_quote(project)
-        while j < len(argv) and argv[j].startswith("-"):
-            a, w = argv[j], cmd.words[j]
-            name, eq, _ = a.partition("=")
-            if a in docker_cli.COMPOSE_PROJECT_FLAGS and j + 1 < len(argv):
-                edits.append((cmd.words[j + 1].start, cmd.words[j + 1].end, new))
-                j += 2
-                continue
-            if name == "--project-name" and eq:
-                edits.append((w.start, w.end, f"--project-name={new}"))
-            elif a.startswith("-p") and not a.startswith("--"):
-                edits.append((w.start, w.end, f"-p {new}"))
-            elif "=" not in a and a in docker_cli.COMPOSE_GLOBAL_VALUE_FLAGS and j + 1 < len(argv):
-                j += 1
-            j += 1
-        if not edits:
-            at = cmd.words[i + len(call.program) - 1].end
-            edits.append((at, at, f" -p {new}"))
-        for start, end, repl in sorted(edits, reverse=True):
-            text = text[:start] + repl + text[end:]
-        return text
-    return None
-
-
-def without_project(args: tuple[str, ...]) -> tuple[str, ...]:
-    """Compose global options without any project name (the run adds its own)."""
-    out: list[str] = []
-    skip = False
-    for a in args:
-        if skip:
-            skip = False
-            continue
-        if a in docker_cli.COMPOSE_PROJECT_FLAGS:
-            skip = True
-        elif not (a.startswith("--project-name=") or (a.startswith("-p") and
-                                                        not a.startswith("--"))):
-            out.append(a)
-    return tuple(out)

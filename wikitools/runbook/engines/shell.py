@@ -89,7 +89,7 @@ def tokenize(text: str) -> list[Word]:
             op = m.group(0)
             out.append(Word(op, i, i + len(op), op=True))
             i += len(op)
-            if op.endswith(("<<", "<<-")):
+            if op.lstrip("0123456789") in ("<<", "<<-"):  # not the here-string `<<<`
                 j = i
                 while j < n and text[j] in " \t":
                     j += 1
@@ -393,8 +393,9 @@ def _collect_env(text: str, out: list[tuple[str, str, str]], depth: int) -> None
         argv = cmd.argv
         if not argv:
             continue
-        if argv[0] == "export":
-            out.extend((k, v, "export") for k, v in assignments(argv[1:]))
+        if argv[0] in ("export", "local", "declare", "typeset", "readonly"):
+            out.extend((k, v, "export") for k, v in assignments(
+                [a for a in argv[1:] if not a.startswith("-")]))
             continue
         i = 0
         while i < len(argv) and _ASSIGN.match(argv[i]):

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import httpx
 
+from wikitools.runbook.blocks.repository import RUN_DIR_VAR
 from wikitools.runbook.engines import clients as result_parsers
 from wikitools.runbook.engines.markers import scan_markers
 from wikitools.runbook.execution import containers as docker
@@ -193,20 +194,35 @@ def _preflight(plan: Plan, verdict: Verdict | None, st: RunState, emit: EventSin
         out.message = f"forced: {note}" if note else None
 
 
+def _write_copies(root: Path, variant: PlannedVariant) -> None:
+    """The repository files the server command runs, as the plan read them, in the run's
+    folder (the command names these copies, never the files themselves)."""
+    for copy in variant.server.copies:
+        target = root / copy.path
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(copy.text, encoding="utf-8")
+            target.chmod(0o755)
+        except OSError as exc:
+            raise StepFailed(variant.step("start"), f"could not copy {copy.source} to "
+                             f"{copy.path}: {exc.strerror or exc}") from None
+
+
 def _start(variant: PlannedVariant, root: Path, st: RunState, vs: VariantState,
            emit: EventSink) -> None:
     srv = variant.server
     with step(st, emit, variant.step("start"), srv.command) as out:
         vs.t_start = time.monotonic()
         cwd = root
+        env = {**srv.env, TAG_VAR: st.tag,
+               RUN_DIR_VAR: str((root / variant.artifacts_dir).resolve())}
+        _write_copies(root, variant)
         if srv.container is not None:
             docker.write_files(root, srv.container)
             cwd = root / srv.container.workdir
-            vs.containers = docker.Containers(srv.container, root, root / srv.log_path,
-                                              {**srv.env, TAG_VAR: st.tag})
+            vs.containers = docker.Containers(srv.container, root, root / srv.log_path, env)
         try:
-            vs.server = spawn(srv.command, {**srv.env, TAG_VAR: st.tag}, root / srv.log_path,
-                              cwd)
+            vs.server = spawn(srv.command, env, root / srv.log_path, cwd)
         except OSError as exc:
             raise StepFailed(variant.step("start"),
                              f"could not start bash: {exc.strerror}") from None

@@ -77,6 +77,18 @@ class PlannedContainer:
 
 
 @dataclass(frozen=True, slots=True)
+class PlannedCopy:
+    """A repository file the server command runs, copied into the run's folder before the
+    start: the text read with the runbook (the run never executes the file itself)."""
+
+    path: str  # where the copy is written, relative to the root (inside the run's folder)
+    source: str  # the repository file, relative to the root
+    sha256: str  # of the repository file's text, as the runbook's hash covers it
+    text: str  # what is written: that text, with the run's --label when it holds the docker run
+    labelled: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class PlannedServer:
     command: str  # final shell text, run as `bash -c command` (block text + executor additions)
     env: dict[str, str] = field(hash=False, compare=False)  # added to os.environ (real values)
@@ -99,6 +111,7 @@ class PlannedServer:
     container: PlannedContainer | None = None  # the run's containers (docker run / compose)
     # the container's own environment (`-e`, compose `environment:`), secrets masked
     container_env: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+    copies: tuple[PlannedCopy, ...] = ()  # of the repository files the command runs
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,26 +9,28 @@ server the executor started. Paths are relative to the wiki root (commands run t
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from wikitools.errors import UsageError
 from wikitools.runbook.blocks.model import ClientBlock, Runbook
+from wikitools.runbook.blocks.repository import RUN_DIR_VAR, with_copies
 from wikitools.runbook.blocks.sweep import Coords, Sweep, SweepError, point_name
 from wikitools.runbook.engines import catalog as engines
 from wikitools.runbook.engines import docker_cli
-from wikitools.runbook.engines.launcher import (
-    append_args,
+from wikitools.runbook.engines.container_edits import (
     docker_run_offset,
     own_compose_project,
     without_project,
 )
+from wikitools.runbook.engines.launcher import append_args
 from wikitools.runbook.engines.secrets import mask_command, mask_env
 from wikitools.runbook.execution.containers import RUN_LABEL
 from wikitools.runbook.execution.model import (
     Plan,
     PlannedClient,
     PlannedContainer,
+    PlannedCopy,
     PlannedPoint,
     PlannedRun,
     PlannedServer,
@@ -161,6 +163,14 @@ def _server(runbook: Runbook, coords: Coords, folder: str, ov: PlanOverrides,
         args = ["--port", str(port)]
         notes.append(f"--port {port} added to the server command")
     text = _with_args(server.content.rstrip("\n"), args, "server command")
+    copies = [PlannedCopy(f"{folder}/{f.spelled}", f.path, f.sha256, f.content)
+              for f in runbook.repository]
+    if copies:  # the run executes its own copy of what was read with the runbook
+        text = with_copies(text, runbook.repository)
+        notes.append(f"the server command runs copies of the repository files it names, "
+                     f"written to {folder}/ when the run starts (${RUN_DIR_VAR} is that "
+                     "folder's absolute path), with the text the plan read: an edit made "
+                     "after the plan does not reach the run")
     writers = sorted((f for f in runbook.files if not f.path), key=lambda f: f.line)
     if writers:  # the page's blocks that write the launcher or set its variables come first
         text = "\n".join([*(f.content.rstrip("\n") for f in writers), text])
@@ -197,12 +207,22 @@ def _server(runbook: Runbook, coords: Coords, folder: str, ov: PlanOverrides,
     container = None
     use = cmd.container
     if use is not None and use.kind == "run":
+        # Double quotes: the shell puts in the run's tag from the environment of every run.
+        label = f' --label "{RUN_LABEL}${{{TAG_VAR}}}"'
         at = docker_run_offset(text)
-        if at is None:
+        inside = next((k for k, c in enumerate(copies)
+                       if at is None and docker_run_offset(c.text) is not None), None)
+        if inside is not None:  # the docker run is in a repository script: label the copy
+            c = copies[inside]
+            at = docker_run_offset(c.text)
+            assert at is not None
+            copies[inside] = replace(c, text=f"{c.text[:at]}{label}{c.text[at:]}",
+                                     labelled=True)
+        elif at is None:
             raise UsageError("the server's docker run is not a command of its own: the run "
                              "could not label its container")
-        # Double quotes: the shell puts in the run's tag from the environment of every run.
-        text = f'{text[:at]} --label "{RUN_LABEL}${{{TAG_VAR}}}"{text[at:]}'
+        else:
+            text = f"{text[:at]}{label}{text[at:]}"
         notes.append("--label added to docker run: the run finds, follows and stops only the "
                      "container that carries its own tag")
         container = PlannedContainer(kind="run", detached=use.detached, remove=use.remove,
@@ -250,6 +270,7 @@ def _server(runbook: Runbook, coords: Coords, folder: str, ov: PlanOverrides,
         version_command=eng.version_command if eng and not cmd.docker else (),
         container=container,
         container_env=mask_env(dict(cmd.docker_env)) if container else {},
+        copies=tuple(copies),
     )
 
 

@@ -102,6 +102,10 @@ def _variant_lines(v: PlannedVariant) -> list[str]:
     where = (f"{srv.container.workdir}/" if srv.container and srv.container.workdir != "."
              else "the wiki root")
     out += _command_lines(srv.display_env, srv.display_command, where)
+    for copy in srv.copies:
+        label = f"; --label {RUN_LABEL}<tag> added to its docker run" if copy.labelled else ""
+        out.append(f"  file: {copy.path} (from the repository: {copy.source}, "
+                   f"{copy.sha256}{label})")
     out += _container_lines(v)
     out.append(f"  ready: {srv.health_url} within {srv.ready_timeout:g} s; "
                f"stop: TERM, KILL after {srv.stop_timeout:g} s; then the port and GPU memory "

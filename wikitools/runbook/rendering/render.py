@@ -60,7 +60,7 @@ def render_pages(
     RGN003 stale (warning), and with `check` RGN004 for each region that would change."""
     pages = list(pages)
     if runbooks is None:
-        runbooks, _ = extract_runbooks(pages)
+        runbooks, _ = extract_runbooks(pages, root)
     by_id: Mapping[str, Runbook] = {r.id: r for r in runbooks}
     store = _Records(root)
     changes: list[Change] = []
