@@ -14,7 +14,10 @@ site: setup
 TEST_WORKERS ?= 2
 PYTEST := $(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
-test: setup engine docker browser
+# The three environments do not depend on each other: they are made side by side (the engine is
+# mostly disk and CPU, Docker and the browser mostly downloads); -Oline keeps each line whole.
+test: setup
+	$(MAKE) --no-print-directory -j3 -Oline engine docker browser
 	$(BIN)/ruff check wikitools tests scripts benchmarks
 	$(BIN)/wiki check
 	$(BIN)/mypy

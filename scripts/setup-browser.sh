@@ -17,5 +17,6 @@ if ! command -v chromium >/dev/null 2>&1; then
   apt_get install -y -q chromium || { apt_get update -q && apt_get install -y -q chromium; } ||
     { echo "[setup-browser] apt-get failed; see .cache/apt-chromium.log" >&2; exit 1; }
 fi
-.venv/bin/pip install -q -e '.[browser]'
+# The `browser` extra (Playwright) once: reinstalling the checkout on every run costs seconds.
+.venv/bin/python -c 'import playwright.sync_api' 2>/dev/null || .venv/bin/pip install -q -e '.[browser]'
 echo "[setup-browser] $(chromium --version 2>/dev/null | head -n 1)"
