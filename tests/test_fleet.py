@@ -139,6 +139,7 @@ def executed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object, Re
     return root, plan, record
 
 
+@pytest.mark.xdist_group("fleet-executed")  # one executor run for both
 def test_opening_and_lost_records_have_the_executor_record_keys(executed) -> None:
     _root, plan, record = executed
     started = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
@@ -166,6 +167,7 @@ def test_opening_and_lost_records_have_the_executor_record_keys(executed) -> Non
     assert [s["name"] for s in data["steps"]][-2:] == ["client:bench[1]", "client:bench[2]"]
 
 
+@pytest.mark.xdist_group("fleet-executed")  # one executor run for both
 def test_lost_between_steps_and_before_any(executed) -> None:
     _root, plan, record = executed
     started = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)

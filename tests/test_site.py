@@ -224,6 +224,7 @@ def test_config_is_strict_and_offline() -> None:
     assert sorted(config["extra"]["status"]) == sorted(ALLOWED_STATUS)
 
 
+@pytest.mark.xdist_group("site-build")  # one strict build for all of them
 def test_abbreviation_tooltip_on_page(built: tuple[Path, Path]) -> None:
     _, site = built
     term, expansion = _first_abbreviation()
@@ -233,6 +234,7 @@ def test_abbreviation_tooltip_on_page(built: tuple[Path, Path]) -> None:
     assert f"*[{term}]" not in page.text
 
 
+@pytest.mark.xdist_group("site-build")
 def test_abbreviations_on_real_pages(built: tuple[Path, Path]) -> None:
     root, site = built
     term, _ = _first_abbreviation()
@@ -246,6 +248,7 @@ def test_abbreviations_on_real_pages(built: tuple[Path, Path]) -> None:
         pytest.fail(f"no real page that uses {term} shows it as <abbr>: {pages[:5]}")
 
 
+@pytest.mark.xdist_group("site-build")
 def test_status_badges(built: tuple[Path, Path]) -> None:
     root, site = built
     checked = 0
@@ -283,6 +286,7 @@ def _runbook_blocks(out: str) -> list[re.Match[str]]:
     return list(_RUNBOOK_DIV.finditer(out))
 
 
+@pytest.mark.xdist_group("site-build")
 def test_runbook_blocks_render_as_code(built: tuple[Path, Path]) -> None:
     """The server block is written `bash { … }` (the canonical form), the client block in the
     older `{ .bash … }` form: both render as highlighted bash with their id and classes."""
@@ -311,6 +315,7 @@ def test_runbook_blocks_render_as_code(built: tuple[Path, Path]) -> None:
     assert '"content.code.copy"' in out
 
 
+@pytest.mark.xdist_group("site-build")
 def test_runbook_blocks_on_real_pages(built: tuple[Path, Path]) -> None:
     root, site = built
     for src, _ in _pages(root):
@@ -332,6 +337,7 @@ def test_runbook_blocks_on_real_pages(built: tuple[Path, Path]) -> None:
         assert got == expected, f"{src}: runbook blocks {expected} rendered as {got}"
 
 
+@pytest.mark.xdist_group("site-build")
 def test_results_table_and_provenance(built: tuple[Path, Path]) -> None:
     _, site = built
     out = _page_html(site, f"{SELFTEST}.md").read_text(encoding="utf-8")
@@ -341,6 +347,7 @@ def test_results_table_and_provenance(built: tuple[Path, Path]) -> None:
     assert "wiki:results" not in _parse(_page_html(site, f"{SELFTEST}.md")).text
 
 
+@pytest.mark.xdist_group("site-build")
 def test_no_external_assets(built: tuple[Path, Path]) -> None:
     _, site = built
     problems: list[str] = []
