@@ -179,7 +179,8 @@ NOT_A_LAUNCH = (
 REASONS = (
     ("variable-unset", re.compile(r"RB015 ")),
     ("multi-node", re.compile(r"across several nodes")),
-    ("repository-file", re.compile(r"a file of the repository")),
+    ("repository-file", re.compile(r"a (?:file|script) of the repository")),
+    ("several-servers-in-a-script", re.compile(r"which starts \d+ servers")),
     ("compose-file-elsewhere", re.compile(r"needs its compose file")),
     ("script-in-image", re.compile(r"inside the image")),
     ("compose-service-unknown", re.compile(r"compose file whose services start no engine")),

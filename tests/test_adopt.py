@@ -628,12 +628,17 @@ def test_variables_set_by_a_block_that_runs_other_commands_are_refused() -> None
         "run first"]
 
 
-def test_one_variables_block_serves_several_launches(tmp_path: Path) -> None:
+def test_one_variables_block_serves_several_launches(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     text = ("# P\n\n```bash\nexport IMAGE=org/vllm:v1\n```\n\n## A\n\n"
             "```bash\ndocker run -d --gpus all -p 8000:8000 $IMAGE --model org/a -tp 2\n```\n\n"
             "## B\n\n"
             "```bash\ndocker run -d --gpus all -p 8001:8000 $IMAGE --model org/b -tp 4\n```\n")
     root = _wiki(tmp_path, {"p.md": text})
+    assert main(["runbook", "scan", "--root", str(root)]) == 0
+    listed = [ln for ln in capsys.readouterr().out.splitlines() if ":3:1:" in ln]
+    assert listed == ["docs/p.md:3:1: file (sets IMAGE); mark it: "
+                      "```bash { .runbook-file for=a-tp2,b-tp4 }"]
     assert main(["runbook", "scan", "--write", "--root", str(root)]) == 0
     written = (root / "docs" / "p.md").read_text()
     assert "```bash { .runbook-file for=a-tp2,b-tp4 }\nexport IMAGE" in written

@@ -19,7 +19,7 @@ from wikitools.pages import Page, parse_page, read_page
 from wikitools.runbook.blocks.adopt import adopt_page, keep_layout, modernise_fences
 from wikitools.runbook.blocks.extract import extract_runbooks, load_runbooks
 from wikitools.runbook.blocks.model import Runbook
-from wikitools.runbook.blocks.scan import Suggestion, scan_wiki
+from wikitools.runbook.blocks.scan import Suggestion, merged_suggestions, scan_wiki
 from wikitools.runbook.blocks.sources import runbook_unset
 from wikitools.runbook.engines.secrets import mask_env
 from wikitools.runbook.execution.plantext import format_plan, format_summary, format_verdict
@@ -237,6 +237,7 @@ def run_scan(args: argparse.Namespace) -> int:
     result = scan_wiki(pages, taken=runbooks.ids(), root=config.root)
     found = result.suggestions
     if not (args.write or args.check):
+        found = merged_suggestions(found)  # a block of variables several launches read: once
         for s in found:
             print(s.format())
         for d in sort_diagnostics(result.refused):

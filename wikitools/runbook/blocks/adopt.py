@@ -9,14 +9,14 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from wikitools.diagnostics import Diagnostic, Severity
 from wikitools.fences import modernise_info
 from wikitools.pages import Page, parse_page
 from wikitools.runbook.blocks.extract import extract_runbooks, is_runbook_block
-from wikitools.runbook.blocks.scan import Suggestion
+from wikitools.runbook.blocks.scan import Suggestion, merged_suggestions
 
 _FENCE = re.compile(r"^(?P<indent>[ \t>]*)(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
 
@@ -29,30 +29,9 @@ class Adopted:
     skipped: tuple[Diagnostic, ...]  # blocks left alone, with the reason
 
 
-_FOR = re.compile(r"(?<=\bfor=)[\w.,-]+")
-
-
-def _merged(suggestions: Sequence[Suggestion]) -> list[Suggestion]:
-    """One suggestion per block: a block of variables several runbooks read is a file block
-    of each (`for=a,b`)."""
-    out: dict[tuple[int, bool], Suggestion] = {}
-    for s in suggestions:
-        key = (s.line, bool(s.insert))
-        prev = out.get(key)
-        if prev is None or s.insert or s.role != "file" or prev.role != "file":
-            out[key] = s
-            continue
-        have = _FOR.search(prev.brace)
-        new = _FOR.search(s.brace)
-        if have and new:
-            ids = dict.fromkeys([*have[0].split(","), *new[0].split(",")])
-            out[key] = replace(prev, brace=_FOR.sub(",".join(ids), prev.brace, count=1))
-    return list(out.values())
-
-
 def _rewrite(text: str, suggestions: Sequence[Suggestion]) -> str:
     lines = text.split("\n")
-    suggestions = _merged(suggestions)
+    suggestions = merged_suggestions(suggestions)
     for s in suggestions:
         m = _FENCE.match(lines[s.line - 1])
         if m is None or s.insert:

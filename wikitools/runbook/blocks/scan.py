@@ -7,8 +7,8 @@ shown before it on the page."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from wikitools.diagnostics import Diagnostic, Severity
@@ -93,6 +93,27 @@ def _up_block(pending: Suggestion) -> Suggestion:
                       format_fence_info("bash", f"#{pending.runbook} .runbook-server {attrs}"),
                       pending.runbook, pending.end_line, pending.line, cmd,
                       insert="docker compose up -d")
+
+
+_FOR = re.compile(r"(?<=\bfor=)[\w.,-]+")
+
+
+def merged_suggestions(suggestions: Sequence[Suggestion]) -> list[Suggestion]:
+    """One suggestion per block: a block of variables several runbooks read is a file block
+    of each (`for=a,b`)."""
+    out: dict[tuple[int, bool], Suggestion] = {}
+    for s in suggestions:
+        key = (s.line, bool(s.insert))
+        prev = out.get(key)
+        if prev is None or s.insert or s.role != "file" or prev.role != "file":
+            out[key] = s
+            continue
+        have = _FOR.search(prev.brace)
+        new = _FOR.search(s.brace)
+        if have and new:
+            ids = dict.fromkeys([*have[0].split(","), *new[0].split(",")])
+            out[key] = replace(prev, brace=_FOR.sub(",".join(ids), prev.brace, count=1))
+    return list(out.values())
 
 
 @dataclass(frozen=True, slots=True)
