@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -54,23 +53,24 @@ def test_a_bad_sweep_is_refused_at_the_character_at_fault(text: str, message: st
     assert (exc.value.message, exc.value.col) == (message, col)
 
 
-def test_a_sweep_beyond_the_bound_is_refused_at_once() -> None:
-    t = time.monotonic()
-    with pytest.raises(SweepError, match=f"more than {MAX_POINTS} values"):
-        parse_sweep("C=" + ",".join(str(i) for i in range(1_000_000)))
+def test_a_sweep_beyond_the_bound_is_refused_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = "C=" + ",".join(str(i) for i in range(1_000_000))
+    with pytest.raises(SweepError, match=f"more than {MAX_POINTS} values") as exc:
+        parse_sweep(text)
+    # refused at the first value past the bound, not after reading the million
+    assert exc.value.col == text.index(f",{MAX_POINTS},") + 1
+    monkeypatch.setattr(Sweep, "points", lambda self: pytest.fail("points made"))
     with pytest.raises(SweepError, match=f"10,000 points \\(at most {MAX_POINTS}\\)"):
         parse_sweep("A=" + ",".join(str(i) for i in range(100)) + ";B="
                     + ",".join(str(i) for i in range(100)))
-    assert time.monotonic() - t < 2.0
+    monkeypatch.undo()
     assert len(parse_sweep("C=" + ",".join(str(i) for i in range(MAX_POINTS)))) == MAX_POINTS
 
 
 def test_page_sweep_beyond_the_bound_is_a_located_error() -> None:
     big = ",".join(str(i) for i in range(10_000))
     page = parse_page(PAGE.replace('sweep="C=1,8"', f'sweep="C={big}"'), "wiki/p.md")
-    t = time.monotonic()
     _runbooks, diags = extract_runbooks([page], None)
-    assert time.monotonic() - t < 2.0
     (d,) = diags
     assert (d.path, d.line, d.code) == ("wiki/p.md", 11, "RB004")
     assert d.message == f"bad value for sweep: C has more than {MAX_POINTS} values (at most " \

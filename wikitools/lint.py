@@ -34,6 +34,7 @@ from wikitools.statuses import RETIRED, REVIEWED, entry_findings
 
 if TYPE_CHECKING:
     from wikitools.pages import Page
+    from wikitools.runbook.blocks.model import RunbookSet
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 _LIST_KEYS = ("tags",)
@@ -57,15 +58,18 @@ def lint_pages(config: WikiConfig, pages: list[Page]) -> list[Diagnostic]:
 
 
 def status_findings(
-    config: WikiConfig, entries: Iterable[Entry], runbook_pages: Iterable[Page]
+    config: WikiConfig, entries: Iterable[Entry], runbook_pages: Iterable[Page],
+    runbooks: RunbookSet | None = None,
 ) -> list[Diagnostic]:
     """What each page's status may claim (FM006, FM008): the records of the pages that hold
-    runbooks (callers may pass just those pages), and every page's entry for the hubs."""
+    runbooks (callers may pass just those pages, and their runbooks when they have read
+    them), and every page's entry for the hubs."""
     from wikitools.runbook.blocks.extract import extract_runbooks
     from wikitools.runbook.rendering.status import check_runbook_claims
 
     pages = list(runbook_pages)
-    runbooks, _ = extract_runbooks(pages, config.root)
+    if runbooks is None:
+        runbooks, _ = extract_runbooks(pages, config.root)
     with_runbooks = {rb.page for rb in runbooks}
     return [*check_runbook_claims(pages, runbooks, config.root, _fm_position),
             *entry_findings(entries, with_runbooks)]

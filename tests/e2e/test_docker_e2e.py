@@ -1,7 +1,8 @@
 """Container runbooks end to end against a real Docker daemon and the real vLLM CPU engine.
 
 `wiki runbook run` runs the pages in tests/e2e/docker-tree: `docker run` (detached, with a shell
-entrypoint), `docker compose up -d`, and an image whose entrypoint is the server, each serving the
+entrypoint; also from a script of the repository, run as the run's own labelled copy), `docker
+compose up -d`, and an image whose entrypoint is the server, each serving the
 tiny model from the engine environment bind-mounted into a local Debian image; and the faults:
 image missing, container exiting during start-up, container name taken by someone else's
 container, `--gpus` without the NVIDIA container runtime, Ctrl-C during the client.
@@ -187,6 +188,28 @@ def test_docker_run_detached_end_to_end(make_run) -> None:
     own = json.loads((run.root / sample["result_file"]).read_text())
     assert own["completed"] == 8 and point["metrics"]["completed"] == 8
     assert point["metrics"]["output_throughput"] == own["output_throughput"]
+    run.assert_nothing_left()
+
+
+@serving
+def test_docker_run_in_a_repository_script_end_to_end(make_run) -> None:
+    """The docker run sits in a script of the repository: the run labels it in its own copy
+    of the script, finds the container by that label and stops it."""
+    run = make_run("script-vllm", 18478)
+    rc = run(timeout=900)
+    assert rc == 0, run.output
+    rec = run.record()
+    assert rec["status"] == "ok", rec["message"]
+    assert rec["server"]["command"] == '"$WIKI_RUN_DIR/scripts/serve-in-docker.sh"'
+    assert rec["engine"]["image"] == "wiki-test/bookworm:minbase-v1"
+    copy = (run.artifacts() / "scripts" / "serve-in-docker.sh").read_text()
+    assert 'docker run --label "wikitools.run.${WIKI_RUN_TAG}" -d --rm' in copy
+    assert "--label" not in (run.root / "scripts" / "serve-in-docker.sh").read_text().split(
+        "docker run", 1)[1].split("\n", 1)[0]
+    (cid,) = assert_containers_gone(rec)
+    assert cid[:12] in step(rec, "teardown")["message"]
+    (client,) = rec["clients"]
+    assert client["points"][0]["status"] == "ok", client
     run.assert_nothing_left()
 
 

@@ -9,7 +9,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wikitools.baseline import DEFAULT_BASELINE, apply_baseline, baselined, load_baseline
 from wikitools.commands import add_root
@@ -22,6 +22,9 @@ from wikitools.facts import Facts, acronym_context, gather
 from wikitools.glossary import load_glossary
 from wikitools.index import render_entries
 from wikitools.pages import Page
+
+if TYPE_CHECKING:
+    from wikitools.runbook.blocks.model import RunbookSet
 
 
 def add_parser(sub: Any) -> None:
@@ -68,13 +71,13 @@ def without_baseline(config: WikiConfig, diags: list[Diagnostic], baseline: Path
     return [*(d for d in diags if not baselined(d)), *fresh]
 
 
-def check_runbooks(config: WikiConfig, pages: tuple[Page, ...]) -> list[Diagnostic]:
+def check_runbooks(config: WikiConfig, pages: tuple[Page, ...],
+                   extracted: tuple[RunbookSet, list[Diagnostic]]) -> list[Diagnostic]:
     """RB findings on runbook blocks, then result regions rendered against the records. Only
     pages with runbook blocks or results markers can have either."""
-    from wikitools.runbook.blocks.extract import extract_runbooks
     from wikitools.runbook.rendering.render import check_regions
 
-    runbooks, diags = extract_runbooks(pages, config.root)
+    runbooks, diags = extracted
     return [*diags, *check_regions(pages, config.root, runbooks)]
 
 
@@ -115,9 +118,17 @@ def run(args: argparse.Namespace) -> int:
     step("index", lambda: check_index(config, facts))
     if glossary is not None:
         step("acronyms", lambda: [d for f in facts for d in f.acronyms])
-    step("lint", lambda: lint_findings(config, gathered))
+    from wikitools.runbook.blocks.extract import extract_runbooks
+
+    t0 = time.perf_counter()  # read once: the status lint and the runbook checks share them
+    try:
+        extracted = extract_runbooks(gathered.runbook_pages, config.root)
+    except WikiError as exc:
+        raise type(exc)(f"runbooks: {exc}") from None
+    timings.append(("read runbooks", time.perf_counter() - t0))
+    step("lint", lambda: lint_findings(config, gathered, extracted[0]))
     diags = without_baseline(config, diags, args.baseline)
-    step("runbooks", lambda: check_runbooks(config, gathered.runbook_pages))
+    step("runbooks", lambda: check_runbooks(config, gathered.runbook_pages, extracted))
     step("records", lambda: check_records(config.root))
 
     diags = sort_diagnostics(diags)

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wikitools.commands import add_root
 from wikitools.config import list_pages, load_config
 from wikitools.diagnostics import Diagnostic, Severity, sort_diagnostics, summary
 from wikitools.facts import Gathered, gather
+
+if TYPE_CHECKING:
+    from wikitools.runbook.blocks.model import RunbookSet
 
 
 def add_parser(sub: Any) -> None:
@@ -23,8 +26,10 @@ def add_parser(sub: Any) -> None:
     parser.set_defaults(handler=run)
 
 
-def lint_findings(config: Any, gathered: Gathered) -> list[Diagnostic]:
-    """Every lint finding, from the facts (and the pages that hold runbooks, for FM006)."""
+def lint_findings(config: Any, gathered: Gathered, runbooks: RunbookSet | None = None,
+                  ) -> list[Diagnostic]:
+    """Every lint finding, from the facts (and the pages that hold runbooks, for FM006, with
+    their runbooks when the caller has read them)."""
     from wikitools.anchors import check_anchors
     from wikitools.lint import link_findings, status_findings
 
@@ -33,7 +38,7 @@ def lint_findings(config: Any, gathered: Gathered) -> list[Diagnostic]:
     out = [d for f in facts for d in f.findings]
     out += link_findings(config, links)
     out += check_anchors(links, {f.path: f.anchors for f in facts})
-    out += status_findings(config, [f.entry for f in facts], gathered.runbook_pages)
+    out += status_findings(config, [f.entry for f in facts], gathered.runbook_pages, runbooks)
     return out
 
 

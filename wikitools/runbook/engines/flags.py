@@ -7,6 +7,7 @@ unique prefixes (argparse's abbreviations), and the engine's own spellings (vLLM
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from wikitools.diagnostics import closest
 
@@ -41,7 +42,7 @@ class FlagList:
         head = name.partition(".")[0]
         if self.underscores:
             head = head.replace("_", "-")
-        return closest(head, self.flags, cutoff=0.75)
+        return _closest_flag(head, self.flags)
 
     def typo_of(self, name: str) -> str | None:
         """The flag `name` misspells by one or two letters (`--tensor-paralel-size`), or None
@@ -51,6 +52,12 @@ class FlagList:
         if self.underscores:
             head = head.replace("_", "-")
         return near if near is not None and edits(head, near) <= 2 else None
+
+
+@lru_cache(maxsize=4096)
+def _closest_flag(head: str, flags: frozenset[str]) -> str | None:
+    """difflib over every flag of an engine takes milliseconds; a wiki repeats its flags."""
+    return closest(head, flags, cutoff=0.75)
 
 
 def edits(a: str, b: str) -> int:

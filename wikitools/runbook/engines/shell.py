@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from wikitools.errors import InputError
 from wikitools.runbook.engines import docker_cli
@@ -45,7 +46,14 @@ _REDIRECT = re.compile(r"^(\d*)(>>|>&|<&|>\||>|<<<|<<-|<<|<)$|^&>>?$")
 
 
 def tokenize(text: str) -> list[Word]:
-    """Split shell text into words and operators. Raises ShellSyntaxError on an unclosed quote."""
+    """Split shell text into words and operators. Raises ShellSyntaxError on an unclosed quote.
+    The readers of a block (launcher, refusals, here-documents, scan) each ask for its words:
+    the last few texts are kept (the words are never changed once read)."""
+    return list(_tokens(text))
+
+
+@lru_cache(maxsize=16)
+def _tokens(text: str) -> tuple[Word, ...]:
     out: list[Word] = []
     i, n = 0, len(text)
     heredocs: list[tuple[Word, bool]] = []  # (delimiter word, strip tabs) pending at a newline
@@ -102,7 +110,7 @@ def tokenize(text: str) -> list[Word]:
         word, i = _read_word(text, i)
         if word is not None:
             out.append(word)
-    return out
+    return tuple(out)
 
 
 def split_words(text: str) -> list[str]:
