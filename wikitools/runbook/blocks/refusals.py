@@ -19,6 +19,7 @@ from wikitools.runbook.engines.in_image import IDLE, container_program, run_imag
 from wikitools.runbook.engines.launcher import top_level_launches
 from wikitools.runbook.engines.shell import (
     ShellSyntaxError,
+    assignment,
     basename,
     heredoc_files,
     split_commands,
@@ -225,7 +226,7 @@ def runs_file(text: str, path: str) -> list[int]:
         words = [a for a in argv if "=" not in a.split("/")[0] or a.startswith("/")]
         if not words or words[0] in ("cat", "chmod", "tee", "rm", "ls", "mkdir", "cp", "mv"):
             continue
-        lead = next((k for k, a in enumerate(argv) if not re.match(r"[A-Za-z_]\w*=", a)), 0)
+        lead = next((k for k, a in enumerate(argv) if assignment(a) is None), 0)
         call = compose_call(argv, lead)
         if call is not None and call.subcommand not in COMPOSE_START_SUBCOMMANDS:
             continue  # `docker compose -f FILE down` (or logs, ps) stops or reads it

@@ -30,6 +30,7 @@ from wikitools.runbook.engines.launcher import top_level_launches
 from wikitools.runbook.engines.shell import (
     ShellSyntaxError,
     SimpleCommand,
+    assignment,
     basename,
     split_commands,
 )
@@ -40,7 +41,6 @@ REPOSITORY_CODE = "RB016"
 RUN_DIR_VAR = "WIKI_RUN_DIR"
 _PATHLIKE = re.compile(r"^(?:\./)?[\w.-]+(?:/[\w.-]+)+$|^\./[\w.-]+$")
 _RELATIVE = re.compile(r"[\w.-]+(?:/[\w.-]+)*")
-_ASSIGNMENT = re.compile(r"[A-Za-z_]\w*=")
 _FILE_FLAGS = ("-f", "--file")
 # A script that finds files by its own place (`$(dirname "$0")`, `$BASH_SOURCE`) or reads
 # another file by a relative path (`source ./env.sh`, `. lib/common.sh`).
@@ -73,7 +73,7 @@ def run_words(text: str) -> list[RunWord]:
     out: list[RunWord] = []
     for cmd in cmds:
         argv, words = cmd.argv, cmd.words
-        lead = next((k for k, a in enumerate(argv) if not _ASSIGNMENT.match(a)), None)
+        lead = next((k for k, a in enumerate(argv) if assignment(a) is None), None)
         if lead is None:
             continue
         at = words[0].start

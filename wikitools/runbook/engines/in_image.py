@@ -10,6 +10,7 @@ import re
 from wikitools.runbook.engines import docker_cli as dk
 from wikitools.runbook.engines.shell import (
     ShellSyntaxError,
+    assignment,
     basename,
     heredoc_files,
     split_commands,
@@ -41,7 +42,7 @@ def _program_words(words: list[str]) -> list[str]:
             return []
         words = next((a for a in cmds if a[0] not in _PREAMBLE or (
             a[0] == "exec" and len(a) > 1)), [])
-    words = [w for w in words if not re.match(r"[A-Za-z_]\w*=", w)]
+    words = [w for w in words if assignment(w) is None]
     return words[1:] if words[:1] == ["exec"] else words
 
 

@@ -251,7 +251,7 @@ def find_in_script(script: str, depth: int = 0, scope: Scope | None = None,
                     scope.values[k] = v  # `"$IMAGE"` in a later docker run
             continue
         lead = 0  # `PORT=8402 /tmp/run-x`: the assignments before the script are its env
-        while lead < len(argv) - 1 and re.match(r"[A-Za-z_]\w*=", argv[lead]):
+        while lead < len(argv) - 1 and assignment(argv[lead]) is not None:
             lead += 1
         run = _script_word(argv, lead)
         script_body = scope.callables.get(basename(argv[run])) if run < len(argv) else None
