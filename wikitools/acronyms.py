@@ -52,6 +52,7 @@ Add a real acronym to the glossary, even a familiar one (GPU, CPU), so it gets a
 from __future__ import annotations
 
 import bisect
+import operator
 import re
 import string
 from collections.abc import Callable, Container, Iterable, Iterator
@@ -83,8 +84,10 @@ _TRIM = ".:-"
 _FILE_NAME = re.compile(r"\.[A-Za-z][A-Za-z0-9]{0,5}$")
 _JSON = re.compile(r"\{[^{}\n]*\"[^\"\n]*\"\s*:[^{}\n]*\}")
 _TAIL = r"(?:(?:es|s)?(?![A-Za-z0-9_])|(?<=[A-Za-z])(?=\d)|(?<=[A-Z])(?=[A-Z][a-z]))"
-_WORDCHAR = re.compile(r"[A-Za-z0-9_]")
-_CAPS = re.compile(r"[A-Z]{2,}")
+_WORDCHARS = frozenset(string.ascii_letters + string.digits + "_")
+_STOPS = frozenset("()[]{}<>\"'`,;!?*|")  # with whitespace, the characters a word stops at
+_CODE_CHAR = re.compile(r"[_=@:$/.]")  # what makes `_skip_word` look closer at a word
+_LINE_COL = operator.itemgetter(1, 2)  # a TextSpan's (line, col)
 _ARTICLE = r"(?:(?:an?|the)\s+)?"
 _SUFFIX = re.compile(r"(?:isms?|ing|ed|es|s)$", re.IGNORECASE)
 
@@ -254,6 +257,13 @@ class _Words:
         return found
 
     def skip(self, start: int, end: int) -> bool:
+        text = self.text
+        if start == 0 or text[start - 1] in _STOPS or text[start - 1].isspace():
+            # the common case, quickly: a word that starts here and holds no character that
+            # `_skip_word` looks for is prose
+            run = _WORD_RUN.match(text, start)
+            if run and run.end() >= end and not _CODE_CHAR.search(run.group().rstrip(_TRIM)):
+                return False
         left = self._run(start)[0]
         right = self._run(end - 1)[1]
         if (left, right) == self.last[:2]:
@@ -271,8 +281,9 @@ def find_uses(page: Page, matcher: Matcher, settled: Container[str] = frozenset(
     for terms not in `settled`, which the caller may grow while iterating)."""
     generated = [(r.start, r.end) for r in find_regions(page)[0]]
     spans = sorted(
-        (s for s in page.spans if not any(a < s.line < b for a, b in generated)),
-        key=lambda s: (s.line, s.col),
+        (s for s in page.spans if not any(a < s.line < b for a, b in generated))
+        if generated else page.spans,
+        key=_LINE_COL,
     )
     if not spans:
         return
@@ -288,17 +299,19 @@ def find_uses(page: Page, matcher: Matcher, settled: Container[str] = frozenset(
         text = _JSON.sub(lambda m: " " * len(m.group(0)), text)
     words = _Words(text, matcher)
     hinted: set[str] = set()
+    size = len(text)
+    entry_for, known_upper = matcher.entry_for, matcher.known_upper
     for m in matcher.regex.finditer(text):
         start = m.start()
-        if start and _WORDCHAR.match(text, start - 1):
+        if start and text[start - 1] in _WORDCHARS:
             continue  # inside a word: NVFP4 holds no use of FP4
         head = m.group("t")
-        entry = matcher.entry_for(head)
+        entry = entry_for(head)
         if entry is None and (
-            not _CAPS.fullmatch(head)
+            not (head.isascii() and head.isalpha() and head.isupper() and len(head) > 1)
             or head in NOT_ACRONYMS
-            or head in matcher.known_upper
-            or _WORDCHAR.match(text, m.end())
+            or head in known_upper
+            or (m.end() < size and text[m.end()] in _WORDCHARS)
         ):
             continue
         if words.skip(start, m.end()):

@@ -54,13 +54,17 @@ __all__ = [
 
 _MD = MarkdownIt("commonmark").enable("table")  # HTML blocks and inline HTML included
 
+# A character that may start inline markup (an escape, code, emphasis, a link or image, HTML,
+# an entity, a line break): text without any is one text node holding the source as written.
+_INLINE_MARKUP = re.compile(r"[\\`*_\[\]!<&~\n]")
 _BARE_URL = re.compile(r"\b(?:https?|ftp)://[^\s<>()\[\]`]+|\bwww\.[^\s<>()\[\]`]+")
 _URL_TRAILING = ".,;:!?'\")*_"
 _QUOTE_PREFIX = re.compile(r"^(?:[ \t]*>)+")
 _BREAK_TAG = re.compile(r"<br\s*/?>", re.IGNORECASE)
 _COMMENT = re.compile(r"<!--(.*?)-->", re.DOTALL)
 _TEXT = frozenset(("text", "text_special"))  # text_special: an escaped character or an entity
-_LEAF = frozenset(("code_inline", "softbreak", "hardbreak"))
+_BREAKS = frozenset(("softbreak", "hardbreak"))
+_LEAF = _BREAKS | {"code_inline"}
 _INLINE = _TEXT | _LEAF | {"html_inline", "link", "autolink", "image", "em", "strong"}
 
 
@@ -311,9 +315,10 @@ class _Walker:
             self._paragraph(run, run[0])
 
     def _paragraph(self, nodes: Sequence[Node], first: Node) -> None:
-        self._inline(nodes, "paragraph")
+        plain: list[str] = []
+        self._inline(nodes, "paragraph", plain)
         line = self.line_of(first.srcmap[0] if first.srcmap else 0) + 1
-        self.page.paragraphs.append(Paragraph(self.unmark(_plain(nodes)), line))
+        self.page.paragraphs.append(Paragraph(self.unmark("".join(plain).strip()), line))
 
     def _fence(self, node: Node) -> None:
         meta = node.meta
@@ -358,10 +363,11 @@ class _Walker:
         children = node.children
         line = self.line_of(node.srcmap[0] if node.srcmap else 0)
         col0 = self.at(children[0].srcmap[0])[1] if children and children[0].srcmap else 0
-        text = self.unmark(_plain(children, html=True))
+        plain: list[str] = []
+        self._inline(children, "heading", plain, html=True)
+        text = self.unmark("".join(plain).strip())
         setext = node.name == "lheading"
         self.page.headings.append(Heading(node.meta["level"], text, line + 1, col0 + 1, setext))
-        self._inline(children, "heading")
 
     def _table(self, node: Node) -> None:
         header: tuple[Cell, ...] = ()
@@ -385,6 +391,10 @@ class _Walker:
         if end > start:  # the cell's trimmed source; `\|` is a pipe in it
             text = self.source(start, end).replace("\\|", "|")
             found = self.at(start)
+            if not _INLINE_MARKUP.search(text):  # one text node holding just the source
+                row.append(Cell(text, line + 1, found[1] + 1))
+                self._text(text, start, "table", found)
+                return
             col0, pos = found[1], found
         else:  # an empty cell: just after its opening pipe; a padded cell: the end of the line
             text, pos = "", None
@@ -405,9 +415,13 @@ class _Walker:
 
     # inline ----------------------------------------------------------------
 
-    def _inline(self, nodes: Sequence[Node], context: str) -> None:
+    def _inline(
+        self, nodes: Sequence[Node], context: str, plain: list[str] | None = None,
+        html: bool = False,
+    ) -> None:
         """Text spans, links and comments of inline content. Adjacent text nodes (an escape or
-        an entity splits them) make one span, located where the first starts."""
+        an entity splits them) make one span, located where the first starts. With `plain`,
+        the text without markup is gathered into it in the same walk (see `_plain`)."""
         texts: list[str] = []
         first = 0
         for node in nodes:
@@ -415,30 +429,49 @@ class _Walker:
             if name in _TEXT:
                 if not texts:
                     first = node.srcmap[0] if node.srcmap else 0
-                texts.append(node.meta["content"])
+                content = node.meta["content"]
+                texts.append(content)
+                if plain is not None:
+                    plain.append(content)
                 continue
             if texts:
                 self._text(self.unmark("".join(texts)), first, context)
                 texts = []
             if name == "link":
                 self._link("link", node)
-                self._inline(node.children, "link_text")
+                self._inline(node.children, "link_text", plain, html)
             elif name == "autolink":
                 self._link("autolink", node)
+                if plain is not None:
+                    _plain_parts(node.children, html, plain)
             elif name == "image":
                 start = self._link("image", node)
                 data = self.data if isinstance(self.data, bytes) else self.data.encode()
                 alt = self.source(start + 2, _label_end(data, start + 2))
                 if alt:
                     self._text(alt, start + 2, "image_alt")
+                if plain is not None:
+                    plain.append(_plain(node.children))
             elif name == "html_inline":
-                content = self.unmark(node.meta["content"])
+                raw = node.meta["content"]
+                content = self.unmark(raw)
                 if content.startswith("<!--") and node.srcmap:
                     line, col0 = self.at(node.srcmap[0])
                     text = content[4:-3].strip()
                     self.page.comments.append(Comment(text, line + 1, col0 + 1, line + 1))
-            elif name not in _LEAF:  # emphasis
-                self._inline(node.children, context)
+                if plain is not None:
+                    if html and not raw.startswith("<!--"):
+                        plain.append(raw)
+                    elif _BREAK_TAG.fullmatch(raw):
+                        plain.append(" ")
+            elif name == "code_inline":
+                if plain is not None:
+                    _plain_parts(node.children, html, plain)
+            elif name in _BREAKS:
+                if plain is not None:
+                    plain.append(" ")
+            else:  # emphasis
+                self._inline(node.children, context, plain, html)
         if texts:
             self._text(self.unmark("".join(texts)), first, context)
 
