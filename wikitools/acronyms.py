@@ -123,7 +123,7 @@ class Matcher:
         self.regex = re.compile(f"(?P<t>{_grouped(rests)}){_TAIL}")
         self.known_upper = {e.term.upper() for e in glossary.entries}
         self._expansions: dict[str, tuple[re.Pattern[str], re.Pattern[str]]] = {}
-        self._entries: dict[str, Entry | None] = {}  # spelling -> entry, as looked up
+        self.seen: dict[str, Entry | None] = {}  # spelling -> entry, as looked up
         self.anagrams: dict[str, str] = {}  # sorted capitals -> the first term spelt with them
         self.openers: list[tuple[Entry, str]] = []  # (entry, its expansion's first stem)
         for entry in (e for e in glossary.entries if not e.name):
@@ -134,10 +134,10 @@ class Matcher:
 
     def entry_for(self, spelling: str) -> Entry | None:
         try:
-            return self._entries[spelling]
+            return self.seen[spelling]
         except KeyError:
             found = self.exact.get(spelling) or self.folded.get(_key(spelling))
-            self._entries[spelling] = found
+            self.seen[spelling] = found
             return found
 
     def expansion_patterns(self, entry: Entry) -> tuple[re.Pattern[str], re.Pattern[str]]:
@@ -300,42 +300,44 @@ def find_uses(page: Page, matcher: Matcher, settled: Container[str] = frozenset(
     words = _Words(text, matcher)
     hinted: set[str] = set()
     size = len(text)
-    entry_for, known_upper = matcher.entry_for, matcher.known_upper
+    entry_for, known_upper, seen = matcher.entry_for, matcher.known_upper, matcher.seen
     for m in matcher.regex.finditer(text):
-        start = m.start()
+        start, stop = m.span()
         if start and text[start - 1] in _WORDCHARS:
             continue  # inside a word: NVFP4 holds no use of FP4
         head = m.group("t")
-        entry = entry_for(head)
+        entry = seen[head] if head in seen else entry_for(head)
         if entry is None and (
             not (head.isascii() and head.isalpha() and head.isupper() and len(head) > 1)
             or head in NOT_ACRONYMS
             or head in known_upper
-            or (m.end() < size and text[m.end()] in _WORDCHARS)
+            or (stop < size and text[stop] in _WORDCHARS)
         ):
             continue
-        if words.skip(start, m.end()):
+        if words.skip(start, stop):
             continue
         k = bisect.bisect_right(starts, start) - 1
         span = spans[k]
         col = span.col + (start - starts[k])
         if entry is None:
-            hint = None if head in hinted else _near_miss(matcher, head, text, start, m.end())
+            hint = None if head in hinted else _near_miss(matcher, head, text, start, stop)
             hinted.add(head)  # only the first use of an unknown token is reported
             yield Use(head, None, span.line, col, span.context, False, hint)
             continue
         expanded = False
         if entry.term not in settled and not entry.name:
-            before, after = matcher.expansion_patterns(entry)
-            end = m.end("t")
             # Cheap tests first: an expansion needs a "(" or "[" right before or after.
+            end = start + len(head)
             opens_before = text[max(0, start - 6) : start].rstrip(" *_").endswith(("(", "["))
-            opens_after = "(" in text[end : end + 12] or "[" in text[end : end + 12]
-            expanded = bool(
-                (opens_before and before.search(text, max(0, start - 400), start))
-                or (opens_after and after.match(text[end : end + 400]))
-            )
-        yield Use(m.group("t"), entry, span.line, col, span.context, expanded)
+            near = text[end : end + 12]
+            opens_after = "(" in near or "[" in near
+            if opens_before or opens_after:
+                before, after = matcher.expansion_patterns(entry)
+                expanded = bool(
+                    (opens_before and before.search(text, max(0, start - 400), start))
+                    or (opens_after and after.match(text[end : end + 400]))
+                )
+        yield Use(head, entry, span.line, col, span.context, expanded)
 
 
 def _near_miss(matcher: Matcher, token: str, text: str, start: int, end: int) -> str | None:
