@@ -89,6 +89,9 @@ _STOPS = frozenset("()[]{}<>\"'`,;!?*|")  # with whitespace, the characters a wo
 _CODE_CHAR = re.compile(r"[_=@:$/.]")  # what makes `_skip_word` look closer at a word
 _LINE_COL = operator.itemgetter(1, 2)  # a TextSpan's (line, col)
 _ARTICLE = r"(?:(?:an?|the)\s+)?"
+# The letters that match an ASCII letter when case is ignored (the `re` documentation of
+# IGNORECASE): İ ı ſ K.
+_FOLDING = "\u0130\u0131\u017f\u212a"
 _SUFFIX = re.compile(r"(?:isms?|ing|ed|es|s)$", re.IGNORECASE)
 
 
@@ -122,7 +125,7 @@ class Matcher:
                     rests.setdefault(first, {}).setdefault(rest, len(spelling))
         self.regex = re.compile(f"(?P<t>{_grouped(rests)}){_TAIL}")
         self.known_upper = {e.term.upper() for e in glossary.entries}
-        self._expansions: dict[str, tuple[re.Pattern[str], re.Pattern[str]]] = {}
+        self._expansions: dict[tuple[str, bool], tuple[re.Pattern[str], re.Pattern[str]]] = {}
         self.seen: dict[str, Entry | None] = {}  # spelling -> entry, as looked up
         self.anagrams: dict[str, str] = {}  # sorted capitals -> the first term spelt with them
         self.openers: list[tuple[Entry, str]] = []  # (entry, its expansion's first stem)
@@ -140,16 +143,26 @@ class Matcher:
             self.seen[spelling] = found
             return found
 
-    def expansion_patterns(self, entry: Entry) -> tuple[re.Pattern[str], re.Pattern[str]]:
-        cached = self._expansions.get(entry.term)
+    def expansion_patterns(
+        self, entry: Entry, folds: bool = False
+    ) -> tuple[re.Pattern[str], re.Pattern[str]]:
+        """The entry's expansion written before a `(` (searched for up to it), and after one
+        (matched from the term on), case ignored. `folds`: the text holds one of the four
+        non-ASCII letters that ignoring case makes ASCII ones (`_FOLDING`); only then is the
+        whole pattern compiled ignoring case, which takes five times as long (its character
+        classes are then worked out over all of Unicode)."""
+        cached = self._expansions.get((entry.term, folds))
         if cached is None:
-            words = [_word_pattern(w) for w in re.findall(r"[A-Za-z0-9]+", entry.expansion)]
-            expansion = r"[^A-Za-z0-9()]+".join(words) if words else re.escape(entry.expansion)
-            before = re.compile(rf"(?<![A-Za-z0-9]){expansion}[\s*_]*[(\[][\s*_]*$", re.IGNORECASE)
+            words = [_word_pattern(w, folds)
+                     for w in re.findall(r"[A-Za-z0-9]+", entry.expansion)]
+            expansion = (r"[^A-Za-z0-9()]+".join(words) if words
+                         else f"(?i:{re.escape(entry.expansion)})")
+            flags = re.IGNORECASE if folds else 0
+            before = re.compile(
+                rf"(?<![A-Za-z0-9]){expansion}[\s*_]*[(\[][\s*_]*$", flags)
             after = re.compile(
-                rf"^[A-Za-z0-9]*[\s*_]*[(\[][\s*_]*{_ARTICLE}{expansion}(?![A-Za-z])", re.IGNORECASE
-            )
-            cached = self._expansions[entry.term] = (before, after)
+                rf"^[A-Za-z0-9]*[\s*_]*[(\[][\s*_]*(?i:{_ARTICLE}){expansion}(?![A-Za-z])", flags)
+            cached = self._expansions[(entry.term, folds)] = (before, after)
         return cached
 
 
@@ -206,9 +219,10 @@ def _word_stem(word: str) -> str:
     return stem if len(stem) >= 4 else word
 
 
-def _word_pattern(word: str) -> str:
+def _word_pattern(word: str, folds: bool) -> str:
     long = len(word) >= 5 and not word.isdigit()
-    return re.escape(_word_stem(word)) + (r"[a-z]*" if long else r"(?:es|s)?")
+    stem = f"(?i:{re.escape(_word_stem(word))})"
+    return stem + ((r"[a-z]*" if folds else r"[A-Za-z]*") if long else r"(?i:es|s)?")
 
 
 def _skip_word(word: str, matcher: Matcher) -> bool:
@@ -299,6 +313,7 @@ def find_uses(page: Page, matcher: Matcher, settled: Container[str] = frozenset(
         text = _JSON.sub(lambda m: " " * len(m.group(0)), text)
     words = _Words(text, matcher)
     hinted: set[str] = set()
+    folds = any(c in text for c in _FOLDING)
     size = len(text)
     entry_for, known_upper, seen = matcher.entry_for, matcher.known_upper, matcher.seen
     for m in matcher.regex.finditer(text):
@@ -320,7 +335,7 @@ def find_uses(page: Page, matcher: Matcher, settled: Container[str] = frozenset(
         span = spans[k]
         col = span.col + (start - starts[k])
         if entry is None:
-            hint = None if head in hinted else _near_miss(matcher, head, text, start, stop)
+            hint = None if head in hinted else _near_miss(matcher, head, text, start, stop, folds)
             hinted.add(head)  # only the first use of an unknown token is reported
             yield Use(head, None, span.line, col, span.context, False, hint)
             continue
@@ -332,7 +347,7 @@ def find_uses(page: Page, matcher: Matcher, settled: Container[str] = frozenset(
             near = text[end : end + 12]
             opens_after = "(" in near or "[" in near
             if opens_before or opens_after:
-                before, after = matcher.expansion_patterns(entry)
+                before, after = matcher.expansion_patterns(entry, folds)
                 expanded = bool(
                     (opens_before and before.search(text, max(0, start - 400), start))
                     or (opens_after and after.match(text[end : end + 400]))
@@ -340,7 +355,8 @@ def find_uses(page: Page, matcher: Matcher, settled: Container[str] = frozenset(
         yield Use(head, entry, span.line, col, span.context, expanded)
 
 
-def _near_miss(matcher: Matcher, token: str, text: str, start: int, end: int) -> str | None:
+def _near_miss(matcher: Matcher, token: str, text: str, start: int, end: int,
+               folds: bool) -> str | None:
     """The glossary term an unknown acronym probably misspells: the one whose expansion is
     written beside it ("MEO (Mixture of Experts)" → MoE), else one with the same letters."""
     opens_before = text[max(0, start - 6) : start].rstrip(" *_").endswith(("(", "["))
@@ -351,7 +367,7 @@ def _near_miss(matcher: Matcher, token: str, text: str, start: int, end: int) ->
         for entry, opener in matcher.openers:  # an expansion stands only where its first word is
             if opener not in window:
                 continue
-            before, after = matcher.expansion_patterns(entry)
+            before, after = matcher.expansion_patterns(entry, folds)
             if (opens_before and before.search(text, max(0, start - 400), start)) or (
                     opens_after and after.match(text[end : end + 400])):
                 return entry.term
