@@ -401,7 +401,7 @@ def check_page(
                 )
             continue
         term = use.entry.term
-        if _case_variant(use.token, term) and use.token not in unknown:
+        if use.token != term and _case_variant(use.token, term) and use.token not in unknown:
             unknown.add(use.token)
             diags.append(Diagnostic(page.path, use.line, use.col, "ACR004",
                                     f'"{use.token}" is written "{term}" (as in {glossary_path})'))

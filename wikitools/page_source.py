@@ -22,6 +22,7 @@ _CONTAINER = re.compile(
 )
 _MAYBE_CONTAINER = re.compile(r"^[ \t]*(?:!!!|\?\?\?|===)", re.MULTILINE)
 _FENCE_ANY = re.compile(r"^ *(?P<fence>`{3,}|~{3,})(?P<info>.*)$")  # in a list item too
+_OPENING = frozenset("`~!?=")  # what a line that opens a fence or a container starts with
 
 
 def _yaml_problem(page: Page, exc: yaml.YAMLError) -> dict[str, Any]:
@@ -78,12 +79,16 @@ def flatten_containers(page: Page, lines: list[str]) -> list[str]:
     ordinary Markdown. A container may sit inside a list item or another container (`    ===
     "Tab"` under `1. …`): its body is indented four columns more than its own line. Line numbers
     are kept; columns are read back from the original lines. Blank lines are made empty."""
-    if not _MAYBE_CONTAINER.search("\n".join(lines)):
+    text = "\n".join(lines)
+    if not (("!!!" in text or "???" in text or "===" in text) and _MAYBE_CONTAINER.search(text)):
         return [line if line.strip() else "" for line in lines]
     out: list[str] = []
     bodies: list[int] = []  # for each open container, the original indent of its body
     fence: tuple[str, int] | None = None  # (char, length) of an open fence
     for number, original in enumerate(lines, start=1):
+        if not bodies and fence is None and original.lstrip(" ")[:1] not in _OPENING:
+            out.append(original if original.strip() else "")  # opens nothing: kept as it is
+            continue
         line, removed = original, 0
         if bodies and line.strip():
             if fence is None:
