@@ -273,8 +273,11 @@ class _Words:
     def skip(self, start: int, end: int) -> bool:
         text = self.text
         if start == 0 or text[start - 1] in _STOPS or text[start - 1].isspace():
-            # the common case, quickly: a word that starts here and holds no character that
-            # `_skip_word` looks for is prose
+            # the common cases, quickly: a word that starts here and holds no character that
+            # `_skip_word` looks for is prose (first: a word of letters and digits alone)
+            after = text[end : end + 1]
+            if (not after or after in _STOPS or after.isspace()) and text[start:end].isalnum():
+                return False
             run = _WORD_RUN.match(text, start)
             if run and run.end() >= end and not _CODE_CHAR.search(run.group().rstrip(_TRIM)):
                 return False
