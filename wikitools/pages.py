@@ -1,6 +1,6 @@
-"""The page parser: one markdown-it-pyrs parse per page into the model of `wikitools.page_model`
-(re-exported here), positions mapped back to the source. Every other module reads `Page`,
-never raw Markdown."""
+"""The page parser: markdown-it-pyrs's syntax tree of a page (`page_source`) turned into the model
+of `wikitools.page_model` (re-exported here), positions mapped back to the source. Every other
+module reads `Page`, never raw Markdown."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from itertools import accumulate
 from pathlib import Path
 
-from markdown_it_pyrs import MarkdownIt, Node
+from markdown_it_pyrs import Node
 
 from wikitools.diagnostics import Diagnostic, Severity
 from wikitools.fences import parse_fence_info
@@ -28,13 +28,7 @@ from wikitools.page_model import (
     Table,
     TextSpan,
 )
-from wikitools.page_source import (
-    MARKS,
-    flatten_containers,
-    indent,
-    inert_backticks,
-    take_front_matter,
-)
+from wikitools.page_source import flatten_containers, indent, syntax_tree, take_front_matter
 
 __all__ = [
     "Cell",
@@ -52,7 +46,6 @@ __all__ = [
     "read_page",
 ]
 
-_MD = MarkdownIt("commonmark").enable("table")  # HTML blocks and inline HTML included
 
 # A character that may start inline markup (an escape, code, emphasis, a link or image, HTML,
 # an entity, a line break): text without any is one text node holding the source as written.
@@ -127,63 +120,9 @@ def parse_page(text: str, path: str = "<string>") -> Page:
     lines = text.split("\n")
     body_lines = take_front_matter(page, lines)
     body_lines = flatten_containers(page, body_lines)
-    tree, body, mark = _tree(page, lines, body_lines)
+    tree, body, mark = syntax_tree(page, lines, body_lines)
     _Walker(page, lines, body.split("\n"), body, mark).blocks(tree)
     return page
-
-
-def _tree(page: Page, lines: list[str], body_lines: list[str]) -> tuple[Node, str, str | None]:
-    """The syntax tree of the body, the body it was parsed from, and the character that stands
-    for a backtick in it, if any. markdown-it-pyrs 0.4 panics on some backtick runs that close
-    no code span, when it scans one twice (inside an unclosed `[`; markdown-it-rust/markdown-it
-    issue 40). Such a run is text in CommonMark: the page is parsed again with the runs that no
-    run of their length follows written as a stand-in character (read back as a backtick), else
-    with every backtick so written, with a PG008 warning at the first."""
-    body = "\n".join(body_lines)
-    tree = _quiet_tree(body)
-    if tree is not None:
-        return tree, body, None
-    mark = next((ch for ch in MARKS if ch not in body), None)
-    for unmatched_only in (True, False) if mark else ():
-        marked = inert_backticks(body, mark or "", unmatched_only)
-        tree = _quiet_tree(marked)
-        if tree is None:
-            continue
-        at = next((i for i, (x, y) in enumerate(zip(body, marked, strict=True)) if x != y), 0)
-        k = body.count("\n", 0, at)
-        col = at - body.rfind("\n", 0, at) + len(lines[k]) - len(body_lines[k])
-        page.problems.append(Diagnostic(
-            page.path, k + 1, col, "PG008",
-            "this backtick closes no code span and the Markdown parser fails on it: write it "
-            "as \\` (it is read as text)" if unmatched_only else "the Markdown parser fails on "
-            "this page's backticks: every backtick is read as text", Severity.WARNING))
-        return tree, marked, mark
-    page.problems.append(Diagnostic(
-        page.path, 1, 1, "PG008", "the Markdown parser fails on this page; its body is not read"))
-    return _MD.tree(""), "", None
-
-
-_STDERR: list[int] = []  # a duplicate of file descriptor 2 and one of /dev/null, once opened
-
-
-def _quiet_tree(body: str) -> Node | None:
-    """The syntax tree, or None where the parser panics (the Rust panic message it writes on
-    file descriptor 2 is discarded)."""
-    try:
-        if not _STDERR:
-            _STDERR.extend((os.dup(2), os.open(os.devnull, os.O_WRONLY)))
-        os.dup2(_STDERR[1], 2)
-    except OSError:
-        pass
-    try:
-        return _MD.tree(body)
-    except BaseException as exc:  # pyo3's PanicException derives from BaseException
-        if type(exc).__name__ != "PanicException":
-            raise
-        return None
-    finally:
-        if _STDERR:
-            os.dup2(_STDERR[0], 2)
 
 
 # --------------------------------------------------------------------------- tree walk
