@@ -187,6 +187,7 @@ def check_reviewed(page: Page, status: object) -> Iterator[Diagnostic]:
 # #31782." became a level-1 heading on the site that way.
 _HASH_LINE = re.compile(r"^( *)(#{1,6})(?=[^\s#])")
 _FENCE_LINE = re.compile(r"^ *(`{3,}|~{3,})")
+_HASH_OR_FENCE = frozenset("#`~")  # how the lines the two patterns above match start
 
 
 def hash_lines(page: Page) -> Iterator[tuple[int, int]]:
@@ -194,7 +195,7 @@ def hash_lines(page: Page) -> Iterator[tuple[int, int]]:
     with `#` and no space: a heading on the site, plain text on GitHub."""
     fence: str | None = None
     for number, line in enumerate(page.lines, start=1):
-        if number <= page.front_matter_end:
+        if number <= page.front_matter_end or line.lstrip(" ")[:1] not in _HASH_OR_FENCE:
             continue
         m = _FENCE_LINE.match(line)
         if m:
