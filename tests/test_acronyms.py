@@ -4,6 +4,7 @@ stdout, stderr and the exit status of `wiki acronyms`), plus policy and baseline
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -138,6 +139,33 @@ def test_expansion_forms_accepted(text: str) -> None:
 )
 def test_expansion_forms_rejected(text: str) -> None:
     assert codes(f"# T\n\n{text} here.\n") == ["3:" + str(text.index("MoE") + 1) + " ACR001 MoE"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["Mixture of Expert\u017f (MoE)", "MoE (mixture of expert\u017f)", "\u212aey-Value (KV)"],
+)
+def test_letters_that_fold_to_ascii_letters_expand_as_ascii_ones(text: str) -> None:
+    # ſ (long s) and K (Kelvin sign) are s and k when case is ignored
+    assert codes(f"# T\n\n{text} is fine.\n") == []
+
+
+def test_ascii_expansion_patterns_agree_with_the_ignore_case_ones() -> None:
+    matcher = Matcher(GLOSSARY)
+    texts = [
+        "Mixture of Experts (MoE)", "a mixture-of-experts (", "MIXTURE OF EXPERTS [", "xMixture of "
+        "Experts (", "Key Value (", "KEY_VALUE (", "(KV) (key-value)", "(key value cache)",
+        "NVIDIA 4-bit floating-point (", "(the Tensor Parallelism)", "Tensor Parallelisms (",
+        "(decode context parallel)", "Decode-Context Parallelisms (", "[ an nvidia 4 bit floats",
+    ]
+    for entry in GLOSSARY.entries:
+        ascii_before, ascii_after = matcher.expansion_patterns(entry)
+        before, after = matcher.expansion_patterns(entry, folds=True)
+        assert before.flags & re.IGNORECASE and not ascii_before.flags & re.IGNORECASE
+        for text in texts:
+            assert bool(ascii_before.search(text)) == bool(before.search(text)), (entry, text)
+            for tail in (text, "X " + text[::-1], "TP " + text):
+                assert bool(ascii_after.match(tail)) == bool(after.match(tail)), (entry, tail)
 
 
 def test_unknown_policy() -> None:

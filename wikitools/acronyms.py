@@ -52,6 +52,7 @@ Add a real acronym to the glossary, even a familiar one (GPU, CPU), so it gets a
 from __future__ import annotations
 
 import bisect
+import operator
 import re
 import string
 from collections.abc import Callable, Container, Iterable, Iterator
@@ -83,9 +84,14 @@ _TRIM = ".:-"
 _FILE_NAME = re.compile(r"\.[A-Za-z][A-Za-z0-9]{0,5}$")
 _JSON = re.compile(r"\{[^{}\n]*\"[^\"\n]*\"\s*:[^{}\n]*\}")
 _TAIL = r"(?:(?:es|s)?(?![A-Za-z0-9_])|(?<=[A-Za-z])(?=\d)|(?<=[A-Z])(?=[A-Z][a-z]))"
-_WORDCHAR = re.compile(r"[A-Za-z0-9_]")
-_CAPS = re.compile(r"[A-Z]{2,}")
+_WORDCHARS = frozenset(string.ascii_letters + string.digits + "_")
+_STOPS = frozenset("()[]{}<>\"'`,;!?*|")  # with whitespace, the characters a word stops at
+_CODE_CHAR = re.compile(r"[_=@:$/.]")  # what makes `_skip_word` look closer at a word
+_LINE_COL = operator.itemgetter(1, 2)  # a TextSpan's (line, col)
 _ARTICLE = r"(?:(?:an?|the)\s+)?"
+# The letters that match an ASCII letter when case is ignored (the `re` documentation of
+# IGNORECASE): İ ı ſ K.
+_FOLDING = "\u0130\u0131\u017f\u212a"
 _SUFFIX = re.compile(r"(?:isms?|ing|ed|es|s)$", re.IGNORECASE)
 
 
@@ -119,8 +125,8 @@ class Matcher:
                     rests.setdefault(first, {}).setdefault(rest, len(spelling))
         self.regex = re.compile(f"(?P<t>{_grouped(rests)}){_TAIL}")
         self.known_upper = {e.term.upper() for e in glossary.entries}
-        self._expansions: dict[str, tuple[re.Pattern[str], re.Pattern[str]]] = {}
-        self._entries: dict[str, Entry | None] = {}  # spelling -> entry, as looked up
+        self._expansions: dict[tuple[str, bool], tuple[re.Pattern[str], re.Pattern[str]]] = {}
+        self.seen: dict[str, Entry | None] = {}  # spelling -> entry, as looked up
         self.anagrams: dict[str, str] = {}  # sorted capitals -> the first term spelt with them
         self.openers: list[tuple[Entry, str]] = []  # (entry, its expansion's first stem)
         for entry in (e for e in glossary.entries if not e.name):
@@ -131,22 +137,32 @@ class Matcher:
 
     def entry_for(self, spelling: str) -> Entry | None:
         try:
-            return self._entries[spelling]
+            return self.seen[spelling]
         except KeyError:
             found = self.exact.get(spelling) or self.folded.get(_key(spelling))
-            self._entries[spelling] = found
+            self.seen[spelling] = found
             return found
 
-    def expansion_patterns(self, entry: Entry) -> tuple[re.Pattern[str], re.Pattern[str]]:
-        cached = self._expansions.get(entry.term)
+    def expansion_patterns(
+        self, entry: Entry, folds: bool = False
+    ) -> tuple[re.Pattern[str], re.Pattern[str]]:
+        """The entry's expansion written before a `(` (searched for up to it), and after one
+        (matched from the term on), case ignored. `folds`: the text holds one of the four
+        non-ASCII letters that ignoring case makes ASCII ones (`_FOLDING`); only then is the
+        whole pattern compiled ignoring case, which takes five times as long (its character
+        classes are then worked out over all of Unicode)."""
+        cached = self._expansions.get((entry.term, folds))
         if cached is None:
-            words = [_word_pattern(w) for w in re.findall(r"[A-Za-z0-9]+", entry.expansion)]
-            expansion = r"[^A-Za-z0-9()]+".join(words) if words else re.escape(entry.expansion)
-            before = re.compile(rf"(?<![A-Za-z0-9]){expansion}[\s*_]*[(\[][\s*_]*$", re.IGNORECASE)
+            words = [_word_pattern(w, folds)
+                     for w in re.findall(r"[A-Za-z0-9]+", entry.expansion)]
+            expansion = (r"[^A-Za-z0-9()]+".join(words) if words
+                         else f"(?i:{re.escape(entry.expansion)})")
+            flags = re.IGNORECASE if folds else 0
+            before = re.compile(
+                rf"(?<![A-Za-z0-9]){expansion}[\s*_]*[(\[][\s*_]*$", flags)
             after = re.compile(
-                rf"^[A-Za-z0-9]*[\s*_]*[(\[][\s*_]*{_ARTICLE}{expansion}(?![A-Za-z])", re.IGNORECASE
-            )
-            cached = self._expansions[entry.term] = (before, after)
+                rf"^[A-Za-z0-9]*[\s*_]*[(\[][\s*_]*(?i:{_ARTICLE}){expansion}(?![A-Za-z])", flags)
+            cached = self._expansions[(entry.term, folds)] = (before, after)
         return cached
 
 
@@ -203,9 +219,10 @@ def _word_stem(word: str) -> str:
     return stem if len(stem) >= 4 else word
 
 
-def _word_pattern(word: str) -> str:
+def _word_pattern(word: str, folds: bool) -> str:
     long = len(word) >= 5 and not word.isdigit()
-    return re.escape(_word_stem(word)) + (r"[a-z]*" if long else r"(?:es|s)?")
+    stem = f"(?i:{re.escape(_word_stem(word))})"
+    return stem + ((r"[a-z]*" if folds else r"[A-Za-z]*") if long else r"(?i:es|s)?")
 
 
 def _skip_word(word: str, matcher: Matcher) -> bool:
@@ -254,6 +271,16 @@ class _Words:
         return found
 
     def skip(self, start: int, end: int) -> bool:
+        text = self.text
+        if start == 0 or text[start - 1] in _STOPS or text[start - 1].isspace():
+            # the common cases, quickly: a word that starts here and holds no character that
+            # `_skip_word` looks for is prose (first: a word of letters and digits alone)
+            after = text[end : end + 1]
+            if (not after or after in _STOPS or after.isspace()) and text[start:end].isalnum():
+                return False
+            run = _WORD_RUN.match(text, start)
+            if run and run.end() >= end and not _CODE_CHAR.search(run.group().rstrip(_TRIM)):
+                return False
         left = self._run(start)[0]
         right = self._run(end - 1)[1]
         if (left, right) == self.last[:2]:
@@ -271,8 +298,9 @@ def find_uses(page: Page, matcher: Matcher, settled: Container[str] = frozenset(
     for terms not in `settled`, which the caller may grow while iterating)."""
     generated = [(r.start, r.end) for r in find_regions(page)[0]]
     spans = sorted(
-        (s for s in page.spans if not any(a < s.line < b for a, b in generated)),
-        key=lambda s: (s.line, s.col),
+        (s for s in page.spans if not any(a < s.line < b for a, b in generated))
+        if generated else page.spans,
+        key=_LINE_COL,
     )
     if not spans:
         return
@@ -288,44 +316,50 @@ def find_uses(page: Page, matcher: Matcher, settled: Container[str] = frozenset(
         text = _JSON.sub(lambda m: " " * len(m.group(0)), text)
     words = _Words(text, matcher)
     hinted: set[str] = set()
+    folds = any(c in text for c in _FOLDING)
+    size = len(text)
+    entry_for, known_upper, seen = matcher.entry_for, matcher.known_upper, matcher.seen
     for m in matcher.regex.finditer(text):
-        start = m.start()
-        if start and _WORDCHAR.match(text, start - 1):
+        start, stop = m.span()
+        if start and text[start - 1] in _WORDCHARS:
             continue  # inside a word: NVFP4 holds no use of FP4
         head = m.group("t")
-        entry = matcher.entry_for(head)
+        entry = seen[head] if head in seen else entry_for(head)
         if entry is None and (
-            not _CAPS.fullmatch(head)
+            not (head.isascii() and head.isalpha() and head.isupper() and len(head) > 1)
             or head in NOT_ACRONYMS
-            or head in matcher.known_upper
-            or _WORDCHAR.match(text, m.end())
+            or head in known_upper
+            or (stop < size and text[stop] in _WORDCHARS)
         ):
             continue
-        if words.skip(start, m.end()):
+        if words.skip(start, stop):
             continue
         k = bisect.bisect_right(starts, start) - 1
         span = spans[k]
         col = span.col + (start - starts[k])
         if entry is None:
-            hint = None if head in hinted else _near_miss(matcher, head, text, start, m.end())
+            hint = None if head in hinted else _near_miss(matcher, head, text, start, stop, folds)
             hinted.add(head)  # only the first use of an unknown token is reported
             yield Use(head, None, span.line, col, span.context, False, hint)
             continue
         expanded = False
         if entry.term not in settled and not entry.name:
-            before, after = matcher.expansion_patterns(entry)
-            end = m.end("t")
             # Cheap tests first: an expansion needs a "(" or "[" right before or after.
+            end = start + len(head)
             opens_before = text[max(0, start - 6) : start].rstrip(" *_").endswith(("(", "["))
-            opens_after = "(" in text[end : end + 12] or "[" in text[end : end + 12]
-            expanded = bool(
-                (opens_before and before.search(text, max(0, start - 400), start))
-                or (opens_after and after.match(text[end : end + 400]))
-            )
-        yield Use(m.group("t"), entry, span.line, col, span.context, expanded)
+            near = text[end : end + 12]
+            opens_after = "(" in near or "[" in near
+            if opens_before or opens_after:
+                before, after = matcher.expansion_patterns(entry, folds)
+                expanded = bool(
+                    (opens_before and before.search(text, max(0, start - 400), start))
+                    or (opens_after and after.match(text[end : end + 400]))
+                )
+        yield Use(head, entry, span.line, col, span.context, expanded)
 
 
-def _near_miss(matcher: Matcher, token: str, text: str, start: int, end: int) -> str | None:
+def _near_miss(matcher: Matcher, token: str, text: str, start: int, end: int,
+               folds: bool) -> str | None:
     """The glossary term an unknown acronym probably misspells: the one whose expansion is
     written beside it ("MEO (Mixture of Experts)" → MoE), else one with the same letters."""
     opens_before = text[max(0, start - 6) : start].rstrip(" *_").endswith(("(", "["))
@@ -336,7 +370,7 @@ def _near_miss(matcher: Matcher, token: str, text: str, start: int, end: int) ->
         for entry, opener in matcher.openers:  # an expansion stands only where its first word is
             if opener not in window:
                 continue
-            before, after = matcher.expansion_patterns(entry)
+            before, after = matcher.expansion_patterns(entry, folds)
             if (opens_before and before.search(text, max(0, start - 400), start)) or (
                     opens_after and after.match(text[end : end + 400])):
                 return entry.term
@@ -370,7 +404,7 @@ def check_page(
                 )
             continue
         term = use.entry.term
-        if _case_variant(use.token, term) and use.token not in unknown:
+        if use.token != term and _case_variant(use.token, term) and use.token not in unknown:
             unknown.add(use.token)
             diags.append(Diagnostic(page.path, use.line, use.col, "ACR004",
                                     f'"{use.token}" is written "{term}" (as in {glossary_path})'))

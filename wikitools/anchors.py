@@ -26,8 +26,8 @@ SEPARATOR = "-"  # toc's default; mkdocs.yml sets no other
 _HEADING_ATTRS = re.compile(r"\s*\{:?([^{}]*)\}\s*$")
 _ATTR_ID = re.compile(r"(?:^|\s)#([^\s}#]+)")
 _BRACE_ID = re.compile(r"\{:?[^{}\n]*?(?<![\w&])#([A-Za-z][\w.:-]*)")
-# `\b` is checked by hand: a pattern that starts with it is tried at every position
-_HTML_ID = re.compile(r"""(?:id|name)\s*=\s*["']([^"'\n]+)["']""")
+# `id="…"` / `name="…"`, found by its `=` (see `_html_ids`)
+_QUOTED_VALUE = re.compile(r"""=\s*["']([^"'\n]+)["']""")
 _WORD = re.compile(r"\w")
 _FOOTNOTE = re.compile(r"\[\^([^\]\s]+)\]")
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
@@ -54,15 +54,19 @@ def page_anchors(page: Page) -> tuple[str, ...]:
 
 
 def _html_ids(text: str) -> Iterator[str]:
-    """The values of `id="…"` and `name="…"` (the name a whole word)."""
-    m = _HTML_ID.search(text)
+    """The values of `id="…"` and `name="…"` (the name a whole word). Found from the `=`, which
+    the pattern can look for quickly, then the name is read back before it."""
+    m = _QUOTED_VALUE.search(text)
     while m is not None:
-        start = m.start()
-        if start and _WORD.match(text, start - 1):
-            m = _HTML_ID.search(text, start + 1)
+        k = m.start()
+        while k and text[k - 1].isspace():
+            k -= 1
+        name = 2 if text.endswith("id", 0, k) else 4 if text.endswith("name", 0, k) else 0
+        if not name or (k > name and _WORD.match(text, k - name - 1)):
+            m = _QUOTED_VALUE.search(text, m.start() + 1)
             continue
         yield m.group(1)
-        m = _HTML_ID.search(text, m.end())
+        m = _QUOTED_VALUE.search(text, m.end())
 
 
 def _anchor_of(raw: str, path: str) -> tuple[str, str] | None:

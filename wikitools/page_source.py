@@ -1,27 +1,31 @@
-"""The passes over a page's source before markdown-it reads it: the front matter taken off and
-parsed (located FM001/FM002 problems), the bodies of Material containers (admonitions, content
-tabs) dedented so that they parse as ordinary Markdown, and backticks the parser fails on
-written as a stand-in. Line numbers never change."""
+"""The passes over a page's source up to markdown-it's syntax tree: the front matter taken off
+and parsed (located FM001/FM002 problems), the bodies of Material containers (admonitions,
+content tabs) dedented so that they parse as ordinary Markdown, and the parse itself, with
+backticks the parser fails on written as a stand-in. Line numbers never change."""
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
 
 import yaml
+from markdown_it_pyrs import MarkdownIt, Node
 
-from wikitools.diagnostics import Diagnostic, yaml_problem
+from wikitools.diagnostics import Diagnostic, Severity, yaml_problem
 from wikitools.page_model import Page, TextSpan
 from wikitools.yamlload import load_yaml
 
 # Material containers whose bodies are indented by four spaces: admonitions, collapsible
 # admonitions and content tabs. Plain CommonMark would read those bodies as indented code.
+_MD = MarkdownIt("commonmark").enable("table")  # HTML blocks and inline HTML included
 _CONTAINER = re.compile(
     r'^(?:(?P<admonition>!!!|\?\?\?\+?)[ \t]+(?P<kind>[\w-]+)|(?P<tab>===[!+]?)[ \t]+(?=["\'])'
     r')(?P<rest>.*)$'
 )
 _MAYBE_CONTAINER = re.compile(r"^[ \t]*(?:!!!|\?\?\?|===)", re.MULTILINE)
 _FENCE_ANY = re.compile(r"^ *(?P<fence>`{3,}|~{3,})(?P<info>.*)$")  # in a list item too
+_OPENING = frozenset("`~!?=")  # what a line that opens a fence or a container starts with
 
 
 def _yaml_problem(page: Page, exc: yaml.YAMLError) -> dict[str, Any]:
@@ -78,12 +82,16 @@ def flatten_containers(page: Page, lines: list[str]) -> list[str]:
     ordinary Markdown. A container may sit inside a list item or another container (`    ===
     "Tab"` under `1. …`): its body is indented four columns more than its own line. Line numbers
     are kept; columns are read back from the original lines. Blank lines are made empty."""
-    if not _MAYBE_CONTAINER.search("\n".join(lines)):
+    text = "\n".join(lines)
+    if not (("!!!" in text or "???" in text or "===" in text) and _MAYBE_CONTAINER.search(text)):
         return [line if line.strip() else "" for line in lines]
     out: list[str] = []
     bodies: list[int] = []  # for each open container, the original indent of its body
     fence: tuple[str, int] | None = None  # (char, length) of an open fence
     for number, original in enumerate(lines, start=1):
+        if not bodies and fence is None and original.lstrip(" ")[:1] not in _OPENING:
+            out.append(original if original.strip() else "")  # opens nothing: kept as it is
+            continue
         line, removed = original, 0
         if bodies and line.strip():
             if fence is None:
@@ -183,3 +191,59 @@ def _inert_runs(text: str, mark: str, unmatched_only: bool) -> str:
         parts += [text[last:start], mark * (end - start)]
         last = end
     return "".join(parts) + text[last:]
+
+
+def syntax_tree(
+    page: Page, lines: list[str], body_lines: list[str]
+) -> tuple[Node, str, str | None]:
+    """The syntax tree of the body, the body it was parsed from, and the character that stands
+    for a backtick in it, if any. markdown-it-pyrs 0.4 panics on some backtick runs that close
+    no code span, when it scans one twice (inside an unclosed `[`; markdown-it-rust/markdown-it
+    issue 40). Such a run is text in CommonMark: the page is parsed again with the runs that no
+    run of their length follows written as a stand-in character (read back as a backtick), else
+    with every backtick so written, with a PG008 warning at the first."""
+    body = "\n".join(body_lines)
+    tree = _quiet_tree(body)
+    if tree is not None:
+        return tree, body, None
+    mark = next((ch for ch in MARKS if ch not in body), None)
+    for unmatched_only in (True, False) if mark else ():
+        marked = inert_backticks(body, mark or "", unmatched_only)
+        tree = _quiet_tree(marked)
+        if tree is None:
+            continue
+        at = next((i for i, (x, y) in enumerate(zip(body, marked, strict=True)) if x != y), 0)
+        k = body.count("\n", 0, at)
+        col = at - body.rfind("\n", 0, at) + len(lines[k]) - len(body_lines[k])
+        page.problems.append(Diagnostic(
+            page.path, k + 1, col, "PG008",
+            "this backtick closes no code span and the Markdown parser fails on it: write it "
+            "as \\` (it is read as text)" if unmatched_only else "the Markdown parser fails on "
+            "this page's backticks: every backtick is read as text", Severity.WARNING))
+        return tree, marked, mark
+    page.problems.append(Diagnostic(
+        page.path, 1, 1, "PG008", "the Markdown parser fails on this page; its body is not read"))
+    return _MD.tree(""), "", None
+
+
+_STDERR: list[int] = []  # a duplicate of file descriptor 2 and one of /dev/null, once opened
+
+
+def _quiet_tree(body: str) -> Node | None:
+    """The syntax tree, or None where the parser panics (the Rust panic message it writes on
+    file descriptor 2 is discarded)."""
+    try:
+        if not _STDERR:
+            _STDERR.extend((os.dup(2), os.open(os.devnull, os.O_WRONLY)))
+        os.dup2(_STDERR[1], 2)
+    except OSError:
+        pass
+    try:
+        return _MD.tree(body)
+    except BaseException as exc:  # pyo3's PanicException derives from BaseException
+        if type(exc).__name__ != "PanicException":
+            raise
+        return None
+    finally:
+        if _STDERR:
+            os.dup2(_STDERR[0], 2)

@@ -1,6 +1,6 @@
-"""The page parser: one markdown-it-pyrs parse per page into the model of `wikitools.page_model`
-(re-exported here), positions mapped back to the source. Every other module reads `Page`,
-never raw Markdown."""
+"""The page parser: markdown-it-pyrs's syntax tree of a page (`page_source`) turned into the model
+of `wikitools.page_model` (re-exported here), positions mapped back to the source. Every other
+module reads `Page`, never raw Markdown."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from itertools import accumulate
 from pathlib import Path
 
-from markdown_it_pyrs import MarkdownIt, Node
+from markdown_it_pyrs import Node
 
 from wikitools.diagnostics import Diagnostic, Severity
 from wikitools.fences import parse_fence_info
@@ -28,13 +28,7 @@ from wikitools.page_model import (
     Table,
     TextSpan,
 )
-from wikitools.page_source import (
-    MARKS,
-    flatten_containers,
-    indent,
-    inert_backticks,
-    take_front_matter,
-)
+from wikitools.page_source import flatten_containers, indent, syntax_tree, take_front_matter
 
 __all__ = [
     "Cell",
@@ -52,15 +46,18 @@ __all__ = [
     "read_page",
 ]
 
-_MD = MarkdownIt("commonmark").enable("table")  # HTML blocks and inline HTML included
 
+# A character that may start inline markup (an escape, code, emphasis, a link or image, HTML,
+# an entity, a line break): text without any is one text node holding the source as written.
+_INLINE_MARKUP = re.compile(r"[\\`*_\[\]!<&~\n]")
 _BARE_URL = re.compile(r"\b(?:https?|ftp)://[^\s<>()\[\]`]+|\bwww\.[^\s<>()\[\]`]+")
 _URL_TRAILING = ".,;:!?'\")*_"
 _QUOTE_PREFIX = re.compile(r"^(?:[ \t]*>)+")
 _BREAK_TAG = re.compile(r"<br\s*/?>", re.IGNORECASE)
 _COMMENT = re.compile(r"<!--(.*?)-->", re.DOTALL)
 _TEXT = frozenset(("text", "text_special"))  # text_special: an escaped character or an entity
-_LEAF = frozenset(("code_inline", "softbreak", "hardbreak"))
+_BREAKS = frozenset(("softbreak", "hardbreak"))
+_LEAF = _BREAKS | {"code_inline"}
 _INLINE = _TEXT | _LEAF | {"html_inline", "link", "autolink", "image", "em", "strong"}
 
 
@@ -123,63 +120,9 @@ def parse_page(text: str, path: str = "<string>") -> Page:
     lines = text.split("\n")
     body_lines = take_front_matter(page, lines)
     body_lines = flatten_containers(page, body_lines)
-    tree, body, mark = _tree(page, lines, body_lines)
+    tree, body, mark = syntax_tree(page, lines, body_lines)
     _Walker(page, lines, body.split("\n"), body, mark).blocks(tree)
     return page
-
-
-def _tree(page: Page, lines: list[str], body_lines: list[str]) -> tuple[Node, str, str | None]:
-    """The syntax tree of the body, the body it was parsed from, and the character that stands
-    for a backtick in it, if any. markdown-it-pyrs 0.4 panics on some backtick runs that close
-    no code span, when it scans one twice (inside an unclosed `[`; markdown-it-rust/markdown-it
-    issue 40). Such a run is text in CommonMark: the page is parsed again with the runs that no
-    run of their length follows written as a stand-in character (read back as a backtick), else
-    with every backtick so written, with a PG008 warning at the first."""
-    body = "\n".join(body_lines)
-    tree = _quiet_tree(body)
-    if tree is not None:
-        return tree, body, None
-    mark = next((ch for ch in MARKS if ch not in body), None)
-    for unmatched_only in (True, False) if mark else ():
-        marked = inert_backticks(body, mark or "", unmatched_only)
-        tree = _quiet_tree(marked)
-        if tree is None:
-            continue
-        at = next((i for i, (x, y) in enumerate(zip(body, marked, strict=True)) if x != y), 0)
-        k = body.count("\n", 0, at)
-        col = at - body.rfind("\n", 0, at) + len(lines[k]) - len(body_lines[k])
-        page.problems.append(Diagnostic(
-            page.path, k + 1, col, "PG008",
-            "this backtick closes no code span and the Markdown parser fails on it: write it "
-            "as \\` (it is read as text)" if unmatched_only else "the Markdown parser fails on "
-            "this page's backticks: every backtick is read as text", Severity.WARNING))
-        return tree, marked, mark
-    page.problems.append(Diagnostic(
-        page.path, 1, 1, "PG008", "the Markdown parser fails on this page; its body is not read"))
-    return _MD.tree(""), "", None
-
-
-_STDERR: list[int] = []  # a duplicate of file descriptor 2 and one of /dev/null, once opened
-
-
-def _quiet_tree(body: str) -> Node | None:
-    """The syntax tree, or None where the parser panics (the Rust panic message it writes on
-    file descriptor 2 is discarded)."""
-    try:
-        if not _STDERR:
-            _STDERR.extend((os.dup(2), os.open(os.devnull, os.O_WRONLY)))
-        os.dup2(_STDERR[1], 2)
-    except OSError:
-        pass
-    try:
-        return _MD.tree(body)
-    except BaseException as exc:  # pyo3's PanicException derives from BaseException
-        if type(exc).__name__ != "PanicException":
-            raise
-        return None
-    finally:
-        if _STDERR:
-            os.dup2(_STDERR[0], 2)
 
 
 # --------------------------------------------------------------------------- tree walk
@@ -311,9 +254,10 @@ class _Walker:
             self._paragraph(run, run[0])
 
     def _paragraph(self, nodes: Sequence[Node], first: Node) -> None:
-        self._inline(nodes, "paragraph")
+        plain: list[str] = []
+        self._inline(nodes, "paragraph", plain)
         line = self.line_of(first.srcmap[0] if first.srcmap else 0) + 1
-        self.page.paragraphs.append(Paragraph(self.unmark(_plain(nodes)), line))
+        self.page.paragraphs.append(Paragraph(self.unmark("".join(plain).strip()), line))
 
     def _fence(self, node: Node) -> None:
         meta = node.meta
@@ -358,10 +302,11 @@ class _Walker:
         children = node.children
         line = self.line_of(node.srcmap[0] if node.srcmap else 0)
         col0 = self.at(children[0].srcmap[0])[1] if children and children[0].srcmap else 0
-        text = self.unmark(_plain(children, html=True))
+        plain: list[str] = []
+        self._inline(children, "heading", plain, html=True)
+        text = self.unmark("".join(plain).strip())
         setext = node.name == "lheading"
         self.page.headings.append(Heading(node.meta["level"], text, line + 1, col0 + 1, setext))
-        self._inline(children, "heading")
 
     def _table(self, node: Node) -> None:
         header: tuple[Cell, ...] = ()
@@ -385,6 +330,10 @@ class _Walker:
         if end > start:  # the cell's trimmed source; `\|` is a pipe in it
             text = self.source(start, end).replace("\\|", "|")
             found = self.at(start)
+            if not _INLINE_MARKUP.search(text):  # one text node holding just the source
+                row.append(Cell(text, line + 1, found[1] + 1))
+                self._text(text, start, "table", found)
+                return
             col0, pos = found[1], found
         else:  # an empty cell: just after its opening pipe; a padded cell: the end of the line
             text, pos = "", None
@@ -405,9 +354,13 @@ class _Walker:
 
     # inline ----------------------------------------------------------------
 
-    def _inline(self, nodes: Sequence[Node], context: str) -> None:
+    def _inline(
+        self, nodes: Sequence[Node], context: str, plain: list[str] | None = None,
+        html: bool = False,
+    ) -> None:
         """Text spans, links and comments of inline content. Adjacent text nodes (an escape or
-        an entity splits them) make one span, located where the first starts."""
+        an entity splits them) make one span, located where the first starts. With `plain`,
+        the text without markup is gathered into it in the same walk (see `_plain`)."""
         texts: list[str] = []
         first = 0
         for node in nodes:
@@ -415,30 +368,49 @@ class _Walker:
             if name in _TEXT:
                 if not texts:
                     first = node.srcmap[0] if node.srcmap else 0
-                texts.append(node.meta["content"])
+                content = node.meta["content"]
+                texts.append(content)
+                if plain is not None:
+                    plain.append(content)
                 continue
             if texts:
                 self._text(self.unmark("".join(texts)), first, context)
                 texts = []
             if name == "link":
                 self._link("link", node)
-                self._inline(node.children, "link_text")
+                self._inline(node.children, "link_text", plain, html)
             elif name == "autolink":
                 self._link("autolink", node)
+                if plain is not None:
+                    _plain_parts(node.children, html, plain)
             elif name == "image":
                 start = self._link("image", node)
                 data = self.data if isinstance(self.data, bytes) else self.data.encode()
                 alt = self.source(start + 2, _label_end(data, start + 2))
                 if alt:
                     self._text(alt, start + 2, "image_alt")
+                if plain is not None:
+                    plain.append(_plain(node.children))
             elif name == "html_inline":
-                content = self.unmark(node.meta["content"])
+                raw = node.meta["content"]
+                content = self.unmark(raw)
                 if content.startswith("<!--") and node.srcmap:
                     line, col0 = self.at(node.srcmap[0])
                     text = content[4:-3].strip()
                     self.page.comments.append(Comment(text, line + 1, col0 + 1, line + 1))
-            elif name not in _LEAF:  # emphasis
-                self._inline(node.children, context)
+                if plain is not None:
+                    if html and not raw.startswith("<!--"):
+                        plain.append(raw)
+                    elif _BREAK_TAG.fullmatch(raw):
+                        plain.append(" ")
+            elif name == "code_inline":
+                if plain is not None:
+                    _plain_parts(node.children, html, plain)
+            elif name in _BREAKS:
+                if plain is not None:
+                    plain.append(" ")
+            else:  # emphasis
+                self._inline(node.children, context, plain, html)
         if texts:
             self._text(self.unmark("".join(texts)), first, context)
 

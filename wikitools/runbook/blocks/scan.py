@@ -416,7 +416,17 @@ def _with_path(s: Suggestion, path: str) -> Suggestion:
                       s.source_line, s.command)
 
 
-_CONTAINERISH = re.compile(r"docker|podman|compose|^services:", re.M)
+_SERVICES_LINE = re.compile(r"^services:", re.M)
+
+
+def _containerish(text: str) -> bool:
+    """Mentions docker, podman or compose, or is a compose file (substrings first: a pattern
+    of these alternatives is tried at every position)."""
+    return ("docker" in text or "podman" in text or "compose" in text
+            or ("services:" in text and _SERVICES_LINE.search(text) is not None))
+
+
+_WARNED_WORDS = ("run", "exec", "compose")  # `docker run`, `… exec`, `docker compose …`
 
 
 def container_findings(page: Page) -> list[Diagnostic]:
@@ -433,7 +443,7 @@ def container_findings(page: Page) -> list[Diagnostic]:
                               Severity.WARNING))
 
     for block in page.code_blocks:
-        if is_runbook_block(block) or block.attrs.brace or not _CONTAINERISH.search(block.content):
+        if is_runbook_block(block) or block.attrs.brace or not _containerish(block.content):
             continue
         lang = _lang(block)
         if lang in YAML_LANGS and looks_like_compose(block.content):
@@ -452,8 +462,8 @@ def container_findings(page: Page) -> list[Diagnostic]:
                      f"({runs}): a runbook cannot tell the engine, model or port from it")
                 compose, helper_line = None, block.line
             continue
-        if lang not in SHELL_LANGS:
-            continue
+        if lang not in SHELL_LANGS or not any(w in block.content for w in _WARNED_WORDS):
+            continue  # what is warned about below needs one of these words
         found, _env, problems = find_launcher(block.content,
                                               {ANY_FILE: compose} if compose else None)
         if found is None:

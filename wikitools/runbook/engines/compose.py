@@ -5,6 +5,7 @@ environment and image. What is a launcher inside that argv is `launcher`'s job."
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -158,7 +159,12 @@ def service_argv(entrypoint: Any, command: Any, host: Mapping[str, str]) -> tupl
 def parse_compose(text: str, host: Mapping[str, str] | None = None) -> ComposeFile:
     """The services of a compose file. `host` stands for the environment `docker compose` would
     interpolate from (default: none, so every `${VAR:-default}` takes its default)."""
-    host = host or {}
+    return _parse_compose(text, tuple(sorted((host or {}).items())))
+
+
+@functools.lru_cache(maxsize=16)  # a page's compose file is read again by each later block
+def _parse_compose(text: str, host_items: tuple[tuple[str, str], ...]) -> ComposeFile:
+    host = dict(host_items)
     try:
         data = load_yaml(text)
     except yaml.YAMLError as exc:

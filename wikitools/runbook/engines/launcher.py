@@ -219,7 +219,7 @@ def find_in_script(script: str, depth: int = 0, scope: Scope | None = None,
     unset). A launcher that forwards "$@" takes its arguments from the script's call of the
     function or here-document script that holds it."""
     scope = scope if scope is not None else Scope()
-    if depth == 0 or "<<" in script:
+    if "<<" in script:  # here-documents
         for path, body in heredoc_files(script).items():
             scope.files.setdefault(path, body)
             scope.callables.setdefault(basename(path), body)
