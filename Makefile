@@ -20,10 +20,10 @@ PYTEST := $(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadgroup
 COMPILE := $(BIN)/python -m compileall -q wikitools tests
 
 # Before pytest, side by side: the engine environment (mostly downloads and bytecode
-# compilation), Docker, the static checks, and the strict site build checked in the browser
-# (which needs only the browser set-up). -Oline keeps each line whole; when one of them fails,
-# make lets the others finish and then fails.
-test: setup
+# compilation; it needs nothing of .venv, not even its uv), Docker, and, once .venv is set up,
+# the static checks and the strict site build checked in the browser. -Oline keeps each line
+# whole; when one of them fails, make lets the others finish and then fails.
+test:
 	$(MAKE) --no-print-directory -j4 -Oline engine docker static site-check
 	$(PYTEST)
 
@@ -57,8 +57,8 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # The real vLLM (CPU build) used by the end-to-end runbook tests, in its own environment.
-engine: setup
-	UV=$(BIN)/uv bash scripts/setup-engine-env.sh .venv-engine
+engine:
+	bash scripts/setup-engine-env.sh .venv-engine
 
 # A Docker daemon (started when none answers) and the local images of the container runbook tests.
 docker:

@@ -10,8 +10,8 @@
 #   TINY_MODEL_DIR    where the tiny model goes (default: .cache/tiny-model)
 #   TORCH_CPU_INDEX   index tried when torch==2.13.0+cpu is not among the local wheels
 #                     (default: https://download.pytorch.org/whl/cpu)
-#   UV                the uv that installs (default: .venv/bin/uv, else uv on PATH, else one
-#                     installed into the new environment by pip)
+#   UV                the uv that installs (default: uv on PATH, else one installed into the
+#                     new environment by pip)
 #   FORCE=1           redo everything even when the stamp file says it is done
 #
 # uv installs the packages: it downloads in parallel and unpacks far faster than pip. It reads
@@ -76,9 +76,7 @@ if [[ "${FORCE:-0}" != 1 && -f "$STAMP" && "$(cat "$STAMP")" == "$STAMP_TEXT" &&
   step "environment $VENV up to date ($STAMP_TEXT)"
 else
   rm -f "$STAMP"
-  if [[ -z "${UV:-}" ]]; then
-    if [[ -x .venv/bin/uv ]]; then UV=.venv/bin/uv; else UV=$(command -v uv || true); fi
-  fi
+  UV=$(command -v "${UV:-uv}" || true)
   if [[ ! -x "$PY" ]]; then
     if [[ -n "$UV" ]]; then "$PYTHON" -m venv --without-pip "$VENV"; else "$PYTHON" -m venv "$VENV"; fi
     step "created venv $VENV with $("$PY" --version)"
