@@ -5,9 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from wikitools.cli import main
 from wikitools.config import iter_pages, list_pages, load_config, load_pages
+from wikitools.diagnostics import closest
 from wikitools.facts import acronym_context, gather
 from wikitools.glossary import load_glossary
 from wikitools.index import render_index
@@ -392,3 +395,19 @@ def test_a_line_starting_with_a_hash_is_flagged_outside_fences(tmp_path: Path, c
     assert out == ["wiki/a.md:9:5: PG007 error: line starts with '#' and no space: the site "
                    "renders it as a heading (GitHub does not); rewrap the sentence so the '#' is "
                    "not first on its line"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.text(alphabet="abcde-_", max_size=12),
+    st.lists(st.text(alphabet="abcde-_", max_size=12), max_size=12),
+    st.sampled_from([0.0, 0.3, 0.6, 0.9]),
+)
+@example("ab", ["ac", "ad"], 0.3)  # equal ratios: the last in sort order, as difflib
+def test_closest_is_difflibs_best_close_match(
+    word: str, choices: list[str], cutoff: float
+) -> None:
+    import difflib
+
+    expected = difflib.get_close_matches(word, choices, n=1, cutoff=cutoff)
+    assert closest(word, choices, cutoff) == (expected[0] if expected else None)
