@@ -10,6 +10,7 @@ The cache lives in $WIKI_CACHE_DIR, else ~/.cache/wikitools; WIKI_CACHE_DIR=off 
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import marshal
 import os
@@ -213,12 +214,17 @@ def _compute(wanted: _Wanted, paths: list[Path]) -> list[tuple[Facts, Page | Non
         from concurrent.futures import ProcessPoolExecutor
 
         _warm(wanted.acronyms)
-
-        with ProcessPoolExecutor(
-            max_workers=workers, initializer=_start_worker, initargs=(wanted,)
-        ) as pool:
-            chunk = max(1, len(paths) // (workers * 8))
-            return list(pool.map(_work, paths, chunksize=chunk))
+        # What the workers inherit is never garbage: frozen, their collections skip it
+        # instead of walking it (and copying every page of it on write).
+        gc.freeze()
+        try:
+            with ProcessPoolExecutor(
+                max_workers=workers, initializer=_start_worker, initargs=(wanted,)
+            ) as pool:
+                chunk = max(1, len(paths) // (workers * 8))
+                return list(pool.map(_work, paths, chunksize=chunk))
+        finally:
+            gc.unfreeze()
     _start_worker(wanted)
     return [_work(p) for p in paths]
 
