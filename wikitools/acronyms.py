@@ -149,8 +149,8 @@ class Matcher:
         """The entry's expansion written before a `(` (searched for up to it), and after one
         (matched from the term on), case ignored. `folds`: the text holds one of the four
         non-ASCII letters that ignoring case makes ASCII ones (`_FOLDING`); only then is the
-        whole pattern compiled ignoring case, which takes five times as long (its character
-        classes are then worked out over all of Unicode)."""
+        whole pattern compiled ignoring case, which takes about four times as long (its
+        character classes are then worked out over all of Unicode)."""
         cached = self._expansions.get((entry.term, folds))
         if cached is None:
             words = [_word_pattern(w, folds)
