@@ -221,7 +221,7 @@ class _Walker:
         return self.unmark(piece if isinstance(piece, str) else piece.decode("utf-8", "replace"))
 
     def unmark(self, text: str) -> str:
-        """The text with the parser's stand-in for a backtick (see `_tree`) read back."""
+        """The text with the stand-in for a backtick (`page_source.syntax_tree`) read back."""
         return text if self.mark is None else text.replace(self.mark, "`")
 
     # blocks ----------------------------------------------------------------
