@@ -174,6 +174,7 @@ NOT_A_LAUNCH = (
     ("interactive-shell", re.compile(r"RB014 warning: .*opens an interactive shell")),
     ("no-server", re.compile(r"RB016 warning: .*(?:a one-off command, not a server|the block "
                              r"starts no server)")),
+    ("illustration", re.compile(r"RB014 warning: .*the command names no model")),
 )
 # Why a real launch was refused, for the breakdown (the first that matches; else "other").
 REASONS = (
@@ -187,6 +188,8 @@ REASONS = (
     ("script-not-shown", re.compile(r"which the page does not show")),
     ("unknown-flag", re.compile(r"unknown flag")),
     ("split-over-blocks", re.compile(r"which the block at line \d+ writes|leaves running it")),
+    ("client-in-server-block", re.compile(r"then runs a client")),
+    ("file-not-attached", re.compile(r"names a file that the page does not attach")),
 )
 
 

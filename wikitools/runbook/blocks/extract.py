@@ -14,6 +14,7 @@ from wikitools.diagnostics import Diagnostic, did_you_mean
 from wikitools.pages import CodeBlock, Page
 from wikitools.runbook.blocks.copies import find_originals
 from wikitools.runbook.blocks.flagcheck import flag_findings
+from wikitools.runbook.blocks.launch_checks import command_refusals
 from wikitools.runbook.blocks.model import (
     ClientBlock,
     FileBlock,
@@ -226,7 +227,8 @@ def _server(ctx: _Ctx, files: dict[str, str], page_env: dict[str, str], repo: Re
                   "container's ID to stop it; write docker run as a command of its own",
                   line=block.content_line, col=1)
     else:
-        for refusal in [*static_refusals(block, {**files, **repo.texts()}),
+        shown = {**files, **repo.texts()}
+        for refusal in [*static_refusals(block, shown), *command_refusals(block, cmd, shown),
                         *repository_refusals(block, repo)]:
             ctx.error(refusal.code, refusal.message, refusal.col, refusal.line)
     gpus = None

@@ -15,6 +15,7 @@ from wikitools.diagnostics import Diagnostic, Severity
 from wikitools.fences import format_fence_info
 from wikitools.pages import CodeBlock, Page
 from wikitools.runbook.blocks.extract import file_targets, is_runbook_block
+from wikitools.runbook.blocks.launch_checks import command_refusals
 from wikitools.runbook.blocks.refusals import (
     Refusal,
     later_runner,
@@ -196,12 +197,14 @@ def _describe(cmd: EngineCommand) -> str:
 
 
 def _refuse(page: Page, block: CodeBlock, files: dict[str, str], repo: Repository,
-            ) -> tuple[list[Diagnostic], list[CodeBlock]]:
+            cmd: EngineCommand) -> tuple[list[Diagnostic], list[CodeBlock]]:
     """Why the server block cannot be proposed (located warnings), or the earlier blocks of the
     page that set the variables it needs (to become its path-less file blocks). `repo`: the
     repository files it runs, whose own variables (a long script's function locals, `read`
     targets) are the script's business, not the page's."""
-    found = [*static_refusals(block, {**files, **repo.texts()}), *repository_refusals(block, repo)]
+    shown = {**files, **repo.texts()}
+    found = [*static_refusals(block, shown), *command_refusals(block, cmd, shown),
+             *repository_refusals(block, repo)]
     unset, sources = page_sources(page, block, {k: v for k, v in files.items()
                                                 if k not in repo.texts()})
     diags = [Diagnostic(page.path, r.line, r.col, r.code,
@@ -327,7 +330,8 @@ def scan_wiki(pages: Iterable[Page], taken: Iterable[str] = (), root: Path | Non
                              and use.compose_file not in heredoc_files(block.content)
                              and use.compose_file not in written)
                 reasons, sources = _refuse(page, block,
-                                           {**(files if from_page else {}), **written}, repo)
+                                           {**(files if from_page else {}), **written}, repo,
+                                           found)
                 if reasons:
                     refused += reasons
                     first = reasons[0]

@@ -152,6 +152,8 @@ VLLM = Engine(
     prometheus=True,
     model_positional=True,
     image_hint="vllm",
+    # vLLM's docker/Dockerfile (vllm-project/vllm dead20baf), stage vllm-openai:
+    # `ENTRYPOINT ["vllm", "serve"]`: the words after the image are `vllm serve`'s arguments.
     image_entrypoint=True,
     image_subcommand="serve",
     cache_dirs=(VLLM_COMPILE_CACHE, TORCHINDUCTOR_CACHE, TRITON_CACHE, FLASHINFER_CACHE),
@@ -176,6 +178,8 @@ SGLANG = Engine(
     ready_log=("The server is fired up and ready to roll!", "Uvicorn running on"),
     server_info_paths=("/server_info", "/get_server_info"),
     spec_flag_prefix="--speculative-",
+    # SGLang's docker/Dockerfile (sgl-project/sglang 924d890) sets no ENTRYPOINT: the command
+    # after an lmsysorg/sglang image is the launcher itself (`python3 -m sglang.launch_server`).
     image_hint="sglang",
     flags=FlagList(flag_lists.SGLANG_VERSION, flag_lists.SGLANG_FLAGS),
     dp_on_tp_flag="--enable-dp-attention",
@@ -218,6 +222,23 @@ MULTICAST_OFF: dict[str, str] = {
     "NVSHMEM_DISABLE_NVLS": "1",
     "VLLM_FLASHINFER_ALLREDUCE_BACKEND": "trtllm",
 }
+
+
+# Programs that run the command after their own options (NUMA and CPU pinning, the Nsight
+# Systems profiler) and their subcommands: a launch under them is still the launch.
+COMMAND_WRAPPERS: dict[str, tuple[str, ...]] = {
+    "numactl": (),
+    "taskset": (),
+    "nsys": ("profile", "launch"),
+}
+
+
+# Server flags whose value names a file the engine reads at start-up (from the engines' own
+# argument parsers: vLLM's `--config` YAML file and `--chat-template` path, SGLang's
+# `--chat-template`/`--completion-template`; a value that is no path, such as a built-in
+# template name, is not a file).
+FILE_FLAGS = frozenset({"--config", "--chat-template", "--completion-template",
+                        "--tool-parser-plugin", "--ssl-keyfile", "--ssl-certfile"})
 
 
 # --------------------------------------------------------------------------- client tools

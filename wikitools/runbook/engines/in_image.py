@@ -21,7 +21,7 @@ _SHELLS = {"bash", "sh", "zsh", "dash", "fish"}
 IDLE = frozenset({"sleep", "tail", "true", "cat"})
 # Programs whose arguments the launcher reader reads itself (engines and their interpreters).
 _LAUNCHER_PROGRAM = re.compile(r"^(?:vllm|sglang|llama-server|python[\d.]*|uv|env|nohup|"
-                               r"timeout|numactl|taskset)$")
+                               r"timeout|numactl|taskset|nsys)$")
 
 
 _PREAMBLE = frozenset({"unset", "export", "cd", "set", "source", ".", "mkdir", "echo", "rm",

@@ -121,6 +121,8 @@ def docker_run(
 
 
 _MODEL_REF = re.compile(r"[\w.-]+/[\w.@:+-]+|/\S+")
+# a model id alone (a lone path or script may be a program in the image)
+_HUB_ID = re.compile(r"[\w.-]+/[\w.-]+(?<!\.sh)(?<!\.py)")
 
 
 def image_entrypoint(image: str, cmd: list[str], words: list[Word] | None) -> Found | None:
@@ -134,7 +136,7 @@ def image_entrypoint(image: str, cmd: list[str], words: list[Word] | None) -> Fo
     if sub and cmd[0] == sub:
         return Found(kind="server", argv=cmd, words=words, start=0, engine=eng.name,
                      launcher=f"{image} {sub}", rest=cmd[1:])
-    if cmd[0].startswith("-") or (
+    if cmd[0].startswith("-") or (_HUB_ID.fullmatch(cmd[0]) and len(cmd) == 1) or (
             _MODEL_REF.fullmatch(cmd[0]) and any(a.startswith("--") for a in cmd[1:])):
         return Found(kind="server", argv=cmd, words=words, start=0, engine=eng.name,
                      launcher=f"{image} (entrypoint)", rest=cmd)

@@ -71,12 +71,9 @@ def strip_prefixes(argv: list[str], env: list[tuple[str, str]], wrappers: list[s
                 i += 1
             i += 1  # duration
             continue
-        if base == "numactl" or base == "taskset":
-            i += 1
-            while i < len(argv) and argv[i].startswith("-"):
-                i += 1
-            if base == "taskset" and i < len(argv):
-                i += 1
+        if base in engines.COMMAND_WRAPPERS:
+            i = _past_wrapper(argv, i, engines.COMMAND_WRAPPERS[base])
+            wrappers.append(base)
             continue
         if base == "uv" and argv[i + 1 : i + 2] == ["run"]:
             i += 2
@@ -86,6 +83,23 @@ def strip_prefixes(argv: list[str], env: list[tuple[str, str]], wrappers: list[s
             continue
         break
     return i
+
+
+def _past_wrapper(argv: list[str], i: int, subcommands: tuple[str, ...]) -> int:
+    """Index of the command a wrapper runs (`numactl -N 0 -m 0 CMD`, `taskset -c 0-7 CMD`,
+    `nsys profile -o x --trace cuda CMD`): the first later word that starts a launcher the
+    reader knows; else the first word after the wrapper's options, each option taken as
+    holding its own value (`--membind=0`), as it cannot tell which options take one."""
+    j = i + 1
+    if argv[j : j + 1] and argv[j] in subcommands:
+        j += 1
+    hit = next((k for k in range(j, len(argv)) if not argv[k].startswith("-")
+                and _classify(argv, k) is not None), None)
+    if hit is not None:
+        return hit
+    while j < len(argv) and argv[j].startswith("-"):
+        j += 1
+    return j
 
 
 def _classify(argv: list[str], i: int) -> tuple[str, str | None, str, int] | None:
@@ -147,6 +161,7 @@ def _find(argv: list[str], words: list[Word] | None, scope: Scope, depth: int = 
         else:
             f.tool = name
         f.env = env
+        f.wrappers = wrappers
         return f
     base = basename(argv[i])
     if depth > 4:
