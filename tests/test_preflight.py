@@ -189,6 +189,44 @@ def test_docker_gpus_device_list() -> None:
     assert check(missing, "docker") == ("fail", "docker not found, needed for image img")
 
 
+def test_container_cuda_visible_devices_with_all_gpus_picks_those_gpus() -> None:
+    # `--gpus all -e CUDA_VISIBLE_DEVICES=2,3`: the container sees every GPU and its engine
+    # uses 2 and 3, which are the GPUs preflight must check (GPU 2 is the busy one here)
+    rb = runbook("gpus=2", "docker run -d --gpus all -e CUDA_VISIBLE_DEVICES=2,3 "
+                 "vllm/vllm-openai:latest --model m --tp 2")
+    v = preflight(rb, facts=facts("rtxpro6000-x4"), port_checker=free, environ={},
+                  docker=NVIDIA_DOCKER)
+    assert v.selected_gpus == (2, 3)
+    assert [c.message for c in v.checks if c.name == "visible"] == [
+        "docker --gpus=all: GPUs 0,1,2,3",
+        "CUDA_VISIBLE_DEVICES in the container=2,3: GPUs 2,3"]
+    assert check(v, "busy")[0] == "fail"
+
+
+def test_container_cuda_visible_devices_counts_the_gpus_it_was_given() -> None:
+    rb = runbook("gpus=1", "docker run -d --gpus '\"device=2,3\"' -e CUDA_VISIBLE_DEVICES=1 "
+                 "vllm/vllm-openai:latest --model m")
+    v = preflight(rb, facts=facts("rtxpro6000-x4"), port_checker=free, environ={},
+                  docker=NVIDIA_DOCKER)
+    assert v.selected_gpus == (3,)
+
+
+def test_a_gpu_count_is_no_gpu_index() -> None:
+    rb = runbook("gpus=2", "docker run -d --gpus 2 vllm/vllm-openai:latest --model m --tp 2")
+    v = preflight(rb, facts=facts("rtxpro6000-x4"), port_checker=free, environ={},
+                  docker=NVIDIA_DOCKER)
+    assert check(v, "visible") == ("ok", "docker --gpus 2: 2 GPUs the runtime chooses")
+    assert check(v, "gpu-count") == ("ok", "needs 2, 4 available")
+
+
+def test_a_host_cuda_visible_devices_does_not_reach_a_container() -> None:
+    rb = runbook("gpus=1", "CUDA_VISIBLE_DEVICES=3 docker run -d --gpus all "
+                 "vllm/vllm-openai:latest --model m")
+    v = preflight(rb, facts=facts("rtxpro6000-x4"), port_checker=free, environ={},
+                  docker=NVIDIA_DOCKER)
+    assert v.selected_gpus != (3,)
+
+
 def test_h200_refuses_sm120_and_accepts_sm90() -> None:
     v = preflight(runbook("gpus=2 arch=sm120"), facts=facts("h200-x2"), port_checker=free,
                   environ={})

@@ -56,6 +56,58 @@ def _visible_filter(value: str, gpus: list[GpuInfo]) -> list[GpuInfo] | None:
     return out
 
 
+def _container_visible(value: str, seen: list[GpuInfo]) -> list[GpuInfo] | None:
+    """The GPUs a CUDA_VISIBLE_DEVICES inside a container names: indices count the GPUs the
+    container was given (`--gpus device=2,3` then `0` is host GPU 2), in their order."""
+    value = value.strip().strip('"').strip("'")
+    if not all(item.strip().isdigit() for item in value.split(",")):
+        return _visible_filter(value, seen)
+    positions = [int(item) for item in value.split(",")]
+    return [seen[k] for k in positions if k < len(seen)]
+
+
+def _visible_gpus(server: ServerBlock, facts: HostFacts, environ: Mapping[str, str],
+                  add: Callable[[str, str, str], None]) -> tuple[list[GpuInfo], bool]:
+    """(the GPUs the server can use, whether the block names them itself): a container gets
+    those of `--gpus` (a compose service's devices), narrowed by a CUDA_VISIBLE_DEVICES of
+    its own environment; a process on the host those of the block's CUDA_VISIBLE_DEVICES,
+    else the environment's."""
+    gpus = sorted(facts.gpus, key=lambda g: g.index)
+    cmd = server.command
+    container_cvd = dict(cmd.docker_env).get("CUDA_VISIBLE_DEVICES") if cmd.docker else None
+    host_cvd = None if cmd.docker else block_env(server).get("CUDA_VISIBLE_DEVICES")
+    seen, pinned, told = gpus, False, False
+    for source, value in (("docker --gpus", cmd.docker_gpus),
+                          ("CUDA_VISIBLE_DEVICES in the container", container_cvd),
+                          ("CUDA_VISIBLE_DEVICES in the block", host_cvd)):
+        if value is None:
+            continue
+        bare = value.strip("'\"")
+        if source == "docker --gpus" and bare.isdigit():
+            add("visible", "ok", f"docker --gpus {bare}: {bare} GPUs the runtime chooses")
+            told = True
+            continue
+        chosen = (_container_visible(value, seen) if source.endswith("container")
+                  else _visible_filter(value, seen))
+        if chosen is None:
+            add("visible", "warn", f"{source}={value} not understood; using every GPU")
+            continue
+        seen, told = chosen, True
+        pinned = pinned or bare != "all"
+        add("visible", "ok", f"{source}={value}: GPUs {_idx(seen)}")
+    outer = environ.get("CUDA_VISIBLE_DEVICES")
+    if not told and outer is not None:
+        chosen = _visible_filter(outer, gpus)
+        if chosen is None:
+            add("visible", "warn", f"CUDA_VISIBLE_DEVICES in the environment={outer} not "
+                "understood; using every GPU")
+        else:
+            seen = chosen
+            add("visible", "ok", f"CUDA_VISIBLE_DEVICES in the environment={outer}: GPUs "
+                f"{_idx(seen)}")
+    return list(seen), pinned
+
+
 def _arch_ok(gpu: GpuInfo, arch: tuple[str, ...]) -> bool:
     return not arch or gpu.arch in arch or any(a.rstrip("af") == gpu.arch for a in arch)
 
@@ -202,25 +254,7 @@ def _select(
     min_mem_gib: float | None, busy_used_mib: int, environ: Mapping[str, str],
     add: Callable[[str, str, str], None], forceable: Callable[[str, str], None],
 ) -> tuple[int, ...]:
-    candidates = list(facts.gpus)
-    env = block_env(server)
-    pinned = False
-    for source, value in (
-        ("docker --gpus", server.command.docker_gpus),
-        ("CUDA_VISIBLE_DEVICES in the block", env.get("CUDA_VISIBLE_DEVICES")),
-        ("CUDA_VISIBLE_DEVICES in the environment", environ.get("CUDA_VISIBLE_DEVICES")),
-    ):
-        if value is None:
-            continue
-        chosen = _visible_filter(value, facts.gpus)
-        if chosen is None:
-            add("visible", "warn", f"{source}={value} not understood; using every GPU")
-            continue
-        candidates = chosen
-        pinned = source != "CUDA_VISIBLE_DEVICES in the environment" and not (
-            source == "docker --gpus" and value.strip("'\"") == "all")
-        add("visible", "ok", f"{source}={value}: GPUs {_idx(candidates)}")
-        break
+    candidates, pinned = _visible_gpus(server, facts, environ, add)
     total = len(candidates)
     if total < need:
         add("gpu-count", "fail", f"runbook needs {need} GPU{'s' * (need != 1)}; "
