@@ -13,6 +13,7 @@ from pathlib import Path
 from wikitools.diagnostics import Diagnostic, did_you_mean
 from wikitools.pages import CodeBlock, Page
 from wikitools.runbook.blocks.copies import find_originals
+from wikitools.runbook.blocks.declared import DECLARATION_ATTRS, declared_engine, read_declaration
 from wikitools.runbook.blocks.flagcheck import flag_findings
 from wikitools.runbook.blocks.launch_checks import command_refusals
 from wikitools.runbook.blocks.model import (
@@ -40,7 +41,7 @@ FILE_ATTRS = ("for", "path", "title", "linenums", "hl_lines")
 # How the site shows a block (pymdownx.superfences options); the runbook itself ignores them.
 DISPLAY_ATTRS = ("title", "linenums", "hl_lines")
 SERVER_ATTRS = ("engine", "gpus", "arch", "min_mem_gib", "port", "ready_timeout", "stop_timeout",
-                "env", "variants", *DISPLAY_ATTRS)
+                "env", "variants", *DECLARATION_ATTRS, *DISPLAY_ATTRS)
 MAX_VARIANTS = 32  # each variant starts a server of its own
 CLIENT_ATTRS = ("for", "name", "kind", "sweep", "timeout", "reference", *DISPLAY_ATTRS)
 KINDS = ("serving", "quality", "smoke", "kld", "probe")
@@ -191,12 +192,11 @@ def _server(ctx: _Ctx, files: dict[str, str], page_env: dict[str, str], repo: Re
     if not ID_RE.fullmatch(rid):
         ctx.error("RB004", f"bad runbook id '#{rid}' (lower-case letters, digits, '.', '_', '-'; "
                   "starting with a letter or digit)", ctx.col_of("#" + rid))
-    env: tuple[tuple[str, str], ...] = ()
-    if "env" in opts:
-        env = _parse_env(ctx, *opts["env"])
+    env = _parse_env(ctx, *opts["env"]) if "env" in opts else ()
     cmd = parse_server_command(block.content, {**page_env, **dict(env)},
-                               {**files, **repo.texts()})
+                               {**files, **repo.texts()}, declared_engine(opts))
     ctx.diags.extend(flag_findings(ctx.page, block, cmd))
+    cmd, declaration = read_declaration(opts, cmd, ctx.error)
     engine_attr = None
     if "engine" in opts:
         value, col = opts["engine"]
@@ -253,10 +253,9 @@ def _server(ctx: _Ctx, files: dict[str, str], page_env: dict[str, str], repo: Re
             ctx.error("RB004", f"bad value for port: '{value}' (expected 1-65535)", col)
         elif n is not None:
             port = int(n)
-    ready = (_number(ctx, "ready_timeout", *opts["ready_timeout"], allow_zero=False)
-             if "ready_timeout" in opts else None)
-    stop = (_number(ctx, "stop_timeout", *opts["stop_timeout"])
-            if "stop_timeout" in opts else None)
+    ready = _number(ctx, "ready_timeout", *opts["ready_timeout"], allow_zero=False) \
+        if "ready_timeout" in opts else None
+    stop = _number(ctx, "stop_timeout", *opts["stop_timeout"]) if "stop_timeout" in opts else None
     variants = Sweep()
     if "variants" in opts:
         variants = _sweep(ctx, "variants", *opts["variants"], max_vars=None)
@@ -286,6 +285,7 @@ def _server(ctx: _Ctx, files: dict[str, str], page_env: dict[str, str], repo: Re
         extra_env=env,
         command=cmd,
         variants=variants,
+        declared=declaration,
     )
 
 

@@ -103,13 +103,13 @@ def _unattached_file(block: CodeBlock, cmd: EngineCommand, files: Mapping[str, s
 
 
 def command_refusals(block: CodeBlock, cmd: EngineCommand, files: Mapping[str, str],
-                     declared: bool = False) -> list[Refusal]:
-    """Why the understood command of `block` does not stand for one server. `declared`: the
-    block says what it serves itself (its model is then the declaration's)."""
+                     ) -> list[Refusal]:
+    """Why the understood command of `block` does not stand for one server (a declared
+    server's model is its declaration's)."""
     if cmd.engine is None:
         return []
-    found = [] if declared else [_no_model(block, cmd), _stand_in(block, cmd)]
-    found += [_client_after(block, files), _unattached_file(block, cmd, files)]
+    found = [_no_model(block, cmd), _stand_in(block, cmd), _client_after(block, files),
+             _unattached_file(block, cmd, files)]
     return [r for r in found if r is not None]
 
 

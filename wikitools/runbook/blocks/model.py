@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from wikitools.diagnostics import did_you_mean
 from wikitools.errors import UsageError
 from wikitools.fences import block_hash_info
+from wikitools.runbook.blocks.declared import Declaration
 from wikitools.runbook.blocks.sweep import Sweep
 from wikitools.runbook.engines.types import ClientCommand, EngineCommand, Env
 
@@ -38,6 +39,7 @@ class ServerBlock:
     command: EngineCommand
     # `variants=`: each point starts a server of its own, with its values in the environment
     variants: Sweep = field(default_factory=Sweep)
+    declared: Declaration | None = None  # what the block says it serves (model=, tp=)
 
 
 @dataclass(frozen=True, slots=True)

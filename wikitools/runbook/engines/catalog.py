@@ -81,6 +81,10 @@ class Engine:
     flags: FlagList | None = None  # the server flags it accepts (flag_lists.py, one version)
     dp_on_tp_flag: str | None = None  # with it, data-parallel ranks run on the TP GPUs
     cache_dirs: tuple[CacheDir, ...] = ()  # compile/kernel caches (warm when not empty)
+    # What checks a declared server: log lines only this engine prints, and the one that
+    # states its tensor-parallel size (group 1).
+    identity_log: tuple[str, ...] = ()
+    tp_log: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +153,10 @@ VLLM = Engine(
         "Starting vLLM API server",
     ),
     version_path="/version",
+    # its engine-config line: `Initializing a V1 LLM engine (v0.32.0) with config: model=…,
+    # tensor_parallel_size=1, …` (tests/fixtures/engines/vllm-cpu-server.log)
+    identity_log=(r"Initializing a V1 LLM engine \(v", r"Starting vLLM (?:API )?server on"),
+    tp_log=r"\btensor_parallel_size=(\d+)",
     prometheus=True,
     model_positional=True,
     image_hint="vllm",
@@ -177,6 +185,10 @@ SGLANG = Engine(
     fatal_log=(*_COMMON_FATAL, r"Scheduler hit an exception", r"Not enough memory"),
     ready_log=("The server is fired up and ready to roll!", "Uvicorn running on"),
     server_info_paths=("/server_info", "/get_server_info"),
+    # `server_args=ServerArgs(model_path=…, tp_size=1, …)` and its ready line
+    # (tests/fixtures/gpu/h200-sglang/sglang-server.log, SGLang 0.5.17)
+    identity_log=(r"server_args=ServerArgs\(", r"The server is fired up and ready to roll!"),
+    tp_log=r"server_args=ServerArgs\(.*?\btp_size=(\d+)",
     spec_flag_prefix="--speculative-",
     # SGLang's docker/Dockerfile (sgl-project/sglang 924d890) sets no ENTRYPOINT: the command
     # after an lmsysorg/sglang image is the launcher itself (`python3 -m sglang.launch_server`).
@@ -202,6 +214,7 @@ LLAMA_CPP = Engine(
         r"couldn't bind HTTP server socket",
     ),
     ready_log=("server is listening on",),
+    identity_log=(r"server is listening on",),
     flag_aliases={"-m": "model", "--hf-repo": "model", "-hf": "model"},
     canonical_flags={"-ngl": "--n-gpu-layers", "--gpu-layers": "--n-gpu-layers",
                      "-c": "--ctx-size", "-np": "--parallel"},

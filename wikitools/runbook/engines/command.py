@@ -112,10 +112,12 @@ def _published(maps: list[str], port: int | None, scope: dict[str, str], text: s
 
 
 def parse_server_command(text: str, extra_env: dict[str, str] | None = None,
-                         files: Mapping[str, str] | None = None) -> EngineCommand:
+                         files: Mapping[str, str] | None = None, declared: str | None = None,
+                         ) -> EngineCommand:
     """Understand a server block. `extra_env` (the block's env= attribute) is used only to
-    expand `${VAR}` in flag values; `files` are the runbook's file blocks (a compose file)."""
-    found, env, problems = find_launcher(text, files, extra_env)
+    expand `${VAR}` in flag values; `files` are the runbook's file blocks (a compose file);
+    `declared`: the engine the block declares it serves (see `launcher.find_launcher`)."""
+    found, env, problems = find_launcher(text, files, extra_env, declared)
     if found is None or found.kind != "server":
         if not problems:
             problems.append(f"no engine launcher found ({', '.join(engines.SERVER_EXAMPLES)})")

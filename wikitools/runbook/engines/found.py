@@ -46,3 +46,6 @@ class Scope:
     # first): to tell an engine image written as `"$IMAGE"`
     values: dict[str, str] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    # the engine a server block declares it serves: a container whose program the reader
+    # does not know (a helper script inside the image) is taken as that engine's server
+    declared: str | None = None

@@ -103,7 +103,8 @@ def docker_run(
     sub_words = words[j + 1 :] if words is not None and not entrypoint else None
     found = find(cmd, sub_words, scope, depth + 1, False) if cmd else None
     if found is None:
-        found = image_entrypoint(resolve(image, scope.values), cmd, sub_words)
+        found = image_entrypoint(resolve(image, scope.values), cmd, sub_words) or \
+            declared_program(scope, cmd, sub_words)
         if found is None:
             return None
     if found.words is not None and sub_words is None:
@@ -141,6 +142,17 @@ def image_entrypoint(image: str, cmd: list[str], words: list[Word] | None) -> Fo
         return Found(kind="server", argv=cmd, words=words, start=0, engine=eng.name,
                      launcher=f"{image} (entrypoint)", rest=cmd)
     return None
+
+
+def declared_program(scope: Scope, cmd: list[str], words: list[Word] | None) -> Found | None:
+    """The program a container runs (its helper script, or the image's own entrypoint), taken
+    as the server of the engine the block declares; its arguments are the helper's, not the
+    engine's, so none is read as an engine flag."""
+    if scope.declared is None:
+        return None
+    program = cmd[0] if cmd else "the image's entrypoint"
+    return Found(kind="server", argv=cmd, words=words, start=0, engine=scope.declared,
+                 launcher=f"{program} (declared {scope.declared})", rest=[])
 
 
 def docker_exec(argv: list[str], j: int, spelling: str, env: list[tuple[str, str]],
@@ -210,7 +222,8 @@ def compose_up(call: ComposeCall, scope: Scope, depth: int, env: list[tuple[str,
     for svc in services:
         found = find(list(svc.argv), None, scope, depth + 1, False) if svc.argv else None
         if found is None and svc.image:
-            found = image_entrypoint(svc.image, list(svc.argv), None)
+            found = image_entrypoint(svc.image, list(svc.argv), None) or declared_program(
+                scope, list(svc.argv), None)
         if found is None or found.kind != "server":
             continue
         found.words = None

@@ -342,10 +342,12 @@ def _forward(found: Found, args: list[str]) -> None:
     found.positional = list(args)
 
 
-def _scope(files: Mapping[str, str] | None, values: Mapping[str, str] | None = None) -> Scope:
+def _scope(files: Mapping[str, str] | None, values: Mapping[str, str] | None = None,
+           declared: str | None = None) -> Scope:
     """A block's scope with the runbook's files (one that is not a compose file is a script the
-    block may run by its path) and the values and arrays set before it runs."""
-    scope = Scope(files=dict(files or {}), values=dict(values or {}))
+    block may run by its path), the values and arrays set before it runs, and the engine the
+    block declares."""
+    scope = Scope(files=dict(files or {}), values=dict(values or {}), declared=declared)
     for k, v in (values or {}).items():
         if (items := _array_items(v)) is not None:
             scope.arrays[k] = items
@@ -356,11 +358,13 @@ def _scope(files: Mapping[str, str] | None, values: Mapping[str, str] | None = N
 
 
 def find_launcher(text: str, files: Mapping[str, str] | None = None, values: Mapping[str,
-                  str] | None = None) -> tuple[Found | None, list[tuple[str, str]], list[str]]:
+                  str] | None = None, declared: str | None = None,
+                  ) -> tuple[Found | None, list[tuple[str, str]], list[str]]:
     """The first launcher or client in `text`, the environment it gets, and problems. `files`:
-    the runbook's file blocks (path → text); `values`: variables set before the block runs."""
+    the runbook's file blocks (path → text); `values`: variables set before the block runs;
+    `declared`: the engine the block declares (a container's unknown program serves it)."""
     problems: list[str] = []
-    scope = _scope(files, values)
+    scope = _scope(files, values, declared)
     try:
         res = find_in_script(text, 0, scope)
     except ShellSyntaxError as exc:

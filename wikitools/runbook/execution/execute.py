@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,6 +25,7 @@ from wikitools.runbook.execution import containers as docker
 from wikitools.runbook.execution import server_api
 from wikitools.runbook.execution.assemble import RunState, VariantState, build_record
 from wikitools.runbook.execution.host import gpu_memory_used, gpu_state, port_free
+from wikitools.runbook.execution.declared_check import declaration_problems, served_models
 from wikitools.runbook.execution.logwatch import LogWatcher, tail_file
 from wikitools.runbook.execution.model import (
     Plan,
@@ -126,6 +128,7 @@ def _run_variant(
             _gpu_state(vs, verdict, "before")
             _start(variant, root, st, vs, emit)
             _wait_ready(variant, root, st, vs, emit, http_timeout)
+            _check_declared(plan, variant, root, st, emit, http_timeout)
             _warmup(variant, st, vs, emit, http_timeout)
             _run_clients(variant, root, st, vs, emit, http_timeout)
         except StepFailed as exc:
@@ -296,6 +299,21 @@ def _wait_ready(variant: PlannedVariant, root: Path, st: RunState, vs: VariantSt
     vs.engine_version = version or vs.markers.get("engine_version")
     if vs.engine_version is None and srv.version_command and not srv.docker:
         vs.engine_version = server_api.version_from_command(srv.version_command)
+
+
+def _check_declared(plan: Plan, variant: PlannedVariant, root: Path, st: RunState,
+                    emit: EventSink, http_timeout: float) -> None:
+    """A server block that declares what it serves: the ready server checked against it."""
+    declared = plan.runbook.server.declared
+    if declared is None:
+        return
+    name = variant.step("declared")
+    with step(st, emit, name), httpx.Client(timeout=http_timeout) as http:
+        models = served_models(server_api.get_json(http, variant.server.models_url))
+        lines = tail_file(root / variant.server.log_path, sys.maxsize)  # the whole log
+        problems = declaration_problems(declared, lines, models)
+        if problems:
+            raise StepFailed(name, "; ".join(problems))
 
 
 def _warmup(variant: PlannedVariant, st: RunState, vs: VariantState, emit: EventSink,

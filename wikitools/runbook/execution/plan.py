@@ -158,7 +158,11 @@ def _server(runbook: Runbook, coords: Coords, folder: str, ov: PlanOverrides,
     eng = engines.engine(server.engine)
     port = ov.port or server.port
     args: list[str] = []
-    if cmd.port != port and port != cmd.published_port and not (
+    opaque = server.declared is not None and server.declared.stands_in
+    if opaque and port != server.port:
+        raise UsageError(f"--port {port}: runbook '{runbook.id}' declares what its server "
+                         f"serves, on port {server.port}; the plan cannot move it")
+    if not opaque and cmd.port != port and port != cmd.published_port and not (
             cmd.port is None and port == engines.default_port(server.engine)):
         args = ["--port", str(port)]
         notes.append(f"--port {port} added to the server command")

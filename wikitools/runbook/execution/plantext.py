@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import PurePosixPath
 
+from wikitools.runbook.blocks.model import ServerBlock
 from wikitools.runbook.blocks.sweep import coords_label
 from wikitools.runbook.engines.shell import shell_join, shell_quote
 from wikitools.runbook.execution.containers import RUN_LABEL
@@ -55,11 +56,32 @@ def format_summary(plan: Plan, unset: Sequence[tuple[str, str]] | None = None) -
         out.append(head)
         out += ["    " + line for line in
                 with_values(v.server.display_command, v.coords).splitlines()]
+    out += _served_lines(rb.server)
     clients = plan.variants[0].clients if plan.variants else ()
     out += [_client_line(c) for c in clients]
     if not clients:
         out.append("  no clients: the run starts the server, checks readiness and stops it")
     return "\n".join(out) + "\n"
+
+
+def _served_lines(server: ServerBlock) -> list[str]:
+    """What the server serves, and whence the plan knows it: the compose service's command as
+    read from its file, and a declaration (the block's own word, checked after readiness)."""
+    cmd = server.command
+    out: list[str] = []
+    use = cmd.container
+    if use is not None and use.kind == "compose" and use.service:
+        out.append(f"  compose service {use.service} of {use.compose_file} runs: "
+                   f"{shell_join(cmd.argv) or '(the image entrypoint)'}")
+    if server.declared is not None:
+        said = " ".join(f"{k}={v}" for k, v in server.declared.pairs())
+        out.append(f"  declared by the block, not read from its command: {said} "
+                   f"port={server.port}; checked against the server after readiness "
+                   "(/v1/models for the model, its log for the engine and TP)")
+    elif cmd.engine:
+        shown = [f"engine={cmd.engine}", f"model={cmd.model}", f"tp={cmd.tp or 1}"]
+        out.append(f"  read from the command: {' '.join(shown)} port={server.port}")
+    return out
 
 
 def _command_lines(env: Mapping[str, str], command: str, where: str = "the wiki root"
