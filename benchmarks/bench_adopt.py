@@ -178,6 +178,7 @@ NOT_A_LAUNCH = (
 )
 # Why a real launch was refused, for the breakdown (the first that matches; else "other").
 REASONS = (
+    ("declaration-incomplete", re.compile(r"RB018 ")),
     ("variable-unset", re.compile(r"RB015 ")),
     ("multi-node", re.compile(r"across several nodes")),
     ("repository-file", re.compile(r"a (?:file|script) of the repository")),

@@ -358,7 +358,8 @@ def test_funnel_benchmark_sorts_every_launch_block(tmp_path: Path,
     assert "  other lines changed   0\n" in out
     # the issue's share: the placeholder, the alternatives and the one-off are no real launch
     assert ("  real launches         2 (launch blocks less 3 refused as not one launch: "
-            "placeholder 1, alternatives 1, interactive-shell 0, no-server 1)\n") in out
+            "placeholder 1, alternatives 1, interactive-shell 0, no-server 1, illustration 0)\n"
+            ) in out
     assert "  runbooks / real launches = 1 / 2 = 50.0 %\n" in out
     assert "  real launches refused 1, by reason:\n       1  variable-unset\n" in out
     listed = [ln.split()[:3] for ln in out.splitlines() if ln.startswith("refused ")]
@@ -482,10 +483,10 @@ def test_a_written_launcher_that_runs_a_script_inside_the_image_is_refused_sayin
         "bash -lc 'exec /opt/vllm/scripts/run-glm'\nEOF\nchmod +x /tmp/run-g\n```\n\n"
         "```bash\nPORT=5264 /tmp/run-g\n```\n")
     assert refused[-1] == (
-        "p.md:1:1: RB016 warning: not proposed as a runbook: writes /tmp/run-g, which the block "
+        "p.md:1:1: RB018 warning: not proposed as a runbook: writes /tmp/run-g, which the block "
         "at line 8 runs: runs a launcher the block at line 1 writes, which the reader does not "
         "understand: it starts /opt/vllm/scripts/run-glm inside the image, so the engine, model "
-        "and port cannot be read from the page")
+        "and port cannot be read from the page" + _declarable("vllm/vllm-openai:v0.10.0"))
 
 
 def test_template_fields_a_docs_build_fills_in_are_placeholders() -> None:
@@ -663,14 +664,29 @@ def test_a_script_inside_the_image_is_named_as_the_server() -> None:
         "```bash\ndocker run -d --gpus all org/vllm:x \\\n"
         "  bash -lc 'unset NCCL_GRAPH_FILE; cd /opt/vllm && exec ./serve-ds4.sh'\n```\n")
     assert refused == [
-        "p.md:1:1: RB016 warning: not proposed as a runbook: the server is "
+        "p.md:1:1: RB018 warning: not proposed as a runbook: the server is "
         "/usr/local/bin/run-glm51-vllm, a script inside the image: the engine, model and port "
-        "cannot be read from the page",
-        "p.md:10:1: RB016 warning: not proposed as a runbook: the server is run-kimi26-vllm, a "
-        "script inside the image: the engine, model and port cannot be read from the page",
-        "p.md:16:1: RB016 warning: not proposed as a runbook: the server is ./serve-ds4.sh, a "
-        "script inside the image: the engine, model and port cannot be read from the page",
+        "cannot be read from the page" + _declarable("org/vllm:glm", "5261"),
+        "p.md:10:1: RB018 warning: not proposed as a runbook: the server is run-kimi26-vllm, a "
+        "script inside the image: the engine, model and port cannot be read from the page"
+        + _declarable("org/vllm:kimi", "5002"),
+        "p.md:16:1: RB018 warning: not proposed as a runbook: the server is ./serve-ds4.sh, a "
+        "script inside the image: the engine, model and port cannot be read from the page"
+        + _declarable("org/vllm:x"),
     ]
+
+
+def _declarable(image: str, port: str | None = None) -> str:
+    """The declaration scan proposes for a vLLM-image helper whose model and TP the page does
+    not say (and whose port it says only through the container's PORT)."""
+    seen = "engine=vllm" + (f", port={port}" if port else "")
+    came = f"engine from the image's name {image}" + ("; port from the container's PORT"
+                                                       if port else "")
+    missing = "model=, tp=" + ("" if port else ", port=")
+    return (f"; a declared server can stand for it: seen {seen} ({came}); missing {missing}: "
+            f"mark it `bash {{ #p-tp1 .runbook-server engine=vllm model=… tp=… "
+            f"port={port or '…'} }}` once they are known (the run checks each against the "
+            "server)")
 
 
 def test_an_idle_container_and_a_shell_without_tty_are_no_servers() -> None:
@@ -707,9 +723,9 @@ def test_a_block_that_writes_and_runs_its_compose_file_is_judged_by_itself() -> 
         "```bash\nDCP=4 docker compose -f compose.x.yml up -d\n\n"
         "DCP=8 docker compose -f compose.x.yml up -d\n```\n")
     assert refused == [
-        "p.md:1:1: RB016 warning: not proposed as a runbook: the server is "
+        "p.md:1:1: RB018 warning: not proposed as a runbook: the server is "
         "/opt/vllm/scripts/run-x, a script inside the image: the engine, model and port cannot "
-        "be read from the page",
+        "be read from the page" + _declarable("org/vllm:x"),
         "p.md:18:1: RB014 warning: not proposed as a runbook: the block starts 2 servers (lines "
         "16, 18): alternatives to choose from, not one run; give each its own block",
     ]

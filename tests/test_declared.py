@@ -143,3 +143,22 @@ def test_declaration_problems_say_what_was_declared_and_what_is_served() -> None
     assert declaration_problems(Declaration("sglang", "m", 1), ["nothing to see"], None) == [
         "declared model=m, /v1/models did not answer with a list of models",
         "declared engine=sglang, the server's log has none of SGLang's start-up lines"]
+
+
+def test_scan_write_marks_a_declared_server_that_then_plans(tmp_path: Path) -> None:
+    from wikitools.cli import main
+    from wikitools.runbook.blocks.extract import load_runbooks
+
+    (tmp_path / "wiki.yml").write_text("docs_dir: .\n")
+    page = tmp_path / "p.md"
+    page.write_text("# P\n\n```bash\n" + IN_IMAGE.replace(
+        " voipmonitor/", " -e TP_SIZE=4 -e PORT=5003 voipmonitor/") + "\n```\n")
+    assert main(["runbook", "scan", "--write", "--root", str(tmp_path)]) == 0
+    assert ("```bash { #glm-5-tp4 .runbook-server engine=vllm model=GLM-5 tp=4 port=5003 "
+            "gpus=4 }") in page.read_text()
+    assert main(["runbook", "scan", "--check", "--root", str(tmp_path)]) == 0
+    runbooks, diags, _pages = load_runbooks(tmp_path)
+    assert [d for d in diags if d.severity.name == "ERROR"] == []
+    server = runbooks.get("glm-5-tp4").server
+    assert server.declared is not None and server.declared.stands_in
+    assert (server.port, server.command.gpus) == (5003, 4)

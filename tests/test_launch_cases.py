@@ -2,8 +2,8 @@
 files in tests/fixtures/launches/*.md.
 
 Each case is `title` / `.` / a page (Markdown) / `.` / what `wiki runbook scan` says of each
-launch block / `.`: `server L: engine=… model=… tp=… image=… wrappers=…` for a proposed
-server block, `client L: TOOL`, or `refused L:C CODE reason` with the first words of the reason.
+launch block / `.`: `server L: engine=… model=… tp=… image=… wrappers=…` and the fence it would
+get for a proposed server block, `client L: TOOL`, or `refused L:C CODE reason`.
 `pytest --update-goldens` rewrites the expected parts."""
 
 from __future__ import annotations
@@ -65,13 +65,14 @@ def dump(source: str) -> str:
             shown += [f"wrappers={','.join(cmd.wrappers)}"] if cmd.wrappers else []
             shown += [f"gpus={cmd.docker_gpus}"] if cmd.docker_gpus else []
             out.append(f"{s.role} {s.line}: {' '.join(shown)}")
+            out.append(f"  mark {s.fence}")
         elif isinstance(cmd, ClientCommand):
             out.append(f"client {s.line}: {cmd.tool}")
         else:
             out.append(f"{s.role} {s.line}: {s.brace}")
     for d in result.refused:
         reason = d.message.removeprefix("not proposed as a runbook: ")
-        out.append(f"refused {d.line}:{d.col} {d.code} {reason[:90]}")
+        out.append(f"refused {d.line}:{d.col} {d.code} {reason}")
     return "\n".join(out)
 
 

@@ -228,7 +228,7 @@ def _server(ctx: _Ctx, files: dict[str, str], page_env: dict[str, str], repo: Re
                   line=block.content_line, col=1)
     else:
         shown = {**files, **repo.texts()}
-        for refusal in [*static_refusals(block, shown), *command_refusals(block, cmd, shown),
+        for refusal in [*(static_refusals(block, shown) or command_refusals(block, cmd, shown)),
                         *repository_refusals(block, repo)]:
             ctx.error(refusal.code, refusal.message, refusal.col, refusal.line)
     gpus = None

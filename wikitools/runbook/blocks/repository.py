@@ -16,6 +16,7 @@ from wikitools.pages import CodeBlock
 from wikitools.runbook.blocks.model import RepoFile
 from wikitools.runbook.blocks.refusals import (
     _ENGINE_REF,
+    _ENGINE_WORD,
     _LAUNCH,
     _MULTI_NODE,
     _SHELLS,
@@ -24,7 +25,7 @@ from wikitools.runbook.blocks.refusals import (
     _code_lines,
     position,
 )
-from wikitools.runbook.engines.compose import compose_call
+from wikitools.runbook.engines.compose import ComposeError, compose_call, parse_compose
 from wikitools.runbook.engines.docker_cli import COMPOSE_START_SUBCOMMANDS
 from wikitools.runbook.engines.launcher import top_level_launches
 from wikitools.runbook.engines.shell import (
@@ -314,3 +315,27 @@ def repository_launch(repo: Repository, block: CodeBlock, why: str) -> Refusal |
                        f"runs {f.path}, a file of the repository that starts an engine the "
                        f"reader does not understand: {why}")
     return None
+
+
+
+
+def compose_reason(block: CodeBlock, root: Path | None = None, page: str = "") -> str | None:
+    """Why a compose file whose services start an engine image cannot be read, or None when
+    its images are not engines (a database, a proxy) or it is not readable at all."""
+    try:
+        services = parse_compose(block.content).services
+    except ComposeError:
+        return None
+    if not any(_ENGINE_WORD.search(s.image or "") for s in services) and \
+            not _ENGINE_REF.search(block.content):  # nor passes one on (a launcher's IMAGE)
+        return None
+    inside = next(((s, p) for s in services for p in s.argv[:1]
+                   if root is not None and repository_file(root, page, "", p)), None)
+    if inside is not None:  # the container sees the repository only through the file's mounts
+        return (f"service {inside[0].name} runs {inside[1]}, a script of the repository, inside "
+                "its container, which sees the script only through the compose file's mounts: "
+                "a run could not give it the copy it planned; run the script from the block")
+    runs = "; ".join(f"service {s.name} runs {' '.join(s.argv) or 'its image default'}"
+                     for s in services[:2])
+    return (f"compose file whose services start no engine the reader knows ({runs}): the "
+            "engine, model and port cannot be read from it")

@@ -16,6 +16,7 @@ from wikitools.fences import format_fence_info
 from wikitools.pages import CodeBlock, Page
 from wikitools.runbook.blocks.extract import file_targets, is_runbook_block
 from wikitools.runbook.blocks.launch_checks import command_refusals
+from wikitools.runbook.blocks.propose import DECLARE_CODE, declare_message, declared_proposal
 from wikitools.runbook.blocks.refusals import (
     Refusal,
     later_runner,
@@ -28,8 +29,8 @@ from wikitools.runbook.blocks.refusals import (
 )
 from wikitools.runbook.blocks.repository import (
     Repository,
+    compose_reason,
     read_repository,
-    repository_file,
     repository_launch,
     repository_refusals,
 )
@@ -203,7 +204,7 @@ def _refuse(page: Page, block: CodeBlock, files: dict[str, str], repo: Repositor
     repository files it runs, whose own variables (a long script's function locals, `read`
     targets) are the script's business, not the page's."""
     shown = {**files, **repo.texts()}
-    found = [*static_refusals(block, shown), *command_refusals(block, cmd, shown),
+    found = [*(static_refusals(block, shown) or command_refusals(block, cmd, shown)),
              *repository_refusals(block, repo)]
     unset, sources = page_sources(page, block, {k: v for k, v in files.items()
                                                 if k not in repo.texts()})
@@ -258,7 +259,7 @@ def scan_wiki(pages: Iterable[Page], taken: Iterable[str] = (), root: Path | Non
                     out.append(_up_block(pending_file))
                 if cmd is None:  # the image decides the flags: a later `up` is not understood
                     compose, pending_file = None, None
-                    compose_why = _compose_reason(block, root, page.path)
+                    compose_why = compose_reason(block, root, page.path)
                     if compose_why:
                         refused.append(Diagnostic(page.path, block.line, block.col, "RB016",
                                                   f"not proposed as a runbook: {compose_why}",
@@ -312,6 +313,22 @@ def scan_wiki(pages: Iterable[Page], taken: Iterable[str] = (), root: Path | Non
                     why = next((r for r in unset_refusals(  # variable the page leaves open
                         page, block, visible, files.values())
                         if variable_source(page, block, r.variables[0]).line), why)
+                proposal = (declared_proposal(block.content, files, visible)
+                            if why is not None and why.reason == "opaque" and not repo.files
+                            else None)
+                if proposal is not None and not proposal.missing:
+                    rid = current = new_id(proposal.command, page.path)
+                    claimed.update((w.line, rid) for w in runs.values())
+                    out += [_writer_file(page, w, rid) for w in runs.values()]
+                    out.append(Suggestion(
+                        page.path, block.line, block.col, "server", _describe(
+                            proposal.command), fence_info(
+                            block, "bash", f"#{rid} .runbook-server {proposal.attrs()}"),
+                        rid, block.end_line, block.line, proposal.command))
+                    continue
+                if proposal is not None:
+                    why = replace(why, code=DECLARE_CODE, message=declare_message(
+                        proposal, why.message, suggest_id(proposal.command, page.path)))
                 if repo.unreadable:
                     why = repository_refusals(block, repo)[0]
                 elif repo.files and (why is None or why.reason in ("opaque", "unknown")):
@@ -356,10 +373,7 @@ def scan_wiki(pages: Iterable[Page], taken: Iterable[str] = (), root: Path | Non
                 current = rid
                 assert isinstance(found, EngineCommand)
                 claimed.update((w.line, rid) for w in runs.values())
-                out += [Suggestion(page.path, w.line, w.col, "file",
-                                   f"(writes {', '.join(heredoc_files(w.content))})",
-                                   fence_info(w, "bash", f".runbook-file for={rid}"), rid,
-                                   w.end_line, w.line) for w in runs.values()]
+                out += [_writer_file(page, w, rid) for w in runs.values()]
                 attrs = f"engine={found.engine} gpus={found.gpus}"
                 out += [_source_file(page, src, rid) for src in sources]
                 out.append(Suggestion(
@@ -378,30 +392,11 @@ def scan_wiki(pages: Iterable[Page], taken: Iterable[str] = (), root: Path | Non
     return ScanResult(out, refused)
 
 
-_ENGINE_IMAGE = re.compile(r"vllm|sglang|llama", re.I)
-_ENGINE_REF = re.compile(r"[\w./-]*(?:vllm|sglang|llama)[\w./-]*:[\w.-]+", re.I)
-
-
-def _compose_reason(block: CodeBlock, root: Path | None = None, page: str = "") -> str | None:
-    """Why a compose file whose services start an engine image cannot be read, or None when
-    its images are not engines (a database, a proxy) or it is not readable at all."""
-    try:
-        services = parse_compose(block.content).services
-    except ComposeError:
-        return None
-    if not any(_ENGINE_IMAGE.search(s.image or "") for s in services) and \
-            not _ENGINE_REF.search(block.content):  # nor passes one on (a launcher's IMAGE)
-        return None
-    inside = next(((s, p) for s in services for p in s.argv[:1]
-                   if root is not None and repository_file(root, page, "", p)), None)
-    if inside is not None:  # the container sees the repository only through the file's mounts
-        return (f"service {inside[0].name} runs {inside[1]}, a script of the repository, inside "
-                "its container, which sees the script only through the compose file's mounts: "
-                "a run could not give it the copy it planned; run the script from the block")
-    runs = "; ".join(f"service {s.name} runs {' '.join(s.argv) or 'its image default'}"
-                     for s in services[:2])
-    return (f"compose file whose services start no engine the reader knows ({runs}): the "
-            "engine, model and port cannot be read from it")
+def _writer_file(page: Page, w: CodeBlock, rid: str) -> Suggestion:
+    """The file suggestion for a block that writes the launcher runbook `rid` runs."""
+    return Suggestion(page.path, w.line, w.col, "file",
+                      f"(writes {', '.join(heredoc_files(w.content))})",
+                      fence_info(w, "bash", f".runbook-file for={rid}"), rid, w.end_line, w.line)
 
 
 def _source_file(page: Page, src: CodeBlock, rid: str) -> Suggestion:

@@ -254,6 +254,17 @@ FILE_FLAGS = frozenset({"--config", "--chat-template", "--completion-template",
                         "--tool-parser-plugin", "--ssl-keyfile", "--ssl-certfile"})
 
 
+# Where a helper script inside an engine's image commonly takes what it serves from: the
+# container's environment (the community's `SERVED_MODEL_NAME`, `TP_SIZE`, `PORT`). `scan`
+# proposes a declaration from these; the run checks it against the server, so a guess that
+# is wrong fails the run instead of passing unnoticed.
+DECLARATION_ENV: dict[str, tuple[str, ...]] = {
+    "model": ("SERVED_MODEL_NAME", "MODEL_NAME", "MODEL", "MODEL_PATH", "MODEL_ID"),
+    "tp": ("TP_SIZE", "TP", "TENSOR_PARALLEL_SIZE", "TENSOR_PARALLEL"),
+    "port": ("PORT", "VLLM_PORT", "SGLANG_PORT"),
+}
+
+
 # --------------------------------------------------------------------------- client tools
 
 # The serving metrics every serving row shows; serving benchmarks fill these under these names.

@@ -24,8 +24,8 @@ from wikitools.runbook.engines.markers import scan_markers
 from wikitools.runbook.execution import containers as docker
 from wikitools.runbook.execution import server_api
 from wikitools.runbook.execution.assemble import RunState, VariantState, build_record
-from wikitools.runbook.execution.host import gpu_memory_used, gpu_state, port_free
 from wikitools.runbook.execution.declared_check import declaration_problems, served_models
+from wikitools.runbook.execution.host import gpu_memory_used, gpu_state, port_free
 from wikitools.runbook.execution.logwatch import LogWatcher, tail_file
 from wikitools.runbook.execution.model import (
     Plan,
