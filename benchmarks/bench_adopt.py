@@ -191,6 +191,7 @@ REASONS = (
     ("split-over-blocks", re.compile(r"which the block at line \d+ writes|leaves running it")),
     ("client-in-server-block", re.compile(r"then runs a client")),
     ("file-not-attached", re.compile(r"names a file that the page does not attach")),
+    ("cd-before-compose", re.compile(r"before docker compose up, so Compose would read")),
 )
 
 

@@ -102,6 +102,29 @@ def _unattached_file(block: CodeBlock, cmd: EngineCommand, files: Mapping[str, s
     return None
 
 
+def _cd_before_compose(block: CodeBlock, cmd: EngineCommand, files: Mapping[str, str],
+                       ) -> Refusal | None:
+    """`cd DIR` before a `docker compose up` of a compose file of the page: Compose would read
+    the file in DIR, not the copy the run writes into its own folder."""
+    use = cmd.container
+    if use is None or use.kind != "compose" or use.compose_file in heredoc_files(block.content):
+        return None
+    launches = top_level_launches(block.content, files)
+    try:
+        cmds = split_commands(block.content)
+    except ShellSyntaxError:
+        return None
+    for c in cmds:
+        if c.argv[:1] == ["cd"] and launches and c.words[0].start < launches[0][0]:
+            line, col = position(block, block.content, c.words[0].start)
+            where = " ".join(c.argv[1:2]) or "~"
+            return Refusal(line, col, "RB016", "cd-before-compose",
+                           f"the block changes to {where} before docker compose up, so Compose "
+                           "would read the compose file there, not the page's copy the run "
+                           "writes into its own folder; leave the cd out")
+    return None
+
+
 def command_refusals(block: CodeBlock, cmd: EngineCommand, files: Mapping[str, str],
                      ) -> list[Refusal]:
     """Why the understood command of `block` does not stand for one server (a declared
@@ -109,7 +132,7 @@ def command_refusals(block: CodeBlock, cmd: EngineCommand, files: Mapping[str, s
     if cmd.engine is None:
         return []
     found = [_no_model(block, cmd), _stand_in(block, cmd), _client_after(block, files),
-             _unattached_file(block, cmd, files)]
+             _unattached_file(block, cmd, files), _cd_before_compose(block, cmd, files)]
     return [r for r in found if r is not None]
 
 

@@ -243,9 +243,23 @@ def scan_wiki(pages: Iterable[Page], taken: Iterable[str] = (), root: Path | Non
         scripts = page_scripts(page)
         writers: dict[str, CodeBlock] = {}  # files plain blocks write, for a later block to run
         claimed: dict[int, str] = {}  # line of such a block → the runbook it became a file of
+        below = _compose_below(page)  # the page's one compose file, shown after its `up`
         for block in page.code_blocks:
             if not block.fenced:
                 continue
+            if below is not None and block is below[0] and compose is not None and \
+                    compose[0] is below[0]:
+                continue  # an `up` above took it as its file block
+            if below is not None and compose is None and block.line < below[0].line and \
+                    _runs_compose(block):
+                rid = new_id(below[1], page.path)
+                compose = (below[0], below[1], rid)
+                pending_file = Suggestion(
+                    page.path, below[0].line, below[0].col, "file", _describe(below[1]),
+                    fence_info(below[0], "yaml",
+                               f".runbook-file for={rid} path={DEFAULT_FILES[0]}"), rid,
+                    below[0].end_line, below[0].line, below[1])
+                out.append(pending_file)
             if is_runbook_block(block):
                 if "runbook-server" in block.attrs.classes and block.attrs.id:
                     current = block.attrs.id
@@ -390,6 +404,29 @@ def scan_wiki(pages: Iterable[Page], taken: Iterable[str] = (), root: Path | Non
         if pending_file is not None:
             out.append(_up_block(pending_file))
     return ScanResult(out, refused)
+
+
+def _compose_below(page: Page) -> tuple[CodeBlock, EngineCommand] | None:
+    """The compose file of a page whose `docker compose up` comes before it ("create
+    compose.yaml from the section below"): only when the page shows exactly one compose file,
+    the reader understands it, and an `up` block stands above it."""
+    composes = [b for b in page.code_blocks if b.fenced and not b.attrs.brace
+                and _lang(b) in YAML_LANGS and looks_like_compose(b.content)]
+    if len(composes) != 1:
+        return None
+    ups = [b for b in page.code_blocks if b.line < composes[0].line and _runs_compose(b)]
+    cmd = understand_compose(composes[0].content) if ups else None
+    return (composes[0], cmd) if cmd is not None else None
+
+
+def _runs_compose(block: CodeBlock) -> bool:
+    """A plain shell block that runs `docker compose … up` (of no file it writes itself)."""
+    if block.attrs.brace or _lang(block) not in SHELL_LANGS or "compose" not in block.content:
+        return False
+    return "<<" not in block.content and bool(_COMPOSE_UP.search(block.content))
+
+
+_COMPOSE_UP = re.compile(r"\bdocker[ -]compose\b[^\n]*\bup\b")
 
 
 def _writer_file(page: Page, w: CodeBlock, rid: str) -> Suggestion:
