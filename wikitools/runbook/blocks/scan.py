@@ -86,11 +86,12 @@ class Suggestion:
         return f"{where}: {self.role} {self.summary}; mark it: {self.fence}"
 
 
-def _up_block(pending: Suggestion) -> Suggestion:
-    """The server block that runs a compose file the page shows but runs only in its prose."""
+def _up_block(pending: Suggestion, declared: str | None = None) -> Suggestion:
+    """The server block that runs a compose file the page shows but runs only in its prose
+    (`declared`: the attributes of the declared server it stands for)."""
     cmd = pending.command
     assert isinstance(cmd, EngineCommand)
-    attrs = f"engine={cmd.engine} gpus={cmd.gpus}"
+    attrs = declared or f"engine={cmd.engine} gpus={cmd.gpus}"
     return Suggestion(pending.path, pending.line, pending.col, "server", pending.summary,
                       format_fence_info("bash", f"#{pending.runbook} .runbook-server {attrs}"),
                       pending.runbook, pending.end_line, pending.line, cmd,
@@ -226,6 +227,7 @@ def scan_wiki(pages: Iterable[Page], taken: Iterable[str] = (), root: Path | Non
     out: list[Suggestion] = []
     refused: list[Diagnostic] = []
     used = set(taken)
+    declared: dict[str, str] = {}  # runbook id → the attributes of its declared server
 
     def new_id(cmd: EngineCommand, page: str) -> str:
         base = suggest_id(cmd, page)
@@ -270,7 +272,11 @@ def scan_wiki(pages: Iterable[Page], taken: Iterable[str] = (), root: Path | Non
             if lang in YAML_LANGS and looks_like_compose(block.content):
                 cmd = understand_compose(block.content)
                 if pending_file is not None:
-                    out.append(_up_block(pending_file))
+                    out.append(_up_block(pending_file, declared.get(pending_file.runbook)))
+                proposal = None if cmd else declared_proposal(
+                    "docker compose up", {DEFAULT_FILES[0]: block.content}, {})
+                if proposal is not None and not proposal.missing:
+                    cmd = proposal.command  # a helper a declared server stands for
                 if cmd is None:  # the image decides the flags: a later `up` is not understood
                     compose, pending_file = None, None
                     compose_why = compose_reason(block, root, page.path)
@@ -281,6 +287,8 @@ def scan_wiki(pages: Iterable[Page], taken: Iterable[str] = (), root: Path | Non
                     continue
                 rid = new_id(cmd, page.path)
                 compose = (block, cmd, rid)
+                if proposal is not None:
+                    declared[rid] = proposal.attrs()
                 pending_file = Suggestion(
                     page.path, block.line, block.col, "file", _describe(cmd),
                     fence_info(block, "yaml",
@@ -310,6 +318,9 @@ def scan_wiki(pages: Iterable[Page], taken: Iterable[str] = (), root: Path | Non
                 continue
             visible = earlier_values(page, block) if "$" in block.content else {}
             found = mentions_launcher(block.content, files, visible)
+            if found is None and compose is not None and compose[2] in declared:
+                found = _as_declared(parse_server_command(block.content, visible, files,
+                                                          compose[1].engine), compose[1])
             if isinstance(found, ClientCommand) and repo.files:  # a client only by its own text
                 found = mentions_launcher(block.content, {k: v for k, v in files.items()
                                                           if k not in repo.texts()}, visible)
@@ -388,7 +399,7 @@ def scan_wiki(pages: Iterable[Page], taken: Iterable[str] = (), root: Path | Non
                 assert isinstance(found, EngineCommand)
                 claimed.update((w.line, rid) for w in runs.values())
                 out += [_writer_file(page, w, rid) for w in runs.values()]
-                attrs = f"engine={found.engine} gpus={found.gpus}"
+                attrs = declared.get(rid) or f"engine={found.engine} gpus={found.gpus}"
                 out += [_source_file(page, src, rid) for src in sources]
                 out.append(Suggestion(
                     page.path, block.line, block.col, "server", _describe(found),
@@ -402,8 +413,14 @@ def scan_wiki(pages: Iterable[Page], taken: Iterable[str] = (), root: Path | Non
                     fence_info(block, "bash", f".runbook-client for={target} kind={kind}"),
                     target, block.end_line, block.line, found))
         if pending_file is not None:
-            out.append(_up_block(pending_file))
+            out.append(_up_block(pending_file, declared.get(pending_file.runbook)))
     return ScanResult(out, refused)
+
+
+def _as_declared(cmd: EngineCommand, shown: EngineCommand) -> EngineCommand | None:
+    """A `docker compose up` of a compose file whose helper a declared server stands for:
+    the model and TP proposed from the file."""
+    return replace(cmd, model=shown.model, tp=shown.tp) if cmd.engine else None
 
 
 def _compose_below(page: Page) -> tuple[CodeBlock, EngineCommand] | None:
