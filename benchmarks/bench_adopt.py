@@ -259,7 +259,7 @@ def funnel(tree: Path, docs_dir: str | None, keep: Path | None, listing: bool) -
         before, after = work / "before", work / "after"
         ignore = shutil.ignore_patterns(".git", "site", ".artifacts")
         shutil.copytree(tree, before, ignore=ignore, symlinks=True)
-        if not any((before / n).exists() for n in ("wiki.yml", "mkdocs.yml")):
+        if not any((before / n).exists() for n in ("wiki.yml", "mkdocs.yml", "mkdocs.yaml")):
             (before / "wiki.yml").write_text(f"docs_dir: {docs_dir or '.'}\n", encoding="utf-8")
         shutil.copytree(before, after, symlinks=True)
         config = load_config(after)

@@ -113,8 +113,29 @@ def test_index_is_not_written_until_asked(tmp_path: Path,
     assert main(["index", "--root", str(root)]) == 2
     assert "generate: true" in capsys.readouterr().err
     assert (root / "INDEX.md").read_bytes() == index
+    # the maintainers' own index page is never stale: --check is silent, --diff a preview
+    assert main(["index", "--check", "--root", str(root)]) == 0
+    assert capsys.readouterr().out == ""
+    assert main(["index", "--check", "--diff", "--root", str(root)]) == 0
+    assert capsys.readouterr().out.startswith("--- ")
+    assert (root / "INDEX.md").read_bytes() == index
     yml = root / "wiki.yml"
     yml.write_text(yml.read_text().replace("generate: false", "generate: true"))
     assert main(["index", "--root", str(root)]) == 0
     assert (root / "INDEX.md").read_bytes() != index
     capsys.readouterr()
+
+
+def test_mkdocs_yaml_is_read_as_mkdocs_yml_is(tmp_path: Path) -> None:
+    # MkDocs tries mkdocs.yml, then mkdocs.yaml (vLLM's docs use the second spelling)
+    from wikitools.config import find_root, load_config
+
+    root = tmp_path / "tree"
+    (root / "docs" / "serving").mkdir(parents=True)
+    (root / "docs" / "serving" / "a.md").write_text("# A\n")
+    (root / "mkdocs.yaml").write_text("site_name: X\ndocs_dir: docs\n")
+    assert find_root(root / "docs" / "serving") == root
+    assert load_config(root).docs_dir == "docs"
+    (root / "docs" / "pages").mkdir()
+    (root / "mkdocs.yml").write_text("site_name: X\ndocs_dir: docs/pages\n")
+    assert load_config(root).docs_dir == "docs/pages"  # mkdocs.yml comes first

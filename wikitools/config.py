@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from wikitools import locate
 from wikitools.diagnostics import Diagnostic, Severity, yaml_problem
 from wikitools.errors import ConfigError, UsageError
-from wikitools.locate import CONFIG_NAME, DEFAULT_DOCS, MKDOCS_NAME, blake2b
+from wikitools.locate import CONFIG_NAME, DEFAULT_DOCS, MKDOCS_NAME, blake2b, mkdocs_file
 
 if TYPE_CHECKING:
     import pathspec
@@ -240,9 +240,10 @@ def _read_yaml(path: Path) -> dict[str, Any]:
 
 
 def mkdocs_docs_dir(root: Path) -> str | None:
-    path = root / MKDOCS_NAME
-    if not path.is_file():
+    found = mkdocs_file(str(root))
+    if found is None:
         return None
+    path = Path(found)
     import yaml
 
     from wikitools.yamlload import load_yaml

@@ -26,7 +26,7 @@ import sys
 import time
 
 from wikitools import locate
-from wikitools.locate import CONFIG_NAME, MKDOCS_NAME, blake2b
+from wikitools.locate import CONFIG_NAME, MKDOCS_NAMES, blake2b
 
 FORMAT = 1
 # Code that decides the answer besides the package's top-level modules (all of which count).
@@ -130,7 +130,7 @@ def python_key() -> Key | None:
 
 def _config_digests(root: str) -> tuple[bytes | None, ...]:
     out: list[bytes | None] = []
-    for name in (CONFIG_NAME, MKDOCS_NAME):
+    for name in (CONFIG_NAME, *MKDOCS_NAMES):
         try:
             with open(os.path.join(root, name), "rb") as f:
                 out.append(blake2b(f.read(), digest_size=16).digest())

@@ -14,12 +14,20 @@ except ImportError:  # pragma: no cover
 
 CONFIG_NAME = "wiki.yml"
 MKDOCS_NAME = "mkdocs.yml"
+# The names MkDocs itself tries, in its order (mkdocs/config/base.py): vLLM's docs use the second.
+MKDOCS_NAMES = (MKDOCS_NAME, "mkdocs.yaml")
 DEFAULT_DOCS = "wiki"  # the pages folder of a wiki without a configuration file
 # Folders never walked, whatever the configuration says (tool state, virtual environments).
 SKIP_DIRS = frozenset({".git", ".venv", ".venv-engine", "node_modules", "__pycache__", "site"})
 CACHE_ENV = "WIKI_CACHE_DIR"  # a folder for the tools' caches, or "off"
 
 __all__ = ["blake2b"]
+
+
+def mkdocs_file(folder: str) -> str | None:
+    """The MkDocs configuration file of `folder` (mkdocs.yml, else mkdocs.yaml), if any."""
+    return next((os.path.join(folder, n) for n in MKDOCS_NAMES
+                 if os.path.isfile(os.path.join(folder, n))), None)
 
 
 def find_root(start: str) -> str | None:
@@ -31,8 +39,7 @@ def find_root(start: str) -> str | None:
         folders.append(parent)
         folder = parent
     for folder in folders:
-        if os.path.isfile(os.path.join(folder, CONFIG_NAME)) or os.path.isfile(
-                os.path.join(folder, MKDOCS_NAME)):
+        if os.path.isfile(os.path.join(folder, CONFIG_NAME)) or mkdocs_file(folder):
             return folder
     for folder in folders:
         if os.path.exists(os.path.join(folder, ".git")):
@@ -45,7 +52,7 @@ def is_wiki(folder: str) -> bool:
     configuration file) a `wiki/` folder of pages or, as the community wiki has, a
     GLOSSARY.md at the top."""
     return (os.path.isfile(os.path.join(folder, CONFIG_NAME))
-            or os.path.isfile(os.path.join(folder, MKDOCS_NAME))
+            or mkdocs_file(folder) is not None
             or os.path.isdir(os.path.join(folder, DEFAULT_DOCS))
             or os.path.isfile(os.path.join(folder, "GLOSSARY.md")))
 

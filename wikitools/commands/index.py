@@ -103,6 +103,12 @@ def give(answer: IndexAnswer, root: str, output: str, generated: bool, *, stdout
         if os.path.isfile(target):
             with open(target, encoding="utf-8") as f:
                 current = f.read()
+        if not generated:  # the maintainers' own page: nothing is stale, a diff is a preview
+            if diff and current != answer.text:
+                from wikitools.fsio import unified_diff
+
+                sys.stdout.write(unified_diff(output, current, answer.text))
+            return 1 if answer.failed else 0
         if current == answer.text:
             print(f"{output} is up to date", file=sys.stderr)
             return 0
@@ -116,7 +122,7 @@ def give(answer: IndexAnswer, root: str, output: str, generated: bool, *, stdout
         from wikitools.errors import UsageError
 
         raise UsageError(f"{output} is this wiki's own page (wiki.yml: index: "
-                         "generate: false); preview with --stdout or --check --diff, then set "
+                         "generate: false); preview with --stdout or --diff, then set "
                          "generate: true to let `wiki index` write it")
     from wikitools.fsio import write_if_changed
 
