@@ -124,6 +124,41 @@ def test_lint_links(tmp_path: Path, capsys) -> None:
     ]
 
 
+@pytest.mark.parametrize(("config", "name", "generator"), [
+    ("docs/conf.py", "sphinx", "sphinx"),  # Sphinx with MyST
+    ("docusaurus.config.js", "docusaurus", "docusaurus"),
+])
+def test_links_without_a_suffix_follow_the_generators_rule(tmp_path: Path, capsys, config: str,
+                                                          name: str, generator: str) -> None:
+    make_tree(tmp_path, {
+        "wiki.yml": "docs_dir: docs\n",
+        config: "# configuration\n",
+        "docs/index.md": "# Home\n\n[engine](design/transfer-engine) [gone](design/nothere)\n",
+        "docs/design/transfer-engine.md": "# T\n\n[back](../index) [home](../)\n",
+    })
+    assert load_config(tmp_path).generator == generator
+    code, out, _ = run(["lint", "--root", str(tmp_path)], capsys)
+    assert out == [
+        "docs/index.md:3:34: LNK001 error: link to missing page 'design/nothere'"], name
+    assert code == 1
+
+
+def test_mkdocs_links_name_the_file(tmp_path: Path, capsys) -> None:
+    make_tree(tmp_path, {
+        "mkdocs.yml": "site_name: X\n",
+        "docs/index.md": "# Home\n\n[engine](transfer-engine)\n",
+        "docs/transfer-engine.md": "# T\n",
+    })
+    code, out, _ = run(["lint", "--root", str(tmp_path)], capsys)
+    assert code == 1
+    assert out[0] == "docs/index.md:3:1: LNK001 error: link to missing page 'transfer-engine'"
+    (tmp_path / "wiki.yml").write_text("docs_dir: docs\ngenerator: sphinx\n")
+    assert load_config(tmp_path).generator == "sphinx"  # wiki.yml says which rules
+    (tmp_path / "wiki.yml").write_text("docs_dir: docs\ngenerator: hugo\n")
+    code, _out, err = run(["lint", "--root", str(tmp_path)], capsys)
+    assert code == 2 and "generator must be one of mkdocs, sphinx, docusaurus" in err
+
+
 def test_missing_link_suggests_a_page_whose_name_contains_it(tmp_path: Path, capsys) -> None:
     make_tree(tmp_path, {
         "wiki/topics/kv-cache-sessions.md": "# KV\n",

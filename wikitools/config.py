@@ -57,6 +57,7 @@ class WikiConfig:
     sections: tuple[Section, ...] = ()
     exclude: tuple[str, ...] = DEFAULT_EXCLUDE
     statuses: tuple[str, ...] = DEFAULT_STATUSES
+    generator: str = "mkdocs"  # whose link rules the pages follow (`generators`)
     source: str | None = None  # the wiki.yml that was read, if any
     extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
     # Parsed wiki.yml and exclude decisions, kept between runs (see `_memo_file`).
@@ -160,6 +161,7 @@ def load_config(root: Path) -> WikiConfig:
         sections=_sections(index.get("sections", [])),
         exclude=(*tuple(exclude), "/" + output) if generated else tuple(exclude),
         statuses=tuple(statuses),
+        generator=_generator(root, docs_dir, data.get("generator")),
         source=CONFIG_NAME if path.is_file() else None,
         extra={k: v for k, v in data.items() if k not in _KNOWN},
         memo=memo,
@@ -215,7 +217,20 @@ def _memo_save(root: Path, memo: dict[str, Any]) -> None:
         pass  # a value marshal cannot store (a YAML date) or an unwritable cache: no memo
 
 
-_KNOWN = frozenset({"docs_dir", "glossary", "index", "statuses", "exclude"})
+_KNOWN = frozenset({"docs_dir", "glossary", "index", "statuses", "exclude", "generator"})
+
+
+def _generator(root: Path, docs_dir: str, value: Any) -> str:
+    """wiki.yml's `generator:` (whose link rules the pages follow), else what the tree's
+    configuration files say."""
+    from wikitools.generators import GENERATORS, detect_generator
+
+    if value is None:
+        return detect_generator(root, docs_dir)
+    if value not in GENERATORS:
+        raise ConfigError(f"{CONFIG_NAME}: generator must be one of {', '.join(GENERATORS)}, "
+                          f"not {value!r}")
+    return str(value)
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:

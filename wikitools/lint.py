@@ -29,6 +29,7 @@ from urllib.parse import unquote
 from wikitools.anchors import check_anchors, page_anchors
 from wikitools.config import WikiConfig
 from wikitools.diagnostics import Diagnostic, Severity, closest, did_you_mean
+from wikitools.generators import link_candidates
 from wikitools.index import Entry, front_matter_position, make_entry, title_of
 from wikitools.statuses import RETIRED, REVIEWED, entry_findings
 
@@ -99,7 +100,7 @@ def link_findings(config: WikiConfig, links: dict[str, tuple[LinkFact, ...]]) ->
     exists = _Exists(config.root, known)
     out: list[Diagnostic] = []
     for path in sorted(links):
-        out.extend(check_links(path, links[path], known, exists))
+        out.extend(check_links(path, links[path], known, exists, config.generator))
     out.extend(check_reachable(config, links))
     return out
 
@@ -338,7 +339,8 @@ def _relative(path: str, start: str) -> str:
 
 
 def check_links(
-    path: str, links: tuple[LinkFact, ...], known: frozenset[str], exists: Callable[[str], bool]
+    path: str, links: tuple[LinkFact, ...], known: frozenset[str], exists: Callable[[str], bool],
+    generator: str = "mkdocs",
 ) -> Iterator[Diagnostic]:
     folder = posixpath.dirname(path)
     for kind, raw, line, col in links:
@@ -348,7 +350,7 @@ def check_links(
         resolved = posixpath.normpath(posixpath.join(folder, target))
         if resolved.startswith("../") or resolved == "..":
             continue  # outside the tree: not ours to judge
-        if exists(resolved):
+        if any(exists(c) for c in link_candidates(resolved, generator)):
             continue
         hint = suggest(resolved, known)
         suffix = f"; did you mean '{_relative(hint, folder)}'?" if hint else ""
@@ -356,14 +358,19 @@ def check_links(
         yield Diagnostic(path, line, col, "LNK001", f"link to missing {what} '{target}'{suffix}")
 
 
-def _link_targets(path: str, links: tuple[LinkFact, ...]) -> Iterator[str]:
-    """Pages that a page links to, as root-relative POSIX paths (folders mean their index.md)."""
+def _link_targets(path: str, links: tuple[LinkFact, ...], generator: str = "mkdocs",
+                  ) -> Iterator[str]:
+    """Pages that a page links to, as root-relative POSIX paths (folders mean their index.md;
+    under Sphinx and Docusaurus a name without its suffix means the document)."""
     folder = posixpath.dirname(path)
     for kind, raw, _line, _col in links:
         target = _local_target(raw) if kind == "link" else None
         if target is None:
             continue
         resolved = posixpath.normpath(posixpath.join(folder, target))
+        if generator != "mkdocs":
+            yield from link_candidates(resolved, generator)
+            continue
         if target.endswith("/") or not resolved.endswith(".md"):
             resolved = posixpath.join(resolved, "index.md")
         yield resolved
@@ -386,7 +393,7 @@ def check_reachable(
         if path in seen or path not in in_docs:
             continue
         seen.add(path)
-        todo.extend(_link_targets(path, in_docs[path]))
+        todo.extend(_link_targets(path, in_docs[path], config.generator))
     for path in sorted(set(in_docs) - seen):
         yield Diagnostic(
             path, 1, 1, "LNK002",
