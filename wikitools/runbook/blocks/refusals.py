@@ -150,8 +150,9 @@ def static_refusals(block: CodeBlock, files: Mapping[str, str] | None = None) ->
         out.append(Refusal(block.content_line + i, block.col + col, STATIC_CODE, "placeholder",
                            f"the command holds a placeholder, {what}{extra}: write the value "
                            "it stands for"))
+    nodes = _multi_node(block)
     launches = top_level_launches(text, files)
-    if len(launches) > 1:
+    if len(launches) > 1 and nodes is None:  # one launch per node is one run, not a choice
         line, col = position(block, text, launches[1][0])
         firsts = ", ".join(str(position(block, text, o)[0]) for o, _h in launches)
         out.append(Refusal(line, col, STATIC_CODE, "alternatives",
@@ -165,14 +166,18 @@ def static_refusals(block: CodeBlock, files: Mapping[str, str] | None = None) ->
         out.append(Refusal(line, col, STATIC_CODE, "interactive",
                            f"the block opens an interactive shell in a container ({how}); what "
                            "is typed in it is not part of the block"))
-    for i, line_text, _body in _code_lines(text):
+    return [*out, nodes] if nodes is not None else out
+
+
+def _multi_node(block: CodeBlock) -> Refusal | None:
+    """A launch across several nodes (`--nnodes 2 --node-rank 1`, `ray start`, `mpirun`)."""
+    for i, line_text, _body in _code_lines(block.content):
         m = _MULTI_NODE.search(line_text)
         if m:
-            out.append(Refusal(block.content_line + i, block.col + m.start(), STATIC_CODE,
-                               "multi-node", f"a launch across several nodes ({m[0].strip()}): "
-                               "a runbook runs on one host"))
-            break
-    return out
+            return Refusal(block.content_line + i, block.col + m.start(), STATIC_CODE,
+                           "multi-node", f"a launch across several nodes ({m[0].strip()}): "
+                           "a runbook runs on one host")
+    return None
 
 
 def required_variables(text: str, files: Iterable[str] = ()) -> list[tuple[str, int]]:
