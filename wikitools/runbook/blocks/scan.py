@@ -351,7 +351,7 @@ def scan_wiki(pages: Iterable[Page], taken: Iterable[str] = (), root: Path | Non
                             block, "bash", f"#{rid} .runbook-server {proposal.attrs()}"),
                         rid, block.end_line, block.line, proposal.command))
                     continue
-                if proposal is not None:
+                if proposal is not None and why is not None:
                     why = replace(why, code=DECLARE_CODE, message=declare_message(
                         proposal, why.message, suggest_id(proposal.command, page.path)))
                 if repo.unreadable:
