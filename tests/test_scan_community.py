@@ -14,8 +14,8 @@ import pytest
 
 from wikitools.cli import main
 from wikitools.pages import parse_page
+from wikitools.runbook.blocks.container_warnings import container_findings
 from wikitools.runbook.blocks.extract import load_runbooks
-from wikitools.runbook.blocks.scan import container_findings
 
 REPO = Path(__file__).resolve().parents[1]
 _SPEC = importlib.util.spec_from_file_location("bench_scan", REPO / "benchmarks" / "bench_scan.py")

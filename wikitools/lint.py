@@ -79,7 +79,7 @@ def status_findings(
 def page_findings(config: WikiConfig, page: Page) -> list[Diagnostic]:
     """The findings that need only the page itself: parser problems, front matter, headings,
     container blocks that could not become runbooks."""
-    from wikitools.runbook.blocks.scan import container_findings
+    from wikitools.runbook.blocks.container_warnings import container_findings
 
     return [*page.problems, *check_front_matter(config, page), *check_headings(page),
             *container_findings(page)]

@@ -76,6 +76,12 @@ def declared_proposal(text: str, files: Mapping[str, str], values: Mapping[str, 
                     tuple(k for k in ORDER if k not in found), tuple(sources))
 
 
+def as_declared(cmd: EngineCommand, shown: EngineCommand) -> EngineCommand | None:
+    """A `docker compose up` of a compose file whose helper a declared server stands for:
+    the model and TP proposed from the file."""
+    return replace(cmd, model=shown.model, tp=shown.tp) if cmd.engine else None
+
+
 def declare_message(proposal: Proposal, why: str, rid: str) -> str:
     """Why scan did not mark a launch a declared server could stand for: what it saw, what is
     missing, and the attribute list to write once the missing values are known."""
@@ -87,4 +93,4 @@ def declare_message(proposal: Proposal, why: str, rid: str) -> str:
             "known (the run checks each against the server)")
 
 
-__all__ = ["DECLARE_CODE", "Proposal", "declare_message", "declared_proposal"]
+__all__ = ["DECLARE_CODE", "Proposal", "as_declared", "declare_message", "declared_proposal"]

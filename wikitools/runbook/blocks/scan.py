@@ -2,7 +2,8 @@
 become runbook blocks; each finding suggests the attribute list (`bash { #id .runbook-server
 … }`). Shell blocks are read as shell (docker run, docker exec, wrappers, here-documents); YAML
 blocks with `services:` as compose files. A `docker compose … up` block reads the compose file
-shown before it on the page."""
+shown before it on the page (or the page's one compose file, shown below it). A helper inside an
+engine's image gets a declared server proposed (`propose`)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,20 @@ from wikitools.fences import format_fence_info
 from wikitools.pages import CodeBlock, Page
 from wikitools.runbook.blocks.extract import file_targets, is_runbook_block
 from wikitools.runbook.blocks.launch_checks import command_refusals
-from wikitools.runbook.blocks.propose import DECLARE_CODE, declare_message, declared_proposal
+from wikitools.runbook.blocks.page_compose import (
+    SHELL_LANGS,
+    YAML_LANGS,
+    block_lang,
+    compose_below,
+    runs_compose,
+    understand_compose,
+)
+from wikitools.runbook.blocks.propose import (
+    DECLARE_CODE,
+    as_declared,
+    declare_message,
+    declared_proposal,
+)
 from wikitools.runbook.blocks.refusals import (
     Refusal,
     later_runner,
@@ -45,16 +59,11 @@ from wikitools.runbook.blocks.sources import (
 from wikitools.runbook.engines.command import mentions_launcher, parse_server_command
 from wikitools.runbook.engines.compose import (
     DEFAULT_FILES,
-    ComposeError,
     looks_like_compose,
-    parse_compose,
 )
 from wikitools.runbook.engines.launcher import ANY_FILE, find_launcher
 from wikitools.runbook.engines.shell import heredoc_files
 from wikitools.runbook.engines.types import ClientCommand, EngineCommand
-
-SHELL_LANGS = (None, "bash", "sh", "shell", "zsh", "console", "shell-session")
-YAML_LANGS = ("yaml", "yml")
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,16 +178,6 @@ def suggest_id(cmd: EngineCommand, page: str = "") -> str:
     return base
 
 
-def understand_compose(text: str, path: str = DEFAULT_FILES[0]) -> EngineCommand | None:
-    """The launcher in a compose file (the first service that holds one)."""
-    cmd = parse_server_command("docker compose up", files={path: text})
-    return cmd if cmd.engine else None
-
-
-def _lang(block: CodeBlock) -> str | None:
-    return (block.attrs.lang or "").lower() or None
-
-
 _DISPLAY = re.compile(r"""\b(?P<key>title|linenums|hl_lines)=(?P<v>"[^"]*"|'[^']*'|[^\s}"']+)""")
 
 
@@ -245,7 +244,7 @@ def scan_wiki(pages: Iterable[Page], taken: Iterable[str] = (), root: Path | Non
         scripts = page_scripts(page)
         writers: dict[str, CodeBlock] = {}  # files plain blocks write, for a later block to run
         claimed: dict[int, str] = {}  # line of such a block → the runbook it became a file of
-        below = _compose_below(page)  # the page's one compose file, shown after its `up`
+        below = compose_below(page)  # the page's one compose file, shown after its `up`
         for block in page.code_blocks:
             if not block.fenced:
                 continue
@@ -253,7 +252,7 @@ def scan_wiki(pages: Iterable[Page], taken: Iterable[str] = (), root: Path | Non
                     compose[0] is below[0]:
                 continue  # an `up` above took it as its file block
             if below is not None and compose is None and block.line < below[0].line and \
-                    _runs_compose(block):
+                    runs_compose(block):
                 rid = new_id(below[1], page.path)
                 compose = (below[0], below[1], rid)
                 pending_file = Suggestion(
@@ -266,7 +265,7 @@ def scan_wiki(pages: Iterable[Page], taken: Iterable[str] = (), root: Path | Non
                 if "runbook-server" in block.attrs.classes and block.attrs.id:
                     current = block.attrs.id
                 continue
-            lang = _lang(block)
+            lang = block_lang(block)
             if block.attrs.brace:
                 continue
             if lang in YAML_LANGS and looks_like_compose(block.content):
@@ -319,7 +318,7 @@ def scan_wiki(pages: Iterable[Page], taken: Iterable[str] = (), root: Path | Non
             visible = earlier_values(page, block) if "$" in block.content else {}
             found = mentions_launcher(block.content, files, visible)
             if found is None and compose is not None and compose[2] in declared:
-                found = _as_declared(parse_server_command(block.content, visible, files,
+                found = as_declared(parse_server_command(block.content, visible, files,
                                                           compose[1].engine), compose[1])
             if isinstance(found, ClientCommand) and repo.files:  # a client only by its own text
                 found = mentions_launcher(block.content, {k: v for k, v in files.items()
@@ -417,35 +416,6 @@ def scan_wiki(pages: Iterable[Page], taken: Iterable[str] = (), root: Path | Non
     return ScanResult(out, refused)
 
 
-def _as_declared(cmd: EngineCommand, shown: EngineCommand) -> EngineCommand | None:
-    """A `docker compose up` of a compose file whose helper a declared server stands for:
-    the model and TP proposed from the file."""
-    return replace(cmd, model=shown.model, tp=shown.tp) if cmd.engine else None
-
-
-def _compose_below(page: Page) -> tuple[CodeBlock, EngineCommand] | None:
-    """The compose file of a page whose `docker compose up` comes before it ("create
-    compose.yaml from the section below"): only when the page shows exactly one compose file,
-    the reader understands it, and an `up` block stands above it."""
-    composes = [b for b in page.code_blocks if b.fenced and not b.attrs.brace
-                and _lang(b) in YAML_LANGS and looks_like_compose(b.content)]
-    if len(composes) != 1:
-        return None
-    ups = [b for b in page.code_blocks if b.line < composes[0].line and _runs_compose(b)]
-    cmd = understand_compose(composes[0].content) if ups else None
-    return (composes[0], cmd) if cmd is not None else None
-
-
-def _runs_compose(block: CodeBlock) -> bool:
-    """A plain shell block that runs `docker compose … up` (of no file it writes itself)."""
-    if block.attrs.brace or _lang(block) not in SHELL_LANGS or "compose" not in block.content:
-        return False
-    return "<<" not in block.content and bool(_COMPOSE_UP.search(block.content))
-
-
-_COMPOSE_UP = re.compile(r"\bdocker[ -]compose\b[^\n]*\bup\b")
-
-
 def _writer_file(page: Page, w: CodeBlock, rid: str) -> Suggestion:
     """The file suggestion for a block that writes the launcher runbook `rid` runs."""
     return Suggestion(page.path, w.line, w.col, "file",
@@ -467,70 +437,3 @@ def _with_path(s: Suggestion, path: str) -> Suggestion:
     brace = s.brace.replace(f"path={DEFAULT_FILES[0]} ", f"path={path} ")
     return Suggestion(s.path, s.line, s.col, s.role, s.summary, brace, s.runbook, s.end_line,
                       s.source_line, s.command)
-
-
-_SERVICES_LINE = re.compile(r"^services:", re.M)
-
-
-def _containerish(text: str) -> bool:
-    """Mentions docker, podman or compose, or is a compose file (substrings first: a pattern
-    of these alternatives is tried at every position)."""
-    return ("docker" in text or "podman" in text or "compose" in text
-            or ("services:" in text and _SERVICES_LINE.search(text) is not None))
-
-
-_WARNED_WORDS = ("run", "exec", "compose")  # `docker run`, `… exec`, `docker compose …`
-
-
-def container_findings(page: Page) -> list[Diagnostic]:
-    """Plain container blocks that could not become runbooks, and why (warnings for `wiki
-    lint`): a compose file whose services start no engine themselves, `docker compose up`
-    without its compose file on the page, a server started with `docker exec` in a container
-    the page does not start, or `docker run` hidden inside a shell string."""
-    out: list[Diagnostic] = []
-    compose: str | None = None
-    helper_line: int | None = None  # the last compose file shown, when it starts no engine
-
-    def warn(block: CodeBlock, message: str) -> None:
-        out.append(Diagnostic(page.path, block.line, block.col, "RB013", message,
-                              Severity.WARNING))
-
-    for block in page.code_blocks:
-        if is_runbook_block(block) or block.attrs.brace or not _containerish(block.content):
-            continue
-        lang = _lang(block)
-        if lang in YAML_LANGS and looks_like_compose(block.content):
-            try:
-                services = parse_compose(block.content).services
-            except ComposeError as exc:
-                warn(block, f"compose file not readable: {exc}")
-                compose = None
-                continue
-            compose, helper_line = block.content, None
-            if understand_compose(block.content) is None:
-                runs = "; ".join(
-                    f"service {s.name} runs {' '.join(s.argv) or 'its image default'}"
-                    f"{f' in {s.image}' if s.image else ''}" for s in services[:3])
-                warn(block, "compose file whose services start no engine themselves "
-                     f"({runs}): a runbook cannot tell the engine, model or port from it")
-                compose, helper_line = None, block.line
-            continue
-        if lang not in SHELL_LANGS or not any(w in block.content for w in _WARNED_WORDS):
-            continue  # what is warned about below needs one of these words
-        found, _env, problems = find_launcher(block.content,
-                                              {ANY_FILE: compose} if compose else None)
-        if found is None:
-            if any("compose" in p for p in problems):
-                warn(block, problems[0] if helper_line is None else
-                     "docker compose runs the compose file shown at line "
-                     f"{helper_line}, whose services start no engine themselves")
-            continue
-        use = found.container
-        if use is not None and use.kind == "exec":
-            warn(block, f"the server starts inside a running container ({use.name}) that the "
-                 "page does not start: a runbook could not stop it; start it with docker run "
-                 "or docker compose")
-        elif use is not None and use.kind == "run" and not use.top_level:
-            warn(block, "docker run inside a shell string: a runbook could not learn the "
-                 "container's ID to stop it")
-    return out
