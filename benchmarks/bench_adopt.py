@@ -184,6 +184,9 @@ REASONS = (
     ("repository-file", re.compile(r"a (?:file|script) of the repository")),
     ("several-servers-in-a-script", re.compile(r"which starts \d+ servers")),
     ("compose-file-elsewhere", re.compile(r"needs its compose file")),
+    ("compose-file-of-another-repository-unpinned", re.compile(r"the compose file is .*, which "
+                                                              r"moves")),
+    ("compose-file-of-another-repository-pinned", re.compile(r"the compose file is .* at commit")),
     ("script-in-image", re.compile(r"inside the image")),
     ("compose-service-unknown", re.compile(r"compose file whose services start no engine")),
     ("script-not-shown", re.compile(r"which the page does not show")),

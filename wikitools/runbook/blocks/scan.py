@@ -17,6 +17,7 @@ from wikitools.fences import format_fence_info
 from wikitools.pages import CodeBlock, Page
 from wikitools.runbook.blocks.extract import file_targets, is_runbook_block
 from wikitools.runbook.blocks.launch_checks import command_refusals
+from wikitools.runbook.blocks.outside import outside_file, outside_message
 from wikitools.runbook.blocks.page_compose import (
     SHELL_LANGS,
     YAML_LANGS,
@@ -350,6 +351,10 @@ def scan_wiki(pages: Iterable[Page], taken: Iterable[str] = (), root: Path | Non
                             block, "bash", f"#{rid} .runbook-server {proposal.attrs()}"),
                         rid, block.end_line, block.line, proposal.command))
                     continue
+                outside = outside_file(page, block) if why is not None and any(
+                    "needs its compose file" in p for p in problems) else None
+                if outside is not None and why is not None:
+                    why = replace(why, message=outside_message(outside))
                 if proposal is not None and why is not None:
                     why = replace(why, code=DECLARE_CODE, message=declare_message(
                         proposal, why.message, suggest_id(proposal.command, page.path)))
