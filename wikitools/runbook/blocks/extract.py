@@ -25,6 +25,7 @@ from wikitools.runbook.blocks.model import (
     ServerBlock,
     run_files,
 )
+from wikitools.runbook.blocks.outside import pinned_source
 from wikitools.runbook.blocks.refusals import static_refusals
 from wikitools.runbook.blocks.repository import Repository, read_repository, repository_refusals
 from wikitools.runbook.blocks.sources import assigned_values
@@ -37,7 +38,7 @@ SERVER_CLASS = "runbook-server"
 CLIENT_CLASS = "runbook-client"
 FILE_CLASS = "runbook-file"
 ROLES = (SERVER_CLASS, CLIENT_CLASS, FILE_CLASS)
-FILE_ATTRS = ("for", "path", "title", "linenums", "hl_lines")
+FILE_ATTRS = ("for", "path", "repo", "commit", "title", "linenums", "hl_lines")
 # How the site shows a block (pymdownx.superfences options); the runbook itself ignores them.
 DISPLAY_ATTRS = ("title", "linenums", "hl_lines")
 SERVER_ATTRS = ("engine", "gpus", "arch", "min_mem_gib", "port", "ready_timeout", "stop_timeout",
@@ -169,13 +170,14 @@ def _file(ctx: _Ctx) -> list[FileBlock]:
                   "command uses, e.g. path=compose.yaml)", ctx.col_of("." + FILE_CLASS))
         return []
     path, col = opts["path"]
-    parts = path.split("/")
-    if path.startswith("/") or "\\" in path or any(p in ("", ".", "..") for p in parts):
+    if path.startswith("/") or "\\" in path or any(p in ("", ".", "..") for p in path.split("/")):
         ctx.error("RB004", f"bad value for path: '{path}' (a relative file name inside the run's "
                   "folder, without '..')", col)
         return []
-    return [FileBlock(runbook_id=opts["for"][0], path=path, page=ctx.page.path, line=block.line,
-                      col=block.col, content=block.content, info=block.info)]
+    source, ok = pinned_source(opts, block.content, ctx.error)
+    return [] if not ok else [FileBlock(
+        runbook_id=opts["for"][0], path=path, page=ctx.page.path, line=block.line, col=block.col,
+        content=block.content, info=block.info, source=source)]
 
 
 def _server(ctx: _Ctx, files: dict[str, str], page_env: dict[str, str], repo: Repository,
@@ -231,10 +233,8 @@ def _server(ctx: _Ctx, files: dict[str, str], page_env: dict[str, str], repo: Re
         for refusal in [*(static_refusals(block, shown) or command_refusals(block, cmd, shown)),
                         *repository_refusals(block, repo)]:
             ctx.error(refusal.code, refusal.message, refusal.col, refusal.line)
-    gpus = None
-    if "gpus" in opts:
-        n = _number(ctx, "gpus", *opts["gpus"], integer=True)
-        gpus = int(n) if n is not None else None
+    n = _number(ctx, "gpus", *opts["gpus"], integer=True) if "gpus" in opts else None
+    gpus = int(n) if n is not None else None
     arch: tuple[str, ...] = ()
     if "arch" in opts:
         value, col = opts["arch"]

@@ -11,6 +11,7 @@ from wikitools.errors import UsageError
 from wikitools.fences import block_hash_info
 from wikitools.runbook.blocks.declared import Declaration
 from wikitools.runbook.blocks.sweep import Sweep
+from wikitools.runbook.engines.found import OUTSIDE
 from wikitools.runbook.engines.types import ClientCommand, EngineCommand, Env
 
 
@@ -76,6 +77,9 @@ class FileBlock:
     info: str
     writes: tuple[tuple[str, str], ...] = ()  # (path, text) of each here-document it writes
     sets: tuple[tuple[str, str], ...] = ()  # (name, value) of each variable it sets, in order
+    # (repository, commit): a file of another repository at a commit (`repo= commit=`),
+    # fetched when the run is planned; the block itself shows none of it
+    source: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +102,7 @@ def run_files(blocks: Iterable[FileBlock]) -> dict[str, str]:
     out: dict[str, str] = {}
     for fb in blocks:
         if fb.path:
-            out[fb.path] = fb.content
+            out[fb.path] = OUTSIDE if fb.source else fb.content
         out.update(fb.writes)
     return out
 

@@ -6,6 +6,7 @@ page was written against."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from wikitools.pages import CodeBlock, Page
@@ -99,4 +100,35 @@ def outside_message(f: OutsideFile) -> str:
             "block, and declare the server it starts if the reader cannot see it")
 
 
-__all__ = ["OutsideFile", "outside_file", "outside_message"]
+_FULL_COMMIT = re.compile(r"[0-9a-f]{40}")
+_REPO_URL = re.compile(r"(?:https?|ssh|git|file)://[^\s]+|[\w.-]+@[\w.-]+:[^\s]+")
+
+
+def pinned_source(opts: dict[str, tuple[str, int]], content: str,
+                  error: Callable[[str, str, int], None]) -> tuple[tuple[str, str] | None, bool]:
+    """((repository, commit) of a file block's `repo=`/`commit=`, or None without them; False
+    after an error: a branch or short commit, a body besides the source, one without the
+    other)."""
+    if "repo" not in opts and "commit" not in opts:
+        return None, True
+    if "repo" not in opts or "commit" not in opts:
+        error("RB004", "a file of another repository names both repo= and commit=",
+              (opts.get("repo") or opts["commit"])[1])
+        return None, False
+    (repo, col), (commit, commit_col) = opts["repo"], opts["commit"]
+    if not _REPO_URL.fullmatch(repo):
+        error("RB004", f"bad value for repo: '{repo}' (a git repository URL: https://, ssh://, "
+              "git://, file:// or git@host:path)", col)
+        return None, False
+    if not _FULL_COMMIT.fullmatch(commit):
+        error("RB004", f"bad value for commit: '{commit}' (the full 40-digit commit; a branch "
+              f"moves: `git ls-remote {repo} {commit}` names its commit now)", commit_col)
+        return None, False
+    if content.strip():
+        error("RB004", "a file block with repo= and commit= shows no text of its own: the run "
+              "fetches the file from that commit", col)
+        return None, False
+    return (repo, commit), True
+
+
+__all__ = ["OutsideFile", "outside_file", "outside_message", "pinned_source"]

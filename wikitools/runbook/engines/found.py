@@ -32,6 +32,8 @@ class Found:
 
 
 ANY_FILE = "*"  # key of `files` for a compose file shown on the page under no stated name
+# The text of a file of another repository that the plan fetches: not known when reading.
+OUTSIDE = "\0a file of another repository, fetched when the run is planned\0"
 
 
 @dataclass(slots=True)

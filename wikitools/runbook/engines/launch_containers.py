@@ -18,7 +18,7 @@ from wikitools.runbook.engines.compose import (
     ComposeError,
     parse_compose,
 )
-from wikitools.runbook.engines.found import ANY_FILE, Found, Scope
+from wikitools.runbook.engines.found import ANY_FILE, OUTSIDE, Found, Scope
 from wikitools.runbook.engines.shell import Word, basename, resolve, split_words
 from wikitools.runbook.engines.types import ContainerUse
 
@@ -212,6 +212,18 @@ def compose_up(call: ComposeCall, scope: Scope, depth: int, env: list[tuple[str,
                    f"({', '.join(call.files) or 'compose.yaml'}) on the page, in a block "
                    "marked `yaml { .runbook-file for=ID path=… }`")
         return Found(kind="none", argv=[], words=None, start=0, compose_problem=problem)
+    if text == OUTSIDE:  # what its services run is known once the plan has fetched it
+        found = declared_program(scope, [], None)
+        if found is None:
+            return Found(kind="none", argv=[], words=None, start=0, compose_problem=(
+                f"{path} is a file of another repository, read only when the run is planned: "
+                "declare the server it starts (engine= model= tp= port=)"))
+        found.wrappers.insert(0, f"{spelling} {call.subcommand}")
+        found.docker, found.env = True, list(env)
+        found.container = ContainerUse(
+            kind="compose", detached=call.detached, compose_program=call.program,
+            compose_args=call.globals, compose_file=path, project=call.project)
+        return found
     try:
         compose = parse_compose(text)
     except ComposeError as exc:

@@ -17,7 +17,7 @@ from wikitools.runbook.engines import docker_cli
 from wikitools.runbook.engines import launch_containers as lc
 from wikitools.runbook.engines.cases import choose_cases
 from wikitools.runbook.engines.compose import compose_call, looks_like_compose
-from wikitools.runbook.engines.found import ANY_FILE, Found, Scope
+from wikitools.runbook.engines.found import ANY_FILE, OUTSIDE, Found, Scope
 from wikitools.runbook.engines.shell import (
     ShellSyntaxError,
     SimpleCommand,
@@ -352,7 +352,7 @@ def _scope(files: Mapping[str, str] | None, values: Mapping[str, str] | None = N
         if (items := _array_items(v)) is not None:
             scope.arrays[k] = items
     for path, body in scope.files.items():
-        if path != ANY_FILE and not looks_like_compose(body):
+        if path != ANY_FILE and body != OUTSIDE and not looks_like_compose(body):
             scope.callables.setdefault(basename(path), body)
     return scope
 

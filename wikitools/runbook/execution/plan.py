@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from wikitools.errors import UsageError
-from wikitools.runbook.blocks.model import ClientBlock, Runbook
+from wikitools.runbook.blocks.model import ClientBlock, FileBlock, Runbook
 from wikitools.runbook.blocks.repository import RUN_DIR_VAR, with_copies
 from wikitools.runbook.blocks.sweep import Coords, Sweep, SweepError, point_name
 from wikitools.runbook.engines import catalog as engines
@@ -26,6 +26,7 @@ from wikitools.runbook.engines.container_edits import (
 from wikitools.runbook.engines.launcher import append_args
 from wikitools.runbook.engines.secrets import mask_command, mask_env
 from wikitools.runbook.execution.containers import RUN_LABEL
+from wikitools.runbook.execution.fetch import fetch_file, sha256
 from wikitools.runbook.execution.model import (
     Plan,
     PlannedClient,
@@ -245,7 +246,7 @@ def _server(runbook: Runbook, coords: Coords, folder: str, ov: PlanOverrides,
             compose_program=use.compose_program,
             compose_args=(*without_project(use.compose_args), "-p", project),
             project=project, workdir=folder,
-            files=tuple((f.path, f.content) for f in runbook.files if f.path),
+            files=tuple((f.path, _file_text(f, notes)) for f in runbook.files if f.path),
             gpus=cmd.docker_gpus)
         page = f" (instead of the page's {use.project})" if use.project else ""
         notes.append(f"the server command runs in {folder}/, where the page's files are "
@@ -276,6 +277,17 @@ def _server(runbook: Runbook, coords: Coords, folder: str, ov: PlanOverrides,
         container_env=mask_env(dict(cmd.docker_env)) if container else {},
         copies=tuple(copies),
     )
+
+
+def _file_text(f: FileBlock, notes: list[str]) -> str:
+    """A file block's text: the block's own, or the file of another repository at the commit
+    it names, fetched now (the plan names its sha256)."""
+    if f.source is None:
+        return f.content
+    repo, commit = f.source
+    text = fetch_file(repo, commit, f.path)
+    notes.append(f"{f.path} fetched from {repo} at commit {commit} ({sha256(text)})")
+    return text
 
 
 def _client(client: ClientBlock, variant: Coords, folder: str, ov: PlanOverrides,

@@ -11,6 +11,7 @@ from wikitools.runbook.blocks.model import ServerBlock
 from wikitools.runbook.blocks.sweep import coords_label
 from wikitools.runbook.engines.shell import shell_join, shell_quote
 from wikitools.runbook.execution.containers import RUN_LABEL
+from wikitools.runbook.execution.fetch import sha256
 from wikitools.runbook.execution.model import Plan, PlannedClient, PlannedVariant, Verdict
 from wikitools.runbook.execution.plan import with_values
 from wikitools.runbook.execution.processes import TAG_VAR
@@ -95,13 +96,16 @@ def _command_lines(env: Mapping[str, str], command: str, where: str = "the wiki 
     return out + ["    " + line for line in command.splitlines()]
 
 
-def _container_lines(v: PlannedVariant) -> list[str]:
+def _container_lines(v: PlannedVariant, fetched: Mapping[str, str]) -> list[str]:
+    """`fetched`: path → where a file of another repository came from."""
     c = v.server.container
     if c is None:
         return []
     out: list[str] = []
-    for path, _text in c.files:
-        out.append(f"  file: {c.workdir}/{path} (from the page)")
+    for path, text in c.files:
+        origin = (f"fetched from {fetched[path]}, {sha256(text)}" if path in fetched
+                  else "from the page")
+        out.append(f"  file: {c.workdir}/{path} ({origin})")
     if v.server.container_env:
         pairs = " ".join(f"{k}={shell_quote(val)}" for k, val in v.server.container_env.items())
         out.append(f"  container env: {pairs}")
@@ -118,7 +122,7 @@ def _container_lines(v: PlannedVariant) -> list[str]:
     return out
 
 
-def _variant_lines(v: PlannedVariant) -> list[str]:
+def _variant_lines(v: PlannedVariant, fetched: Mapping[str, str]) -> list[str]:
     srv = v.server
     out = ["", f"server (variant {coords_label(v.coords)}):" if v.coords else "server:"]
     where = (f"{srv.container.workdir}/" if srv.container and srv.container.workdir != "."
@@ -128,7 +132,7 @@ def _variant_lines(v: PlannedVariant) -> list[str]:
         label = f"; --label {RUN_LABEL}<tag> added to its docker run" if copy.labelled else ""
         out.append(f"  file: {copy.path} (from the repository: {copy.source}, "
                    f"{copy.sha256}{label})")
-    out += _container_lines(v)
+    out += _container_lines(v, fetched)
     out.append(f"  ready: {srv.health_url} within {srv.ready_timeout:g} s; "
                f"stop: TERM, KILL after {srv.stop_timeout:g} s; then the port and GPU memory "
                "checked back")
@@ -165,8 +169,9 @@ def format_plan(plan: Plan) -> str:
            f"artifacts {plan.artifacts_dir}/",
            f"tag     {TAG_VAR}={PurePosixPath(plan.artifacts_dir).name}-<16 random hex digits> "
            "(added to the environment of every process the run starts)"]
+    fetched = {f.path: f"{f.source[0]} at commit {f.source[1]}" for f in rb.files if f.source}
     for v in plan.variants:
-        out += _variant_lines(v)
+        out += _variant_lines(v, fetched)
     if plan.notes:
         out += ["", "notes:"] + [f"  - {n}" for n in plan.notes]
     return "\n".join(out) + "\n"
