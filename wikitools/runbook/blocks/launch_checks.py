@@ -19,8 +19,7 @@ from wikitools.runbook.engines.types import EngineCommand
 
 # Model names that stand for "your model here" in docs (vLLM's `vllm serve my-model`).
 _STAND_IN = re.compile(r"(?:my|your|some|example|sample)[-_]?(?:model|llm)(?:[-_]?name)?"
-                       r"|model[-_]?(?:name|id|path)|(?:org|user|namespace|owner)/(?:model|repo)"
-                       r"(?:[-_]?name)?", re.I)
+                       r"|model[-_]?(?:name|id|path)", re.I)
 # Compound-command words: a client inside `until curl …; do sleep 5; done` waits for the
 # server, it does not measure it.
 _KEYWORDS = frozenset({"until", "while", "if", "then", "elif", "else", "do", "done", "fi", "!",
