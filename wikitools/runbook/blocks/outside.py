@@ -95,9 +95,11 @@ def outside_message(f: OutsideFile) -> str:
         return (f"the compose file is {where}, at {at}, which moves: the file a run would read "
                 "is not the one the page was written against; pin it to a commit (`git "
                 f"ls-remote {f.repo} {f.ref or 'HEAD'}` names the current one)")
+    commit = f.ref if f.ref and len(f.ref) == 40 else f"<the full commit of {f.ref}>"
     return (f"the compose file is {where}, at commit {f.ref}, which the page does not show: "
-            f"copy that file onto the page as a `yaml {{ .runbook-file for=ID path={f.path} }}` "
-            "block, and declare the server it starts if the reader cannot see it")
+            f"name it in a `yaml {{ .runbook-file for=ID path={f.path} repo={f.repo} "
+            f"commit={commit} }}` block, fetched when the run is planned, and declare the "
+            "server it starts (engine= model= tp= port=)")
 
 
 _FULL_COMMIT = re.compile(r"[0-9a-f]{40}")
