@@ -107,3 +107,17 @@ def test_a_pinned_file_needs_a_declared_server_and_no_body(remote: tuple[str, st
         "file from that commit"))
     _r, diags = extract_runbooks([parse_page(_page("ext::sh", first), "p.md")], None)
     assert diags and diags[0].message.startswith("bad value for repo: 'ext::sh")
+
+
+def test_pin_resolves_a_branch_to_its_commit(remote: Remote, capsys: pytest.CaptureFixture[str],
+                                             tmp_path: Path) -> None:
+    from wikitools.cli import main
+
+    url, _first, second = remote
+    branch = _git(tmp_path / "llm-docker", "rev-parse", "--abbrev-ref", "HEAD")
+    assert main(["runbook", "pin", url, branch]) == 0
+    assert capsys.readouterr().out == f"repo={url} commit={second}\n"
+    assert main(["runbook", "pin", url]) == 0  # the default branch
+    assert capsys.readouterr().out == f"repo={url} commit={second}\n"
+    assert main(["runbook", "pin", url, "no-such-branch"]) == 2
+    assert f"{url} has no branch or tag no-such-branch" in capsys.readouterr().err

@@ -1,5 +1,6 @@
 """`wiki runbook …`: groups the runbook subcommands, which live in runbook_inspect (list, show,
-plan, scan), runbook_run (run, render) and runbook_compare (compare, history)."""
+plan, scan), runbook_run (run, render), runbook_compare (compare, history) and runbook_pin
+(pin)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import importlib
 from typing import Any
 
 _PARTS = ("wikitools.commands.runbook_inspect", "wikitools.commands.runbook_run",
-          "wikitools.commands.runbook_compare")
+          "wikitools.commands.runbook_compare", "wikitools.commands.runbook_pin")
 
 
 def add_parser(sub: Any) -> None:

@@ -93,8 +93,8 @@ def outside_message(f: OutsideFile) -> str:
     if not f.pinned:
         at = f"its branch {f.ref}" if f.ref else "its default branch"
         return (f"the compose file is {where}, at {at}, which moves: the file a run would read "
-                "is not the one the page was written against; pin it to a commit (`git "
-                f"ls-remote {f.repo} {f.ref or 'HEAD'}` names the current one)")
+                "is not the one the page was written against; pin it to a commit (`wiki "
+                f"runbook pin {f.repo} {f.ref or 'HEAD'}` names the current one)")
     commit = f.ref if f.ref and len(f.ref) == 40 else f"<the full commit of {f.ref}>"
     return (f"the compose file is {where}, at commit {f.ref}, which the page does not show: "
             f"name it in a `yaml {{ .runbook-file for=ID path={f.path} repo={f.repo} "
@@ -124,7 +124,7 @@ def pinned_source(opts: dict[str, tuple[str, int]], content: str,
         return None, False
     if not _FULL_COMMIT.fullmatch(commit):
         error("RB004", f"bad value for commit: '{commit}' (the full 40-digit commit; a branch "
-              f"moves: `git ls-remote {repo} {commit}` names its commit now)", commit_col)
+              f"moves: `wiki runbook pin {repo} {commit}` names its commit now)", commit_col)
         return None, False
     if content.strip():
         error("RB004", "a file block with repo= and commit= shows no text of its own: the run "

@@ -42,8 +42,22 @@ def fetch_file(repo: str, commit: str, path: str) -> str:
         raise UsageError(f"{what} is not UTF-8 text") from None
 
 
+def resolve_ref(repo: str, ref: str = "HEAD") -> str:
+    """The commit a branch or tag of `repo` names now (`git ls-remote`; an annotated tag's
+    commit, not the tag object), for a maintainer pinning a file block."""
+    what = f"{ref} of {repo}"
+    listed = _git(["ls-remote", repo], what).stdout.decode("utf-8", "replace").splitlines()
+    refs = dict(reversed(line.split("\t", 1)) for line in listed if "\t" in line)
+    names = [ref] if ref == "HEAD" or ref.startswith("refs/") else [
+        f"refs/tags/{ref}^{{}}", f"refs/tags/{ref}", f"refs/heads/{ref}"]
+    commit = next((refs[n] for n in names if n in refs), None)
+    if commit is None:
+        raise UsageError(f"{repo} has no branch or tag {ref}")
+    return commit
+
+
 def sha256(text: str) -> str:
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-__all__ = ["fetch_file", "sha256"]
+__all__ = ["fetch_file", "resolve_ref", "sha256"]
