@@ -47,13 +47,16 @@ def resolve_ref(repo: str, ref: str = "HEAD") -> str:
     commit, not the tag object), for a maintainer pinning a file block."""
     what = f"{ref} of {repo}"
     listed = _git(["ls-remote", repo], what).stdout.decode("utf-8", "replace").splitlines()
-    refs = dict(reversed(line.split("\t", 1)) for line in listed if "\t" in line)
+    refs: dict[str, str] = {}
+    for line in listed:
+        commit, _, name = line.partition("\t")
+        refs[name] = commit
     names = [ref] if ref == "HEAD" or ref.startswith("refs/") else [
         f"refs/tags/{ref}^{{}}", f"refs/tags/{ref}", f"refs/heads/{ref}"]
-    commit = next((refs[n] for n in names if n in refs), None)
-    if commit is None:
+    found = next((refs[n] for n in names if n in refs), None)
+    if found is None:
         raise UsageError(f"{repo} has no branch or tag {ref}")
-    return commit
+    return found
 
 
 def sha256(text: str) -> str:
