@@ -139,3 +139,19 @@ def test_mkdocs_yaml_is_read_as_mkdocs_yml_is(tmp_path: Path) -> None:
     (root / "docs" / "pages").mkdir()
     (root / "mkdocs.yml").write_text("site_name: X\ndocs_dir: docs/pages\n")
     assert load_config(root).docs_dir == "docs/pages"  # mkdocs.yml comes first
+
+
+@pytest.mark.parametrize(("config", "generator"), [
+    ("docusaurus.config.js", "docusaurus"), ("docs/conf.py", "sphinx"),
+    ("docs/source/conf.py", "sphinx")])
+def test_another_generators_tree_is_a_wiki_with_its_link_rules(tmp_path: Path, config: str,
+                                                                generator: str) -> None:
+    from wikitools.config import load_config
+
+    (tmp_path / "docs" / "source").mkdir(parents=True)
+    (tmp_path / config).write_text("# site configuration\n")
+    (tmp_path / "docs" / "source" / "a.md").write_text("# A\n\n[B](b)\n")
+    (tmp_path / "docs" / "source" / "b.md").write_text("# B\n")
+    assert main(["init", "--root", str(tmp_path)]) == 0
+    assert load_config(tmp_path).generator == generator
+    assert main(["lint", "--root", str(tmp_path)]) == 0

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from wikitools.locate import mkdocs_file
+from wikitools.locate import OTHER_CONFIGS, mkdocs_file
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,9 +24,7 @@ GENERATORS: dict[str, Generator] = {g.name: g for g in (
     Generator("sphinx", (".md", ".rst", ".ipynb")),
     Generator("docusaurus", (".md", ".mdx"), ("index.md", "index.mdx", "README.md")),
 )}
-# Docusaurus' configuration file names (docusaurus.io, "docusaurus.config.js").
-_DOCUSAURUS = ("docusaurus.config.js", "docusaurus.config.ts", "docusaurus.config.mjs",
-               "docusaurus.config.cjs")
+_DOCUSAURUS = tuple(n for n in OTHER_CONFIGS if n.startswith("docusaurus."))
 
 
 def detect_generator(root: Path, docs_dir: str) -> str:

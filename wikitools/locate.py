@@ -47,12 +47,20 @@ def find_root(start: str) -> str | None:
     return None
 
 
+# Other generators' configuration files that mark a docs tree's top folder (Docusaurus at the
+# top, Sphinx in docs/ or docs/source/).
+OTHER_CONFIGS = ("docusaurus.config.js", "docusaurus.config.ts", "docusaurus.config.mjs",
+                 "docusaurus.config.cjs", os.path.join("docs", "conf.py"),
+                 os.path.join("docs", "source", "conf.py"))
+
+
 def is_wiki(folder: str) -> bool:
-    """A wiki's top folder: it holds wiki.yml or mkdocs.yml, or (a wiki without a
-    configuration file) a `wiki/` folder of pages or, as the community wiki has, a
-    GLOSSARY.md at the top."""
+    """A wiki's top folder: it holds wiki.yml or mkdocs.yml (or another generator's
+    configuration), or (a wiki without a configuration file) a `wiki/` folder of pages or,
+    as the community wiki has, a GLOSSARY.md at the top."""
     return (os.path.isfile(os.path.join(folder, CONFIG_NAME))
             or mkdocs_file(folder) is not None
+            or any(os.path.isfile(os.path.join(folder, n)) for n in OTHER_CONFIGS)
             or os.path.isdir(os.path.join(folder, DEFAULT_DOCS))
             or os.path.isfile(os.path.join(folder, "GLOSSARY.md")))
 
