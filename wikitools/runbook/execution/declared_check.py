@@ -52,13 +52,12 @@ def declaration_problems(declared: Declaration, lines: Sequence[str],
                    f"{', '.join(engines.display_name(e) for e in seen)}" if seen else
                    f"declared engine={declared.engine}, the server's log has none of {name}'s "
                    "start-up lines")
-    if declared.tp is not None and declared.engine in seen:
-        tp = tp_in_log(declared.engine, lines)
-        out.append(f"declared tp={declared.tp}, the server's log does not state its "
-                   "tensor-parallel size" if tp is None else
-                   f"declared tp={declared.tp}, the server serves tp={tp}" if tp != declared.tp
-                   else "")
-    return [p for p in out if p]
+    tp = tp_in_log(declared.engine, lines) if declared.engine in seen else None
+    if declared.tp is not None and declared.engine in seen and tp != declared.tp:
+        out.append(f"declared tp={declared.tp}, the server serves tp={tp}" if tp is not None
+                   else f"declared tp={declared.tp}, the server's log does not state its "
+                   "tensor-parallel size")
+    return out
 
 
 __all__ = ["declaration_problems", "engines_in_log", "served_models", "tp_in_log"]
