@@ -6,7 +6,7 @@ values it cannot, named."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 
 from wikitools.runbook.engines import catalog as engines
@@ -76,10 +76,15 @@ def declared_proposal(text: str, files: Mapping[str, str], values: Mapping[str, 
                     tuple(k for k in ORDER if k not in found), tuple(sources))
 
 
-def as_declared(cmd: EngineCommand, shown: EngineCommand) -> EngineCommand | None:
-    """A `docker compose up` of a compose file whose helper a declared server stands for:
-    the model and TP proposed from the file."""
-    return replace(cmd, model=shown.model, tp=shown.tp) if cmd.engine else None
+def as_declared(cmd: EngineCommand, shown: EngineCommand, others: Collection[str],
+                ) -> EngineCommand | None:
+    """A `docker compose up` of the page's compose file whose helper a declared server stands
+    for: the model and TP proposed from the file; None when it runs another file (`others`:
+    those of the repository or written by the page's blocks)."""
+    use = cmd.container
+    if not cmd.engine or use is None or use.kind != "compose" or use.compose_file in others:
+        return None
+    return replace(cmd, model=shown.model, tp=shown.tp)
 
 
 def declare_message(proposal: Proposal, why: str, rid: str) -> str:

@@ -320,7 +320,8 @@ def scan_wiki(pages: Iterable[Page], taken: Iterable[str] = (), root: Path | Non
             found = mentions_launcher(block.content, files, visible)
             if found is None and compose is not None and compose[2] in declared:
                 found = as_declared(parse_server_command(block.content, visible, files,
-                                                          compose[1].engine), compose[1])
+                                                          compose[1].engine), compose[1],
+                                    {*repo.texts(), *written, *heredoc_files(block.content)})
             if isinstance(found, ClientCommand) and repo.files:  # a client only by its own text
                 found = mentions_launcher(block.content, {k: v for k, v in files.items()
                                                           if k not in repo.texts()}, visible)
