@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from wikitools.runbook.engines import flag_lists
+from wikitools.runbook.engines import flag_lists, log_catalog
 from wikitools.runbook.engines.flags import FlagList
 
 
@@ -121,6 +121,7 @@ _COMMON_FATAL = (
     r"torch\.OutOfMemoryError",
     r"RuntimeError: ",
     r"Address already in use",
+    log_catalog.FAULTHANDLER_LINE,
 )
 
 VLLM = Engine(
@@ -219,6 +220,9 @@ MULTICAST_OFF: dict[str, str] = {
     "VLLM_FLASHINFER_ALLREDUCE_BACKEND": "trtllm",
 }
 
+# A Python process killed by a signal (SIGILL from a kernel the CPU cannot run, SIGSEGV) prints
+# which signal it was with faulthandler on; without it the server only reports its workers gone.
+FAULT_REPORT: dict[str, str] = {"PYTHONFAULTHANDLER": "1"}
 
 # --------------------------------------------------------------------------- client tools
 

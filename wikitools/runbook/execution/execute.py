@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -19,6 +20,7 @@ import httpx
 
 from wikitools.runbook.blocks.repository import RUN_DIR_VAR
 from wikitools.runbook.engines import clients as result_parsers
+from wikitools.runbook.engines import failure
 from wikitools.runbook.engines.markers import scan_markers
 from wikitools.runbook.execution import containers as docker
 from wikitools.runbook.execution import server_api
@@ -261,6 +263,9 @@ def _wait_ready(variant: PlannedVariant, root: Path, st: RunState, vs: VariantSt
             if down is not None:
                 time.sleep(POLL_S)  # the last lines of a followed log
                 watcher.poll()
+                killed = failure.signal_death(watcher.lines)
+                if killed is not None:
+                    raise failed(now, f"{killed} during start-up ({down})")
                 msg = f"{down} during start-up"
                 cause = watcher.cause() or (_last_line(watcher) if vs.containers else None)
                 if cause:
@@ -269,7 +274,8 @@ def _wait_ready(variant: PlannedVariant, root: Path, st: RunState, vs: VariantSt
             if watcher.fatal_line is not None:
                 fatal_since = fatal_since or now
                 if now - fatal_since >= FATAL_GRACE_S:
-                    raise failed(now, f"fatal log line: {watcher.cause()}")
+                    killed = failure.signal_death(watcher.lines)
+                    raise failed(now, killed or f"fatal log line: {watcher.cause()}")
             if now >= deadline:
                 raise failed(now, f"not ready after {srv.ready_timeout:g} s (last state: {state})",
                              "timeout")
@@ -324,7 +330,9 @@ def _run_clients(variant: PlannedVariant, root: Path, st: RunState, vs: VariantS
                 key = (ci, pi, run.repeat)
                 down = _server_down(vs, lock=st.lock)
                 if down is not None:
-                    msg = f"{down} before {run.label}"
+                    killed = _server_killed(root, variant)
+                    msg = f"{killed} ({down}) before {run.label}" if killed else \
+                        f"{down} before {run.label}"
                     vs.log_tail = tail_file(root / variant.server.log_path)
                     vs.results[key] = Point(point.value, "failed", message=msg)
                     st.steps.append(Step(label, "failed", 0.0, msg))
@@ -338,6 +346,10 @@ def _run_clients(variant: PlannedVariant, root: Path, st: RunState, vs: VariantS
                 emit(Event("point-end", label, result.status, result.message, result.seconds,
                            index, total))
                 if result.status != "ok":
+                    killed = _server_killed(root, variant)
+                    if killed is not None:
+                        result = replace(result, message=f"{result.message}; the server's {killed}")
+                        vs.results[key] = result
                     if not vs.log_tail:
                         vs.log_tail = tail_file(root / run.log_path)
                     raise StepFailed(label, result.message or result.status, result.status)
@@ -419,6 +431,16 @@ def _server_down(st: VariantState, elapsed: float | None = None,
     if code is None:
         return None
     return f"server exited with code {code}"
+
+
+def _server_killed(root: Path, variant: PlannedVariant) -> str | None:
+    """"worker killed by SIGILL (…)" when the server's log says a signal killed one of its
+    processes; None otherwise (and when the log cannot be read)."""
+    try:
+        with (root / variant.server.log_path).open(encoding="utf-8", errors="replace") as log:
+            return failure.signal_death(log)
+    except OSError:
+        return None
 
 
 def _last_line(watcher: LogWatcher) -> str | None:

@@ -195,6 +195,8 @@ def _server(runbook: Runbook, coords: Coords, folder: str, ov: PlanOverrides,
     else:
         # whatever env= says; preflight refuses a block that differs
         env.update(engines.MULTICAST_OFF)
+        for k, v in engines.FAULT_REPORT.items():
+            env.setdefault(k, own.get(k, v))
     if verdict is not None and verdict.selected_gpus and not cmd.docker:
         if "CUDA_VISIBLE_DEVICES" in own:
             notes.append(f"GPUs chosen by the block: CUDA_VISIBLE_DEVICES="
