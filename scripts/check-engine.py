@@ -12,6 +12,7 @@ own environment exists.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -116,10 +117,8 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
     # the engine's own processes are in the group too
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def check(venv: Path, model: Path, log: Path) -> int:
