@@ -5,8 +5,9 @@ Usage: python scripts/make-dummy-model.py DIR [--preset llama-3.2-1b|tiny] [--ch
 
 Presets: `tiny` (two layers, hidden size 128, FP32: the CPU end-to-end tests) and
 `llama-3.2-1b` (the shape published in Meta's Llama 3.2 1B config: 16 layers, hidden 2048, 32
-heads, 8 KV heads, vocabulary 128,256; the SM90 reference page). The model's vocabulary may be larger than the
-tokenizer's: the extra rows are never produced by the tokenizer and cost only memory.
+heads, 8 KV heads, vocabulary 128,256; the SM90 reference page). The model's vocabulary may be
+larger than the tokenizer's: the extra rows are never produced by the tokenizer and cost only
+memory.
 
 The directory holds config.json, generation_config.json, tokenizer.json, tokenizer_config.json,
 special_tokens_map.json and chat_template.jinja; no weights (vLLM fills them with

@@ -18,8 +18,8 @@ from fakes.plans import fake_plan
 from harness import free_port
 
 from wikitools.cli import main
-from wikitools.commands.fleet import summary_table
-from wikitools.errors import UsageError
+from wikitools.cli.fleet import summary_table
+from wikitools.core.errors import UsageError
 from wikitools.fleet import node
 from wikitools.fleet.records import LOST_POINT, Progress, lost_record, opening_record
 from wikitools.fleet.select import ARCH_SHARE, demand, fits, is_stale, never_run, place, select

@@ -91,9 +91,9 @@ def test_a_wrong_checksum_never_unpacks(tmp_path: Path, engine: str) -> None:
 # What a runbook run imports, in a fresh interpreter: the CLI and every command module.
 RUN_IMPORTS = """
 import importlib, json, pkgutil, sys
-import wikitools.cli, wikitools.commands
-for m in pkgutil.iter_modules(wikitools.commands.__path__):
-    importlib.import_module("wikitools.commands." + m.name)
+import wikitools.cli, wikitools.cli.common
+for m in pkgutil.iter_modules(wikitools.cli.__path__):
+    importlib.import_module("wikitools.cli." + m.name)
 print(json.dumps(sorted({n.split(".")[0] for n in sys.modules})))
 """
 

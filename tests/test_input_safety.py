@@ -13,8 +13,8 @@ import pytest
 from test_lint import make_tree
 
 from wikitools.cli import main
-from wikitools.glossary import abbreviation_lines, load_glossary
-from wikitools.pages import parse_page
+from wikitools.pages.glossary import abbreviation_lines, load_glossary
+from wikitools.pages.parse import parse_page
 
 REPO = Path(__file__).resolve().parent.parent
 GLOSSARY = "# Glossary\n\n| Acronym | Meaning |\n|---|---|\n| GPU | graphics processing unit |\n"
@@ -121,7 +121,7 @@ def test_nul_byte_in_glossary_keeps_its_table(tmp_path: Path, capsys) -> None:
 def test_long_paragraph_parses_in_linear_time(tmp_path: Path) -> None:
     # 48,000 lines: seconds when linear, many minutes when quadratic (16,000 took 79 s).
     code = (
-        "from wikitools.pages import parse_page\n"
+        "from wikitools.pages.parse import parse_page\n"
         "page = parse_page('# T\\n\\n' + 'word and more words here\\n' * 48000)\n"
         "assert len(page.paragraphs) == 1 and page.spans[-1].line == 48002\n"
     )

@@ -10,8 +10,8 @@ import pytest
 from harness import free_port
 
 from wikitools.cli import main
-from wikitools.errors import UsageError
-from wikitools.pages import parse_page, read_page
+from wikitools.core.errors import UsageError
+from wikitools.pages.parse import parse_page, read_page
 from wikitools.runbook.blocks.extract import extract_runbooks
 from wikitools.runbook.blocks.model import Runbook
 from wikitools.runbook.blocks.sweep import parse_sweep

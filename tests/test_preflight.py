@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from wikitools.pages import parse_page
+from wikitools.pages.parse import parse_page
 from wikitools.runbook.blocks.extract import extract_runbooks
 from wikitools.runbook.blocks.model import Runbook
 from wikitools.runbook.execution.containers import DockerFacts

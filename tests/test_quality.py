@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from wikitools.errors import InputError, UsageError
+from wikitools.core.errors import InputError, UsageError
 from wikitools.quality import capture as cap
 from wikitools.quality import kld
 from wikitools.quality.probe import load_probes

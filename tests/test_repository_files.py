@@ -14,8 +14,9 @@ import pytest
 from harness import free_port
 
 from wikitools.cli import main
-from wikitools.config import load_config, load_pages
+from wikitools.core.config import load_config
 from wikitools.fleet.select import is_stale
+from wikitools.pages.load import load_pages
 from wikitools.runbook.blocks.extract import extract_runbooks, load_runbooks
 from wikitools.runbook.execution import runstate
 from wikitools.runbook.execution.host import HostFacts

@@ -43,5 +43,5 @@ def test_fleet_plans_and_renders_through_the_session() -> None:
     # `run`, `render` and fleet write pages through the session's one renderer (the site's
     # build-time plugin renders in memory and writes nothing).
     callers = {p for p in _uses(r"\brender_pages\(") if p.startswith("wikitools/")}
-    assert not {p for p in callers if p.startswith(("wikitools/commands/", "wikitools/fleet/"))}
+    assert not {p for p in callers if p.startswith(("wikitools/cli/", "wikitools/fleet/"))}
     assert "wikitools/runbook/session.py" in callers

@@ -13,7 +13,8 @@ import subprocess
 
 from harness import ENGINE_BIN, MAKE_MODEL, REPO, needs_engine
 
-from wikitools.config import load_config, load_pages
+from wikitools.core.config import load_config
+from wikitools.pages.load import load_pages
 from wikitools.runbook.blocks.extract import extract_runbooks
 from wikitools.runbook.execution.plan import make_plan
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from wikitools.pages import parse_page
+from wikitools.pages.parse import parse_page
 from wikitools.runbook.blocks.extract import extract_runbooks
 from wikitools.runbook.execution import containers as docker
 from wikitools.runbook.execution.plan import make_plan

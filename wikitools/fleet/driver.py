@@ -19,7 +19,7 @@ import ray
 from ray import exceptions as rex
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from wikitools.errors import UsageError
+from wikitools.core.errors import UsageError
 from wikitools.fleet.node import Job, remove_stale_holds, run_job
 from wikitools.fleet.records import Progress, lost_record, opening_record
 from wikitools.fleet.select import Demand, place

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from wikitools.errors import InputError
+from wikitools.core.errors import InputError
 from wikitools.fleet.records import opening_record
 from wikitools.runbook.blocks.model import Runbook
 from wikitools.runbook.execution import locks

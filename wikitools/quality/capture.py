@@ -25,7 +25,7 @@ from typing import Any
 
 import httpx
 
-from wikitools.errors import InputError, WikiError
+from wikitools.core.errors import InputError, WikiError
 from wikitools.quality.tokens import TokenInput, read_json
 
 FORMAT = "wiki-kld-capture/1"

@@ -20,7 +20,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from wikitools.errors import InputError
+from wikitools.core.errors import InputError
 from wikitools.quality.capture import Capture
 
 TINY = 1e-12  # the least probability a bucket is given, so that ln q stays finite

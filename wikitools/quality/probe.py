@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 
-from wikitools.errors import InputError
+from wikitools.core.errors import InputError
 
 FORMAT = "wiki-probe-result/1"
 

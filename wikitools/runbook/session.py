@@ -11,11 +11,12 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-from wikitools.config import load_config, load_pages
-from wikitools.diagnostics import Diagnostic, Severity, sort_diagnostics
-from wikitools.errors import InputError, UsageError
-from wikitools.fsio import write_if_changed
-from wikitools.pages import Page
+from wikitools.core.config import load_config
+from wikitools.core.diagnostics import Diagnostic, Severity, sort_diagnostics
+from wikitools.core.errors import InputError, UsageError
+from wikitools.core.fsio import write_if_changed
+from wikitools.pages.load import load_pages
+from wikitools.pages.parse import Page
 from wikitools.runbook.blocks.extract import extract_runbooks
 from wikitools.runbook.blocks.model import Runbook, RunbookSet
 from wikitools.runbook.blocks.sources import runbook_unset

@@ -17,9 +17,9 @@ from mkdocs.structure.files import File, Files
 from mkdocs.structure.nav import Navigation
 from mkdocs.structure.pages import Page as MkPage
 
-from wikitools.config import WikiConfig, find_root, load_config
-from wikitools.errors import WikiError
-from wikitools.glossary import abbreviation_lines, load_glossary
+from wikitools.core.config import WikiConfig, find_root, load_config
+from wikitools.core.errors import WikiError
+from wikitools.pages.glossary import abbreviation_lines, load_glossary
 from wikitools.site import nav as navigation
 from wikitools.site.chips import DEFAULT_STATUS_TEXT, measured_line, status_chip
 
@@ -139,7 +139,7 @@ class WikiPlugin(BasePlugin[WikiPluginConfig]):
 
     def _runbook_set(self) -> Any:
         if self._runbooks is None:
-            from wikitools.config import load_pages
+            from wikitools.pages.load import load_pages
             from wikitools.runbook.blocks.extract import extract_runbooks
 
             assert self.wiki is not None
@@ -163,7 +163,7 @@ class WikiPlugin(BasePlugin[WikiPluginConfig]):
         return markdown
 
     def _render_results(self, markdown: str, page: MkPage) -> str:
-        from wikitools.pages import parse_page
+        from wikitools.pages.parse import parse_page
         from wikitools.runbook.rendering.render import render_pages
 
         assert self.wiki is not None

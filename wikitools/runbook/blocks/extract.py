@@ -10,8 +10,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from wikitools.diagnostics import Diagnostic, did_you_mean
-from wikitools.pages import CodeBlock, Page
+from wikitools.core.diagnostics import Diagnostic, did_you_mean
+from wikitools.pages.parse import CodeBlock, Page
 from wikitools.runbook.blocks.copies import find_originals
 from wikitools.runbook.blocks.flagcheck import flag_findings
 from wikitools.runbook.blocks.model import (
@@ -490,7 +490,8 @@ def extract_runbooks(pages: Iterable[Page], root: Path | None,
 
 def load_runbooks(root: Path) -> tuple[RunbookSet, list[Diagnostic], list[Page]]:
     """Read the wiki at `root` (wiki.yml honoured) and extract its runbooks."""
-    from wikitools.config import load_config, load_pages
+    from wikitools.core.config import load_config
+    from wikitools.pages.load import load_pages
 
     config = load_config(root)
     pages = load_pages(config)

@@ -6,9 +6,9 @@ import hashlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from wikitools.diagnostics import did_you_mean
-from wikitools.errors import UsageError
-from wikitools.fences import block_hash_info
+from wikitools.core.diagnostics import did_you_mean
+from wikitools.core.errors import UsageError
+from wikitools.pages.fences import block_hash_info
 from wikitools.runbook.blocks.sweep import Sweep
 from wikitools.runbook.engines.types import ClientCommand, EngineCommand, Env
 

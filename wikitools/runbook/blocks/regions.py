@@ -9,8 +9,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from wikitools.diagnostics import Diagnostic
-from wikitools.pages import Page
+from wikitools.core.diagnostics import Diagnostic
+from wikitools.pages.parse import Page
 from wikitools.runbook.engines.shell import ShellSyntaxError, tokenize
 
 START = "wiki:results"

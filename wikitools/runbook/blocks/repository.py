@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from wikitools.pages import CodeBlock
+from wikitools.pages.parse import CodeBlock
 from wikitools.runbook.blocks.model import RepoFile
 from wikitools.runbook.blocks.refusals import (
     _ENGINE_REF,

@@ -11,9 +11,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from wikitools.diagnostics import Diagnostic, Severity
-from wikitools.fences import format_fence_info
-from wikitools.pages import CodeBlock, Page
+from wikitools.core.diagnostics import Diagnostic, Severity
+from wikitools.pages.fences import format_fence_info
+from wikitools.pages.parse import CodeBlock, Page
 from wikitools.runbook.blocks.extract import file_targets, is_runbook_block
 from wikitools.runbook.blocks.refusals import (
     Refusal,

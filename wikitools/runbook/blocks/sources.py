@@ -13,7 +13,7 @@ import re
 from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass
 
-from wikitools.page_model import CodeBlock, Page
+from wikitools.pages.page import CodeBlock, Page
 from wikitools.runbook.blocks.model import Runbook
 from wikitools.runbook.blocks.refusals import (
     UNSET_CODE,

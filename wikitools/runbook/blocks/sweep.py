@@ -13,7 +13,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from wikitools.errors import UsageError
+from wikitools.core.errors import UsageError
 
 Coords = tuple[tuple[str, str], ...]  # (variable, value) of each swept variable, in sweep order
 

@@ -13,10 +13,10 @@ from typing import Any
 
 import yaml
 
-from wikitools.errors import InputError
+from wikitools.core.errors import InputError
+from wikitools.core.yamlload import load_yaml
 from wikitools.runbook.engines import docker_cli as dk
 from wikitools.runbook.engines.shell import split_words
-from wikitools.yamlload import load_yaml
 
 # Compose interpolation: $$ (a literal $), ${VAR}, ${VAR:-default}, ${VAR-default},
 # ${VAR:?message}, ${VAR?message}, ${VAR:+alt}, $VAR.

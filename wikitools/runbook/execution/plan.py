@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from wikitools.errors import UsageError
+from wikitools.core.errors import UsageError
 from wikitools.runbook.blocks.model import ClientBlock, Runbook
 from wikitools.runbook.blocks.repository import RUN_DIR_VAR, with_copies
 from wikitools.runbook.blocks.sweep import Coords, Sweep, SweepError, point_name

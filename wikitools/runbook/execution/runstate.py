@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from wikitools.errors import WikiError
+from wikitools.core.errors import WikiError
 from wikitools.runbook.execution import locks
 from wikitools.runbook.execution.processes import (
     TAG_VAR,

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from wikitools.errors import InputError
+from wikitools.core.errors import InputError
 from wikitools.quality import capture as cap
 from wikitools.quality import kld
 from wikitools.runbook.records.record import (

@@ -7,8 +7,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from wikitools.diagnostics import Diagnostic, Severity, did_you_mean
-from wikitools.pages import Page
+from wikitools.core.diagnostics import Diagnostic, Severity, did_you_mean
+from wikitools.pages.parse import Page
 from wikitools.runbook.blocks.extract import extract_runbooks
 from wikitools.runbook.blocks.model import Runbook, RunbookSet
 from wikitools.runbook.blocks.regions import (

@@ -9,8 +9,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from wikitools.diagnostics import Diagnostic
-from wikitools.pages import Page
+from wikitools.core.diagnostics import Diagnostic
+from wikitools.pages.parse import Page
 from wikitools.runbook.blocks.model import Runbook, RunbookSet
 from wikitools.runbook.engines import catalog as engines
 from wikitools.runbook.records.record import Record, RecordError, load_records

@@ -1,0 +1,112 @@
+"""`wiki init`: adopt an existing tree of Markdown pages. Writes wiki.yml (from what it finds)
+and a baseline of today's acronym findings, each only when it is not there yet; leaves every
+page, INDEX.md and any generated file alone; prints the next steps."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import replace
+from typing import Any
+
+from wikitools.checks.baseline import DEFAULT_BASELINE, PAGE_CODES, render_baseline
+from wikitools.checks.facts import acronym_context, gather
+from wikitools.cli.common import add_root
+from wikitools.cli.lint import lint_findings
+from wikitools.core.config import CONFIG_NAME, WikiConfig, list_pages, load_config
+from wikitools.core.fsio import write_if_changed
+from wikitools.pages.glossary import load_glossary
+from wikitools.pages.layout import Layout, exclude_patterns, find_layout, render_wiki_yml
+
+
+def add_parser(sub: Any) -> None:
+    parser = sub.add_parser(
+        "init",
+        help="adopt an existing wiki: write wiki.yml and a baseline of today's findings",
+        description="Adopt an existing tree of Markdown pages: write wiki.yml (the docs folder, "
+        "folders of attachments left out, index sections from the folder layout, the glossary) "
+        f"and {DEFAULT_BASELINE} (today's acronym findings, which `wiki check` then leaves out), "
+        "each only when it is missing. Pages, INDEX.md and generated files are left alone. "
+        "--check writes nothing and exits 1 when init would write a file.",
+    )
+    add_root(parser)
+    parser.add_argument("--check", action="store_true",
+                        help="write nothing; exit 1 when a file would be written")
+    parser.set_defaults(handler=run)
+
+
+def _planned_config(base: WikiConfig, layout: Layout) -> WikiConfig:
+    """The configuration the wiki.yml about to be written gives (for --check)."""
+    return replace(base, docs_dir=layout.docs_dir, glossary=layout.glossary or base.glossary,
+                   exclude=tuple(exclude_patterns(layout)), index_generated=False, memo={})
+
+
+def _baseline(config: WikiConfig) -> tuple[str, int, int]:
+    """The baseline text, its number of acronym findings and of page findings (lines the site
+    takes for headings, anchors spelled the GitHub way); no acronyms without a glossary."""
+    context = None
+    if config.glossary_path.is_file():
+        glossary = load_glossary(config.glossary_path, config.root)
+        context = acronym_context(glossary, config.glossary, config.index_output)
+    gathered = gather(config, list_pages(config), context)
+    acronyms = [d for f in gathered.facts for d in f.acronyms]
+    pages = [d for d in lint_findings(config, gathered) if d.code in PAGE_CODES]
+    return render_baseline([*acronyms, *pages]), len(acronyms), len(pages)
+
+
+def run(args: argparse.Namespace) -> int:
+    root = args.root
+    yml = root / CONFIG_NAME
+    layout = find_layout(root)
+    wrote: list[str] = []
+    verb = "would write" if args.check else "wrote"
+    if yml.is_file():
+        print(f"kept: {CONFIG_NAME} (already there)", file=sys.stderr)
+        config = load_config(root)
+    else:
+        if args.check:
+            config = _planned_config(load_config(root), layout)
+        else:
+            write_if_changed(yml, render_wiki_yml(layout))
+            config = load_config(root)
+        wrote.append(CONFIG_NAME)
+        left_out = " ".join(layout.excluded) or "nothing"
+        glossary = layout.glossary or "none found"
+        print(f"{verb} {CONFIG_NAME}: pages in {layout.docs_dir} ({layout.pages} pages, "
+              f"{len(layout.sections)} index sections); glossary: {glossary}; "
+              f"left out: {left_out}", file=sys.stderr)
+    baseline_path = root / DEFAULT_BASELINE
+    if baseline_path.is_file():
+        print(f"kept: {DEFAULT_BASELINE} (already there)", file=sys.stderr)
+    else:
+        text, count, page_count = _baseline(config)
+        if not config.glossary_path.is_file():
+            print(f"no glossary ({config.glossary}): no acronym findings", file=sys.stderr)
+        if count or page_count:
+            if not args.check:
+                write_if_changed(baseline_path, text)
+            wrote.append(DEFAULT_BASELINE)
+            print(f"{verb} {DEFAULT_BASELINE}: {count} acronym findings and {page_count} "
+                  f"page findings ({', '.join(PAGE_CODES)}: the site and GitHub render them "
+                  "differently) of today, which `wiki check` leaves out from now on",
+                  file=sys.stderr)
+    if not config.index_generated:
+        print(f"left alone: {config.index_output} (index.generate: false in {CONFIG_NAME})",
+              file=sys.stderr)
+    if args.check:
+        return 1 if wrote else 0
+    print(_NEXT, end="")
+    return 0
+
+
+_NEXT = f"""
+Next steps:
+  1. wiki check              what is left: real page errors (unreadable bytes, malformed front
+                             matter, links to missing files), nothing from the baseline
+  2. wiki runbook scan       launch commands that could become runbooks; --write marks them
+  3. mkdocs.yml: add `- wiki` under `plugins:` for glossary tooltips, status chips and
+     measured results on the site
+  4. when ready, set `index: generate: true` in {CONFIG_NAME} and run `wiki index`
+  5. shrink the baseline: fix acronyms page by page, then
+     wiki acronyms --write-baseline {DEFAULT_BASELINE}
+"""
