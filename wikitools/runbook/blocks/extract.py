@@ -14,6 +14,7 @@ from wikitools.diagnostics import Diagnostic, did_you_mean
 from wikitools.pages import CodeBlock, Page
 from wikitools.runbook.blocks.copies import find_originals
 from wikitools.runbook.blocks.flagcheck import flag_findings
+from wikitools.runbook.blocks.literals import name_problem, reserved_refusals, variables_refusals
 from wikitools.runbook.blocks.model import (
     ClientBlock,
     FileBlock,
@@ -114,6 +115,9 @@ def _parse_env(ctx: _Ctx, value: str, col: int) -> tuple[tuple[str, str], ...]:
         if not eq or not ENV_NAME_RE.fullmatch(name):
             ctx.error("RB004", f"bad value for env: '{part}' is not NAME=VALUE", col)
             continue
+        if name_problem(name):
+            ctx.error("RB004", f"bad value for env: {name_problem(name)}", col)
+            continue
         out.append((name, val))
     return tuple(out)
 
@@ -148,6 +152,11 @@ def _file(ctx: _Ctx) -> list[FileBlock]:
     block = ctx.block
     targets = file_targets(block)
     if "path" not in opts and (block.attrs.lang or "").lower() in SHELL_LANGS:
+        refused = variables_refusals(block)
+        for r in refused:
+            ctx.error(r.code, r.message, r.col, r.line)
+        if refused:
+            return []
         writes = heredoc_files(block.content) if "<<" in block.content else {}
         sets = tuple(assigned_values(block))
         if not writes and not sets:
@@ -304,13 +313,17 @@ def _sweep(ctx: _Ctx, key: str, value: str, col: int, max_vars: int | None) -> S
     """A `sweep=` or `variants=` value in the one sweep grammar; Sweep() after an RB004 located
     at the fault inside the value."""
     try:
-        return parse_sweep(value, max_vars=max_vars)
+        sweep = parse_sweep(value, max_vars=max_vars)
     except SweepError as exc:
         line = ctx.fence_line
         at = line.find(value, col - 1 + len(key)) if value else -1
         where = at + 1 + exc.col if at >= 0 else col
         ctx.error("RB004", f"bad value for {key}: {exc.message}", where)
         return Sweep()
+    problems = [p for p in map(name_problem, sweep.vars) if p]
+    for problem in problems:
+        ctx.error("RB004", f"bad value for {key}: {problem}", col)
+    return Sweep() if problems else sweep
 
 
 def _client(ctx: _Ctx) -> _PendingClient | None:
@@ -370,6 +383,7 @@ def extract_runbooks(pages: Iterable[Page], root: Path | None,
     duplicates: dict[str, list[str]] = {rid: [f"{p}:{n}"] for rid, (p, n) in originals.items()}
     files: dict[str, list[tuple[FileBlock, _Ctx]]] = {}
     repository: dict[str, Repository] = {}
+    refused: dict[str, str] = {}  # runbook id → "path:line" of a file block of it with errors
     for page in pages:
         for block in page.code_blocks:
             if is_runbook_block(block) and not block.attrs.error and \
@@ -378,6 +392,9 @@ def extract_runbooks(pages: Iterable[Page], root: Path | None,
                 ctx = _Ctx(page, block, diags)
                 for fb in _file(ctx):
                     files.setdefault(fb.runbook_id, []).append((fb, ctx))
+                if ctx.failed:
+                    for rid in file_targets(block):
+                        refused.setdefault(rid, f"{page.path}:{block.line}")
     for page in pages:
         for block in page.code_blocks:
             if not is_runbook_block(block):
@@ -405,6 +422,8 @@ def extract_runbooks(pages: Iterable[Page], root: Path | None,
                 continue
             if known[0] == FILE_CLASS:
                 continue  # read above
+            for r in reserved_refusals(block):
+                ctx.error(r.code, r.message, r.col, r.line)
             if known[0] == SERVER_CLASS:
                 rid = attrs.id
                 mine = [fb for fb, _ in files.get(rid or "", [])]
@@ -421,6 +440,10 @@ def extract_runbooks(pages: Iterable[Page], root: Path | None,
                               f"{orig})", ctx.col_of("#" + rid))
                     continue
                 first_at[rid] = f"{page.path}:{block.line}"
+                if rid in refused:
+                    ctx.error("RB004", f"the runbook's file block at {refused[rid]} has errors "
+                              "(reported there): the run would start without it",
+                              ctx.col_of("#" + rid))
                 if server is None or ctx.failed:
                     broken[rid] = first_at[rid]
                 else:
