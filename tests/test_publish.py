@@ -92,6 +92,30 @@ def test_make_publish_to_a_bare_remote_fast_forwards(tmp_path: Path) -> None:
     assert "A second paragraph." in _git(remote, "show", "gh-pages:index.html")
 
 
+@pytest.mark.skipif(shutil.which("make") is None or shutil.which("git") is None,
+                    reason="make and git are needed")
+@pytest.mark.skipif(not (VENV / "bin" / "mkdocs").is_file(), reason="no .venv in this checkout")
+def test_make_publish_refuses_a_secret_in_a_file_the_site_would_publish(tmp_path: Path) -> None:
+    remote = tmp_path / "remote.git"
+    _git(tmp_path, "init", "--quiet", "--bare", str(remote))
+    project = _project(tmp_path / "project")
+    assert subprocess.run([str(VENV / "bin" / "wiki"), "index"], cwd=project,
+                          capture_output=True, check=False).returncode == 0
+    token = "hf_" + "Ab3" * 8
+    (project / "wiki" / "logs").mkdir()
+    (project / "wiki" / "logs" / "server.log").write_text(f"INFO start\nHF_TOKEN={token}\n")
+    _git(project, "init", "--quiet", "-b", "main")
+    _git(project, "add", "-A")
+    _git(project, "commit", "--quiet", "-m", "wiki")
+    _git(project, "remote", "add", "origin", str(remote))
+
+    done = _publish(project, "origin")
+    assert done.returncode != 0
+    assert "wiki/logs/server.log:2:10: SEC001 error: a secret" in done.stdout, done.stdout
+    assert token not in done.stdout + done.stderr
+    assert _git(remote, "branch", "--list", "gh-pages") == ""  # nothing was deployed
+
+
 def test_pages_workflow_checks_builds_strictly_and_deploys() -> None:
     flow = yaml.safe_load((ROOT / ".github" / "workflows" / "pages.yml").read_text())
     build = flow["jobs"]["build"]["steps"]
