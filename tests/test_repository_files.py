@@ -328,3 +328,58 @@ def test_a_repository_script_that_reads_files_beside_itself_is_refused(
         "docs/p.md:4:1: RB016 warning: not proposed as a runbook: runs scripts/run-server.sh, "
         "which reads files beside itself (source ./scripts/common.sh at its line 2): a run "
         "executes a copy in its own folder, where they are not")
+
+
+@pytest.mark.parametrize("nested", ["bash scripts/prep.sh", "./scripts/prep.sh",
+                                    "sh -e scripts/prep.sh", "python3 scripts/prep.sh"])
+def test_a_repository_script_that_runs_another_is_refused_with_where(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], nested: str) -> None:
+    page = ("# P\n\n```bash { #m .runbook-server engine=vllm gpus=1 }\n"
+            "scripts/run-server.sh\n```\n")
+    root = _tree(tmp_path, page, {
+        "scripts/run-server.sh": f"#!/bin/bash\nset -e\n{nested}\n"
+                                 "exec vllm serve org/Model-7B --port 8000\n",
+        "scripts/prep.sh": "#!/bin/bash\necho prepared\n"})
+    runbooks, diags = extract_runbooks(load_pages(load_config(root)), root)
+    assert list(runbooks.ids()) == []
+    assert [d.format() for d in diags] == [
+        "docs/p.md:4:1: RB016 error: runs scripts/run-server.sh, which runs scripts/prep.sh "
+        "(its line 3): a file the runbook neither reads nor hashes, so an edit to it would "
+        "change what runs and leave the results current; run it from the server block itself "
+        "(`bash scripts/prep.sh && …`), where it is read and hashed"]
+    assert main(["runbook", "plan", "m", "--root", str(root)]) == 2
+    assert "runbook 'm' (docs/p.md:3) has errors" in _out(capsys)
+
+
+def test_a_script_the_block_runs_before_the_launcher_is_read_and_hashed(
+        tmp_path: Path) -> None:
+    page = ("# P\n\n```bash { #m .runbook-server engine=vllm gpus=1 }\n"
+            "bash scripts/prep.sh && scripts/run-server.sh\n```\n")
+    root = _tree(tmp_path, page, {
+        "scripts/run-server.sh": "#!/bin/bash\nexec vllm serve org/Model-7B --port 8000\n",
+        "scripts/prep.sh": "#!/bin/bash\necho prepared\n"})
+
+    def blocks_hash() -> str:
+        runbooks, diags = extract_runbooks(load_pages(load_config(root)), root)
+        assert diags == []
+        return runbooks.get("m").blocks_hash
+
+    before = blocks_hash()
+    (root / "scripts/prep.sh").write_text("#!/bin/bash\necho changed\n")
+    assert blocks_hash() != before
+
+
+@pytest.mark.parametrize("nested", ["source scripts/prep.sh", ". ./scripts/prep.sh"])
+def test_a_repository_script_that_sources_another_is_refused(tmp_path: Path,
+                                                             nested: str) -> None:
+    page = ("# P\n\n```bash { #m .runbook-server engine=vllm gpus=1 }\n"
+            "scripts/run-server.sh\n```\n")
+    root = _tree(tmp_path, page, {
+        "scripts/run-server.sh": f"#!/bin/bash\n{nested}\n"
+                                 "exec vllm serve org/Model-7B --port 8000\n",
+        "scripts/prep.sh": "export A=1\n"})
+    runbooks, diags = extract_runbooks(load_pages(load_config(root)), root)
+    assert list(runbooks.ids()) == []
+    assert [d.format()[:59] for d in diags] == [
+        "docs/p.md:4:1: RB016 error: runs scripts/run-server.sh, whi"]
+    assert f"({nested} at its line 2)" in diags[0].message

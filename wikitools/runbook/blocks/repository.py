@@ -256,9 +256,19 @@ def repository_refusals(block: CodeBlock, repo: Repository) -> list[Refusal]:
             out.append(Refusal(line, col, STATIC_CODE, "alternatives",
                                f"runs {f.path}, which starts {len(launches)} servers (its lines "
                                f"{lines}): one runbook stands for one server"))
+        nested = _nested_runs(f.content)
+        if nested:
+            spelled, at = nested[0]
+            out.append(Refusal(line, col, REPOSITORY_CODE, "repository",
+                               f"runs {f.path}, which runs {spelled} (its line "
+                               f"{f.content.count(chr(10), 0, at) + 1}): a file the runbook "
+                               "neither reads nor hashes, so an edit to it would change what "
+                               "runs and leave the results current; run it from the server "
+                               "block itself (`bash "
+                               f"{spelled} && …`), where it is read and hashed"))
         near = next(((i, m[0]) for i, code, _b in _code_lines(f.content)
                      for m in [_BESIDE.search(code)] if m), None)
-        if near is not None:
+        if near is not None and not nested:
             out.append(Refusal(line, col, REPOSITORY_CODE, "repository",
                                f"runs {f.path}, which reads files beside itself ({near[1]} at "
                                f"its line {near[0] + 1}): a run executes a copy in its own "
@@ -272,6 +282,26 @@ def repository_refusals(block: CodeBlock, repo: Repository) -> list[Refusal]:
                                    "one host"))
                 break
     return out
+
+
+_INTERPRETERS = ("python", "python3", "perl", "ruby", "node")
+
+
+def _nested_runs(script: str) -> list[tuple[str, int]]:
+    """(path, offset) of each file a repository script runs by a relative path (`bash
+    scripts/prep.sh`, `./prep.sh`, `python3 tools/x.py`): the run would execute it as it is
+    then, unread."""
+    found = [(w.spelled, w.command) for w in run_words(script)]
+    try:
+        cmds = split_commands(script)
+    except ShellSyntaxError:
+        cmds = []
+    for cmd in cmds:
+        argv = cmd.argv
+        if len(argv) > 1 and basename(argv[0]) in _INTERPRETERS and \
+                not argv[1].startswith(("-", "/", "$", "~")) and _RELATIVE.fullmatch(argv[1]):
+            found.append((posixpath.normpath(argv[1]), cmd.words[0].start))
+    return sorted(set(found), key=lambda f: f[1])
 
 
 def with_copies(text: str, files: tuple[RepoFile, ...]) -> str:
