@@ -101,3 +101,14 @@ def test_the_variables_the_plan_names_are_what_bash_sets(variables: str) -> None
     got = subprocess.run(["bash", "-c", script], capture_output=True, check=True,
                          text=True, timeout=30).stdout.split("\0")[:-1]
     assert got == [v for _k, v in block.sets]
+
+
+def test_scan_takes_no_block_of_variables_the_run_would_refuse() -> None:
+    from wikitools.runbook.blocks.scan import scan_wiki
+
+    page = parse_page("# P\n\n```bash\ndeclare -i PORT=8000\n```\n\n"
+                      "```bash\nvllm serve org/m --port \"$PORT\"\n```\n", "p.md")
+    result = scan_wiki([page])
+    assert [s.fence for s in result.suggestions if "runbook-file" in s.fence] == []
+    assert any("in a block the run cannot run first: `declare -i` in a block of variables"
+               in r.message for r in result.refused), result.refused
