@@ -331,6 +331,7 @@ def test_a_repository_script_that_reads_files_beside_itself_is_refused(
 
 
 @pytest.mark.parametrize("nested", ["bash scripts/prep.sh", "./scripts/prep.sh",
+                                    "exec scripts/prep.sh", "env A=1 nohup scripts/prep.sh",
                                     "sh -e scripts/prep.sh", "python3 scripts/prep.sh"])
 def test_a_repository_script_that_runs_another_is_refused_with_where(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], nested: str) -> None:

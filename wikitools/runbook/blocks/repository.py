@@ -284,23 +284,29 @@ def repository_refusals(block: CodeBlock, repo: Repository) -> list[Refusal]:
     return out
 
 
-_INTERPRETERS = ("python", "python3", "perl", "ruby", "node")
+_INTERPRETERS = (*_SHELLS, "python", "python3", "perl", "ruby", "node")
+_WRAPPERS = ("exec", "nohup", "env", "time", "command", "nice", "setsid")
 
 
 def _nested_runs(script: str) -> list[tuple[str, int]]:
     """(path, offset) of each file a repository script runs by a relative path (`bash
-    scripts/prep.sh`, `./prep.sh`, `python3 tools/x.py`): the run would execute it as it is
-    then, unread."""
+    scripts/prep.sh`, `exec ./prep.sh`, `python3 tools/x.py`, `docker compose -f x.yml up`):
+    the run would execute it as it is then, unread."""
     found = [(w.spelled, w.command) for w in run_words(script)]
     try:
         cmds = split_commands(script)
     except ShellSyntaxError:
         cmds = []
     for cmd in cmds:
-        argv = cmd.argv
-        if len(argv) > 1 and basename(argv[0]) in _INTERPRETERS and \
-                not argv[1].startswith(("-", "/", "$", "~")) and _RELATIVE.fullmatch(argv[1]):
-            found.append((posixpath.normpath(argv[1]), cmd.words[0].start))
+        argv = [a for a in cmd.argv if assignment(a) is None]
+        while argv and argv[0] in _WRAPPERS:
+            argv = [a for a in argv[1:] if not a.startswith("-") and assignment(a) is None]
+        if argv and basename(argv[0]) in _INTERPRETERS:
+            argv = [a for a in argv[1:] if not a.startswith("-")][:1]
+        path = argv[0] if argv else ""
+        if path and not path.startswith(("/", "$", "~")) and _RELATIVE.fullmatch(path) and \
+                ("/" in path or path.endswith((".sh", ".py"))):
+            found.append((posixpath.normpath(path), cmd.words[0].start))
     return sorted(set(found), key=lambda f: f[1])
 
 
