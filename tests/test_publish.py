@@ -54,17 +54,27 @@ def _publish(cwd: Path, remote: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.skipif(shutil.which("make") is None or shutil.which("git") is None,
                     reason="make and git are needed")
 @pytest.mark.skipif(not (VENV / "bin" / "mkdocs").is_file(), reason="no .venv in this checkout")
-def test_make_publish_to_a_bare_remote_fast_forwards(tmp_path: Path) -> None:
+def _committed(tmp_path: Path, files: dict[str, str] | None = None) -> tuple[Path, Path]:
+    """(project, remote): the project with its index made and `files` added, committed, and
+    a bare repository as its remote `origin` that refuses anything but a fast-forward."""
     remote = tmp_path / "remote.git"
     _git(tmp_path, "init", "--quiet", "--bare", str(remote))
     _git(remote, "config", "receive.denyNonFastForwards", "true")
     project = _project(tmp_path / "project")
     assert subprocess.run([str(VENV / "bin" / "wiki"), "index"], cwd=project,
                           capture_output=True, check=False).returncode == 0
+    for rel, text in (files or {}).items():
+        (project / rel).parent.mkdir(parents=True, exist_ok=True)
+        (project / rel).write_text(text)
     _git(project, "init", "--quiet", "-b", "main")
     _git(project, "add", "-A")
     _git(project, "commit", "--quiet", "-m", "wiki")
     _git(project, "remote", "add", "origin", str(remote))
+    return project, remote
+
+
+def test_make_publish_to_a_bare_remote_fast_forwards(tmp_path: Path) -> None:
+    project, remote = _committed(tmp_path)
     _git(project, "push", "--quiet", "origin", "main")
 
     first = _publish(project, "origin")
@@ -96,18 +106,9 @@ def test_make_publish_to_a_bare_remote_fast_forwards(tmp_path: Path) -> None:
                     reason="make and git are needed")
 @pytest.mark.skipif(not (VENV / "bin" / "mkdocs").is_file(), reason="no .venv in this checkout")
 def test_make_publish_refuses_a_secret_in_a_file_the_site_would_publish(tmp_path: Path) -> None:
-    remote = tmp_path / "remote.git"
-    _git(tmp_path, "init", "--quiet", "--bare", str(remote))
-    project = _project(tmp_path / "project")
-    assert subprocess.run([str(VENV / "bin" / "wiki"), "index"], cwd=project,
-                          capture_output=True, check=False).returncode == 0
     token = "hf_" + "Ab3" * 8
-    (project / "wiki" / "logs").mkdir()
-    (project / "wiki" / "logs" / "server.log").write_text(f"INFO start\nHF_TOKEN={token}\n")
-    _git(project, "init", "--quiet", "-b", "main")
-    _git(project, "add", "-A")
-    _git(project, "commit", "--quiet", "-m", "wiki")
-    _git(project, "remote", "add", "origin", str(remote))
+    project, remote = _committed(tmp_path, {"wiki/logs/server.log":
+                                            f"INFO start\nHF_TOKEN={token}\n"})
 
     done = _publish(project, "origin")
     assert done.returncode != 0
