@@ -393,8 +393,8 @@ def extract_runbooks(pages: Iterable[Page], root: Path | None,
                 for fb in _file(ctx):
                     files.setdefault(fb.runbook_id, []).append((fb, ctx))
                 if ctx.failed:
-                    for rid in file_targets(block):
-                        refused.setdefault(rid, f"{page.path}:{block.line}")
+                    for target in file_targets(block):
+                        refused.setdefault(target, f"{page.path}:{block.line}")
     for page in pages:
         for block in page.code_blocks:
             if not is_runbook_block(block):

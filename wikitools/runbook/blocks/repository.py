@@ -258,10 +258,10 @@ def repository_refusals(block: CodeBlock, repo: Repository) -> list[Refusal]:
                                f"{lines}): one runbook stands for one server"))
         nested = _nested_runs(f.content)
         if nested:
-            spelled, at = nested[0]
+            spelled, offset = nested[0]
             out.append(Refusal(line, col, REPOSITORY_CODE, "repository",
                                f"runs {f.path}, which runs {spelled} (its line "
-                               f"{f.content.count(chr(10), 0, at) + 1}): a file the runbook "
+                               f"{f.content.count(chr(10), 0, offset) + 1}): a file the runbook "
                                "neither reads nor hashes, so an edit to it would change what "
                                "runs and leave the results current; run it from the server "
                                "block itself (`bash "
