@@ -231,7 +231,7 @@ def _tradeoff(region: Region, runbook: Runbook | None, records: list[Record],
             stale = bool(page_hash) and got[0].blocks_hash != page_hash
             entries.append((rid, got[0], got[1], stale))
     shown = serving.tradeoff(entries)
-    sources = [f"`{record_rel_path(r)}` ({day(r.started_at)}, {hardware(r)}; "
+    sources = [f"{md_code(record_rel_path(r))} ({day(r.started_at)}, {hardware(r)}; "
                f"{engine_text(r)})" for _, r, _, _ in entries]
     return environment().get_template("tradeoff.md.j2").render(
         ctx, tradeoff=shown, sources=sources, missing=missing)
