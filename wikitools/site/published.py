@@ -1,7 +1,7 @@
-"""Secrets in what the site publishes. MkDocs copies every file of the docs folder into the site
-(a page, a `logs/server.log`, a `notes.env`), except names that start with a dot; each is read
-for a token, key or password with the patterns that mask records and logs. `wiki check`
-reports them, and `make publish` runs `wiki check` before it deploys."""
+"""Secrets in what the site publishes: every file of the docs folder that MkDocs copies into
+the site (a page, a `logs/server.log`, a `notes.env`; not names that start with a dot) read for
+a token, key or password with the patterns that mask records and logs. `wiki check` reports
+them, and `make publish` runs `wiki check` before it deploys."""
 
 from __future__ import annotations
 

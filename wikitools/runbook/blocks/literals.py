@@ -1,8 +1,8 @@
-"""What a page may set for a run. A block of variables (a `.runbook-file` without `path=`) holds
-assignments whose values are literals (plain words, quoted text, `$NAME` and `${NAME:-word}`,
-arrays of those) and here-document writes, so that "it sets A, B" in the plan is all that bash
-does with it. No block sets a variable the runner sets itself (`WIKI_*`) or one that changes
-how bash reads the commands after it (`IFS`)."""
+"""What a page may set for a run: a block of variables (a `.runbook-file` without `path=`)
+holds assignments whose values are literals (plain words, quoted text, `$NAME` and
+`${NAME:-word}`, arrays of those) and here-document writes, so that "it sets A, B" in the plan
+is all that bash does with it; no block sets a variable the runner sets itself (`WIKI_*`) or
+one that changes how bash reads the commands after it (`IFS`)."""
 
 from __future__ import annotations
 
