@@ -5,9 +5,11 @@ variables (`WIKI_*`). Each refusal is located where the page writes it."""
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 import pytest
 
+from wikitools.cli import main
 from wikitools.pages import parse_page
 from wikitools.runbook.blocks.extract import extract_runbooks
 
@@ -112,3 +114,19 @@ def test_scan_takes_no_block_of_variables_the_run_would_refuse() -> None:
     assert [s.fence for s in result.suggestions if "runbook-file" in s.fence] == []
     assert any("in a block the run cannot run first: `declare -i` in a block of variables"
                in r.message for r in result.refused), result.refused
+
+
+def test_the_plan_shows_the_block_of_variables_as_bash_runs_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "wiki.yml").write_text("docs_dir: docs\nglossary: docs/glossary.md\n")
+    variables = "export PORT=8123 N='a b'\nARGS=(--max-num-seqs 4)"
+    (tmp_path / "docs" / "p.md").write_text(_page(variables, SERVER + ' "${ARGS[@]}"')
+                                            .replace("gpus=1", "gpus=0"))
+    assert main(["runbook", "plan", "m", "--root", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert ("  command (bash -c, in the wiki root):\n    export PORT=8123 N='a b'\n"
+            "    ARGS=(--max-num-seqs 4)\n    vllm serve org/m --port \"$PORT\" "
+            "\"${ARGS[@]}\"\n") in out
+    assert "the block at docs/p.md:3 runs first: it sets PORT, N, ARGS" in out
+    assert "ready: http://127.0.0.1:8123/health" in out
