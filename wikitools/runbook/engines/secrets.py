@@ -238,8 +238,6 @@ _FORMATS: tuple[re.Pattern[str], ...] = (
     re.compile(r"\b(?P<value>(?:AKIA|ASIA)[0-9A-Z]{16})\b"),
     re.compile(r"\b(?P<value>eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})"),
 )
-
-
 _ALWAYS = _HEADERS + _FORMATS
 # What every one of _FORMATS starts with: substring tests (fast) tell whether any can match.
 _FORMAT_STARTS = ("sk-", "rk-", "hf_", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_",
@@ -275,7 +273,6 @@ def secret_spans(text: str, *, formats_only: bool = False) -> list[tuple[int, in
     else:
         found = {(a, b) for a, b, new in _text_edits(text) if text[a:b] != new}
     return sorted(found)
-
 
 
 def mask_text(text: str) -> str:

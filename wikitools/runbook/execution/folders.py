@@ -36,7 +36,7 @@ def run_folder(root: Path, rel: str) -> Path:
         mode = os.lstat(at).st_mode
         if stat.S_ISLNK(mode):
             raise ArtifactsPathError(
-                f"{shown}: a symlink where the run's folder belongs ({str(at.readlink())!r}); a "
+                f"{shown}: a symlink where the run's folder belongs (to {at.readlink()}); a "
                 "run never writes through a link under .artifacts/: remove it (the folder is "
                 "the run's own and is never committed)")
         if not stat.S_ISDIR(mode):
