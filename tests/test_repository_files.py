@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from harness import free_port
@@ -329,3 +330,59 @@ def test_a_repository_script_that_reads_files_beside_itself_is_refused(
         "docs/p.md:4:1: RB016 warning: not proposed as a runbook: runs scripts/run-server.sh, "
         "which reads files beside itself (source ./scripts/common.sh at its line 2): a run "
         "executes a copy in its own folder, where they are not")
+
+
+def _runs_before_serving(tmp_path: Path, lines: str) -> tuple[Path, Any, list[Any]]:
+    """The root, runbooks and diagnostics of a server block that runs scripts/run-server.sh, which
+    runs `lines` before it serves; scripts/prep.sh is a file of the repository."""
+    page = ("# P\n\n```bash { #m .runbook-server engine=vllm gpus=1 }\n"
+            "scripts/run-server.sh\n```\n")
+    root = _tree(tmp_path, page, {
+        "scripts/run-server.sh": f"#!/bin/bash\n{lines}\n"
+                                 "exec vllm serve org/Model-7B --port 8000\n",
+        "scripts/prep.sh": "#!/bin/bash\nexport A=1\n"})
+    return (root, *extract_runbooks(load_pages(load_config(root)), root))
+
+
+@pytest.mark.parametrize("nested", ["bash scripts/prep.sh", "./scripts/prep.sh",
+                                    "exec scripts/prep.sh", "env A=1 nohup scripts/prep.sh",
+                                    "sh -e scripts/prep.sh", "python3 scripts/prep.sh"])
+def test_a_repository_script_that_runs_another_is_refused_with_where(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], nested: str) -> None:
+    root, runbooks, diags = _runs_before_serving(tmp_path, f"set -e\n{nested}")
+    assert list(runbooks.ids()) == []
+    assert [d.format() for d in diags] == [
+        "docs/p.md:4:1: RB016 error: runs scripts/run-server.sh, which runs scripts/prep.sh "
+        "(its line 3): a file the runbook neither reads nor hashes, so an edit to it would "
+        "change what runs and leave the results current; run it from the server block itself "
+        "(`bash scripts/prep.sh && …`), where it is read and hashed"]
+    assert main(["runbook", "plan", "m", "--root", str(root)]) == 2
+    assert "runbook 'm' (docs/p.md:3) has errors" in _out(capsys)
+
+
+def test_a_script_the_block_runs_before_the_launcher_is_read_and_hashed(
+        tmp_path: Path) -> None:
+    page = ("# P\n\n```bash { #m .runbook-server engine=vllm gpus=1 }\n"
+            "bash scripts/prep.sh && scripts/run-server.sh\n```\n")
+    root = _tree(tmp_path, page, {
+        "scripts/run-server.sh": "#!/bin/bash\nexec vllm serve org/Model-7B --port 8000\n",
+        "scripts/prep.sh": "#!/bin/bash\necho prepared\n"})
+
+    def blocks_hash() -> str:
+        runbooks, diags = extract_runbooks(load_pages(load_config(root)), root)
+        assert diags == []
+        return runbooks.get("m").blocks_hash
+
+    before = blocks_hash()
+    (root / "scripts/prep.sh").write_text("#!/bin/bash\necho changed\n")
+    assert blocks_hash() != before
+
+
+@pytest.mark.parametrize("nested", ["source scripts/prep.sh", ". ./scripts/prep.sh"])
+def test_a_repository_script_that_sources_another_is_refused(tmp_path: Path,
+                                                             nested: str) -> None:
+    _root, runbooks, diags = _runs_before_serving(tmp_path, nested)
+    assert list(runbooks.ids()) == []
+    assert [d.format()[:59] for d in diags] == [
+        "docs/p.md:4:1: RB016 error: runs scripts/run-server.sh, whi"]
+    assert f"({nested} at its line 2)" in diags[0].message

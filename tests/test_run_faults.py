@@ -261,3 +261,21 @@ def test_teardown_never_stops_a_process_of_another_run_with_the_same_run_id(
     finally:
         other.kill()
         other.wait()
+
+
+@pytest.mark.parametrize("link", [".artifacts/fake-rb", ".artifacts"])
+def test_a_committed_symlink_under_artifacts_is_never_followed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], link: str
+) -> None:
+    port = free_port()
+    root = make_wiki(tmp_path / "checkout", port)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (root / link).parent.mkdir(parents=True, exist_ok=True)
+    (root / link).symlink_to(outside, target_is_directory=True)
+    assert run(root) == 2
+    err = capsys.readouterr().err
+    assert f"{link}: a symlink where" in err and "Traceback" not in err
+    assert list(outside.iterdir()) == []  # no server log, no script copy, no lock
+    assert not listening(port)
+    assert not (root / "runbooks").exists()

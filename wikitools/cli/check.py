@@ -1,6 +1,6 @@
 """`wiki check`: every check in one process, each page parsed once (or not at all when its
 cached facts are fresh): index fresh, acronyms (with baseline), lint,
-runbook blocks, and runbook result regions."""
+runbook blocks, runbook result regions, and secrets in the files the site publishes."""
 
 from __future__ import annotations
 
@@ -88,6 +88,13 @@ def check_records(root: Path) -> list[Diagnostic]:
     return records_findings(root)
 
 
+def published_secrets(config: WikiConfig) -> list[Diagnostic]:
+    """SEC001 for each secret in a file of the docs folder, which the site would publish."""
+    from wikitools.site.published import secret_findings
+
+    return secret_findings(config)
+
+
 def run(args: argparse.Namespace) -> int:
     config = load_config(args.root)
     timings: list[tuple[str, float]] = []
@@ -130,6 +137,7 @@ def run(args: argparse.Namespace) -> int:
     diags = without_baseline(config, diags, args.baseline)
     step("runbooks", lambda: check_runbooks(config, gathered.runbook_pages, extracted))
     step("records", lambda: check_records(config.root))
+    step("published files", lambda: published_secrets(config))
 
     diags = sort_diagnostics(diags)
     for diag in diags:

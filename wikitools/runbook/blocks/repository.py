@@ -256,9 +256,19 @@ def repository_refusals(block: CodeBlock, repo: Repository) -> list[Refusal]:
             out.append(Refusal(line, col, STATIC_CODE, "alternatives",
                                f"runs {f.path}, which starts {len(launches)} servers (its lines "
                                f"{lines}): one runbook stands for one server"))
+        nested = _nested_runs(f.content)
+        if nested:
+            spelled, offset = nested[0]
+            out.append(Refusal(line, col, REPOSITORY_CODE, "repository",
+                               f"runs {f.path}, which runs {spelled} (its line "
+                               f"{f.content.count(chr(10), 0, offset) + 1}): a file the runbook "
+                               "neither reads nor hashes, so an edit to it would change what "
+                               "runs and leave the results current; run it from the server "
+                               "block itself (`bash "
+                               f"{spelled} && …`), where it is read and hashed"))
         near = next(((i, m[0]) for i, code, _b in _code_lines(f.content)
                      for m in [_BESIDE.search(code)] if m), None)
-        if near is not None:
+        if near is not None and not nested:
             out.append(Refusal(line, col, REPOSITORY_CODE, "repository",
                                f"runs {f.path}, which reads files beside itself ({near[1]} at "
                                f"its line {near[0] + 1}): a run executes a copy in its own "
@@ -272,6 +282,32 @@ def repository_refusals(block: CodeBlock, repo: Repository) -> list[Refusal]:
                                    "one host"))
                 break
     return out
+
+
+_INTERPRETERS = (*_SHELLS, "python", "python3", "perl", "ruby", "node")
+_WRAPPERS = ("exec", "nohup", "env", "time", "command", "nice", "setsid")
+
+
+def _nested_runs(script: str) -> list[tuple[str, int]]:
+    """(path, offset) of each file a repository script runs by a relative path (`bash
+    scripts/prep.sh`, `exec ./prep.sh`, `python3 tools/x.py`, `docker compose -f x.yml up`):
+    the run would execute it as it is then, unread."""
+    found = [(w.spelled, w.command) for w in run_words(script)]
+    try:
+        cmds = split_commands(script)
+    except ShellSyntaxError:
+        cmds = []
+    for cmd in cmds:
+        argv = [a for a in cmd.argv if assignment(a) is None]
+        while argv and argv[0] in _WRAPPERS:
+            argv = [a for a in argv[1:] if not a.startswith("-") and assignment(a) is None]
+        if argv and basename(argv[0]) in _INTERPRETERS:
+            argv = [a for a in argv[1:] if not a.startswith("-")][:1]
+        path = argv[0] if argv else ""
+        if path and not path.startswith(("/", "$", "~")) and _RELATIVE.fullmatch(path) and \
+                ("/" in path or path.endswith((".sh", ".py"))):
+            found.append((posixpath.normpath(path), cmd.words[0].start))
+    return sorted(set(found), key=lambda f: f[1])
 
 
 def with_copies(text: str, files: tuple[RepoFile, ...]) -> str:

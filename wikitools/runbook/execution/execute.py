@@ -25,6 +25,7 @@ from wikitools.runbook.engines.markers import scan_markers
 from wikitools.runbook.execution import containers as docker
 from wikitools.runbook.execution import server_api
 from wikitools.runbook.execution.assemble import RunState, VariantState, build_record
+from wikitools.runbook.execution.folders import run_folder
 from wikitools.runbook.execution.host import gpu_memory_used, gpu_state, port_free
 from wikitools.runbook.execution.logwatch import LogWatcher, tail_file
 from wikitools.runbook.execution.model import (
@@ -80,7 +81,7 @@ def execute(
     verdict = verdict if verdict is not None else plan.verdict
     started = started or datetime.now(UTC)
     run_id = _run_id(plan, started)
-    (root / plan.artifacts_dir).mkdir(parents=True, exist_ok=True)
+    run_folder(root, plan.artifacts_dir)
     st = RunState(tag=run_lock.tag if run_lock is not None else new_tag(run_id), lock=run_lock)
     t0 = time.monotonic()
     with signals_raise(handle_signals):
@@ -119,7 +120,7 @@ def _run_variant(
     vs = VariantState(started=True)
     st.variants.append(vs)
     t0 = time.monotonic()
-    (root / variant.artifacts_dir).mkdir(parents=True, exist_ok=True)
+    run_folder(root, variant.artifacts_dir)
     baseline_gpu: dict[int, int] | None = None
     go_on = True
     with signals_raise(handle_signals):
