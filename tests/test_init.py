@@ -152,7 +152,7 @@ def test_init_refuses_a_wiki_yml_that_is_not_a_file(tmp_path: Path, kind: str) -
     else:
         os.mkfifo(root / "wiki.yml")
     # A subprocess with a deadline: opening a FIFO for reading waits for a writer forever.
-    done = subprocess.run([sys.executable, "-m", "wikitools.cli", "init", "--root", str(root)],
+    done = subprocess.run([sys.executable, "-m", "wikitools", "init", "--root", str(root)],
                           capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 2, done.stderr
     assert done.stderr == ("wiki: error: wiki.yml: not a regular file (a folder, FIFO, device or "

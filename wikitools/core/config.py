@@ -309,7 +309,9 @@ def _spec(patterns: tuple[str, ...]) -> pathspec.GitIgnoreSpec:
     import pathspec
 
     try:
-        return pathspec.GitIgnoreSpec.from_lines(patterns)
+        # Python's own regular expressions: pathspec would pick RE2 where it is installed (the
+        # probes need it), and RE2 refuses a file name that is not UTF-8 instead of matching it.
+        return pathspec.GitIgnoreSpec.from_lines(patterns, backend="simple")
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"{CONFIG_NAME}: bad exclude pattern: {exc}") from None
 
