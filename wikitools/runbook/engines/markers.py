@@ -10,7 +10,6 @@ from typing import Any
 
 from wikitools.runbook.engines import log_catalog
 
-
 _SHOWN = 120  # characters of an unreadable line quoted in the message
 
 
