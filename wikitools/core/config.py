@@ -353,6 +353,11 @@ class PageFiles:
             raise ValueError("PageFiles: one relative path per path")
 
 
+# The codes of page files left out unread (check_file): broken, looping or outward links,
+# files that are not regular.
+PAGE_FILE_CODES = frozenset({"PG004", "PG005"})
+
+
 def _skip(rel: str, code: str, message: str) -> Diagnostic:
     return Diagnostic(rel, 1, 1, code, message, Severity.WARNING)
 

@@ -419,11 +419,13 @@ def extract_runbooks(pages: Iterable[Page], root: Path | None,
 
 
 def load_runbooks(root: Path) -> tuple[RunbookSet, list[Diagnostic], list[Page]]:
-    """Read the wiki at `root` (wiki.yml honoured) and extract its runbooks."""
-    from wikitools.core.config import load_config
+    """Read the wiki at `root` (wiki.yml honoured) and extract its runbooks; the diagnostics
+    include the page files left unread (PG004, PG005), as `wiki check` reports them."""
+    from wikitools.core.config import list_pages, load_config
     from wikitools.pages.load import load_pages
 
     config = load_config(root)
-    pages = load_pages(config)
+    files = list_pages(config)
+    pages = load_pages(config, list(files.paths))
     runbooks, diags = extract_runbooks(pages, config.root)
-    return runbooks, diags, pages
+    return runbooks, [*files.problems, *diags], pages
