@@ -447,3 +447,30 @@ def test_a_repository_script_of_200_mb_is_refused_without_reading_it(
     assert ("docs/p.md:4:1: RB016 error: runs scripts/big.sh, a file of the repository that "
             "cannot be read: it is 200.0 MB, over the 1 MiB a script or compose file of a "
             "runbook may hold") in _out(capsys)
+
+
+@pytest.mark.parametrize("wait", [
+    "for i in $(seq 1 30); do\n  curl -sf http://127.0.0.1:9000/health && break\n  sleep 1\n"
+    "done\n",
+    "curl --retry 30 --retry-connrefused -sf http://127.0.0.1:9000/health/\n",
+], ids=["loop", "retry"])
+def test_a_launcher_script_that_polls_health_before_exec_is_read_as_a_launcher(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], wait: str) -> None:
+    script = f"#!/bin/bash\nset -e\n{wait}exec vllm serve org/Model-7B --port 8000\n"
+    root = _tree(tmp_path, "# P\n\n```bash { #m .runbook-server engine=vllm gpus=0 }\n"
+                 "scripts/serve.sh\n```\n", {"scripts/serve.sh": script})
+    assert main(["runbook", "list", "--root", str(root)]) == 0
+    out = _out(capsys)
+    assert "docs/p.md#m  vllm    org/Model-7B" in out and "RB007" not in out
+
+
+def test_a_client_that_only_polls_health_is_still_a_client(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    page = ("# P\n\n```bash { #m .runbook-server engine=vllm gpus=0 }\n"
+            "vllm serve org/Model-7B --port 8000\n```\n\n"
+            "```bash { .runbook-client for=m name=up }\ncurl -sf http://127.0.0.1:8000/health\n"
+            "```\n")
+    root = _tree(tmp_path, page, {})
+    assert main(["runbook", "show", "m", "--root", str(root)]) == 0
+    out = _out(capsys)
+    assert "    tool:                    curl\n    launcher:                curl\n" in out
