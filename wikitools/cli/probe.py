@@ -26,7 +26,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--concurrency", type=int, default=8, help="requests in flight")
     p.add_argument("--chat", action="store_true", help="use /v1/chat/completions")
     p.add_argument("--out", type=Path, default=Path("probe-result.json"), help="result file")
-    p.add_argument("--timeout", type=float, default=300.0, help="seconds each request's whole answer may take")
+    p.add_argument("--timeout", type=float, default=300.0,
+                   help="seconds each request's whole answer may take")
     p.set_defaults(handler=run)
 
 

@@ -18,6 +18,7 @@ from wikitools.core.fsio import write_if_changed
 from wikitools.pages.parse import Page
 from wikitools.runbook.blocks.declared import Runbook, RunbookSet
 from wikitools.runbook.blocks.extract import load_runbooks
+from wikitools.runbook.blocks.regions import unshown_runbooks
 from wikitools.runbook.blocks.sources import runbook_unset
 from wikitools.runbook.blocks.sweep import Sweep, SweepError, parse_sweep
 from wikitools.runbook.blocks.variables import unset_variables
@@ -127,7 +128,8 @@ def prepare(
                               warmup=options.warmup)
     plan = make_plan(runbook, root=config.root, artifacts_dir=artifacts_dir_for(runbook, run_id),
                      overrides=overrides, verdict=verdict)
-    warnings = tuple(d for d in sort_diagnostics(diags)
+    shown = [*diags, *unshown_runbooks(pages, [runbook])]
+    warnings = tuple(d for d in sort_diagnostics(shown)
                      if d.path == runbook.page or d.code in PAGE_FILE_CODES)
     return Prepared(config.root, options, runbook, runbooks, tuple(pages), verdict, plan,
                     started, run_id, unset_here(runbook, pages), warnings)
