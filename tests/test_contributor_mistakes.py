@@ -37,7 +37,7 @@ def _run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]
 def test_a_well_formed_page_has_none_of_these_findings(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     root = _wiki(tmp_path)
-    code, out = _run(["check", "--root", str(root)], capsys)
+    _code, out = _run(["check", "--root", str(root)], capsys)
     assert "RB004" not in out and "RGN007" not in out, out
 
 
@@ -68,7 +68,7 @@ def test_a_sweep_variable_the_command_never_reads_is_refused(
 def test_a_sweep_variable_read_in_arithmetic_is_read(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     root = _wiki(tmp_path, maxc='"$((CONC * 2))"')
-    code, out = _run(["check", "--root", str(root)], capsys)
+    _code, out = _run(["check", "--root", str(root)], capsys)
     assert "RB004" not in out, out
 
 
