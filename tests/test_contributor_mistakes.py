@@ -41,28 +41,29 @@ def test_a_well_formed_page_has_none_of_these_findings(
     assert "RB004" not in out and "RGN007" not in out, out
 
 
+MISTAKES = {
+    "tp-2-on-gpus-1": ({"gpus": "1"}, "wiki/m.md:3:1: RB004 error: bad value for gpus: 1, but the "
+                       "command needs 2 GPUs (tensor parallel 2); give gpus=2, or lower the "
+                       "parallel size"),
+    "sweep-never-read": ({"maxc": "4"}, "wiki/m.md:7:1: RB004 error: bad value for sweep: the "
+                         "client command does not read $CONC (write ${CONC:-default} where the "
+                         "setting goes)"),
+}
+
+
 @pytest.mark.parametrize("command", ["check", "plan"])
-def test_tp_2_on_a_block_with_gpus_1_is_refused(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str) -> None:
-    root = _wiki(tmp_path, gpus="1")
+@pytest.mark.parametrize("mistake", list(MISTAKES))
+def test_a_mistake_that_reads_as_a_valid_block_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str, mistake: str) -> None:
+    """TP 2 on a block with gpus=1; a sweep variable the command never reads."""
+    change, expected = MISTAKES[mistake]
+    root = _wiki(tmp_path, **change)
     args = ["runbook", "plan", "m-tp2"] if command == "plan" else ["check"]
     code, out = _run([*args, "--root", str(root)], capsys)
     assert code in (1, 2)
-    assert ("wiki/m.md:3:1: RB004 error: bad value for gpus: 1, but the command needs 2 GPUs "
-            "(tensor parallel 2); give gpus=2, or lower the parallel size") in out
+    assert expected in out
     if command == "plan":
         assert "nothing was started" in out
-
-
-@pytest.mark.parametrize("command", ["check", "plan"])
-def test_a_sweep_variable_the_command_never_reads_is_refused(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str) -> None:
-    root = _wiki(tmp_path, maxc="4")
-    args = ["runbook", "plan", "m-tp2"] if command == "plan" else ["check"]
-    code, out = _run([*args, "--root", str(root)], capsys)
-    assert code in (1, 2)
-    assert ("wiki/m.md:7:1: RB004 error: bad value for sweep: the client command does not read "
-            "$CONC (write ${CONC:-default} where the setting goes)") in out
 
 
 def test_a_sweep_variable_read_in_arithmetic_is_read(
