@@ -204,3 +204,14 @@ def test_cells_and_labels_from_a_file_cannot_inject_markup(tmp_path: Path) -> No
         "wiki/models/p.md"]
     html = html_of(page)
     assert "<script>" not in html and "<a " not in html.split("Reported")[0]
+
+
+def test_a_pivot_row_may_join_two_columns() -> None:
+    csv_file = f"{KEPT}/benchmarks/benchmark_results.csv"
+    out, diags = render(region(f'data={csv_file} sha256={sha(csv_file)} where=benchmark=GPQA '
+                               'pivot="model+mtp:Checkpoint and MTP,run:Run,score:GPQA"'))
+    assert diags == []
+    page = out["wiki/models/p.md"]
+    assert ("| QuantTrio/Qwen3.5-397B-A17B-AWQ, yes | 87.9 | 89.9 | 88.9 | 89.9 | 87.4 | 89.4 |"
+            " 85.9 |") in page
+    assert "| lukealonso/Qwen3.5-397B-A17B-NVFP4, no |" in page

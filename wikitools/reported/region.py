@@ -4,7 +4,8 @@ no longer match is reported (RGN007), a file or column that cannot be used is lo
 
 Attributes: `data` (kept files, comma-separated), `sha256` (one per file), `labels` (one per
 file: the `file` column), `table` (the part of a JSON document), `where` (`col=value,…`),
-`columns` (`col` or `col:Label`, comma-separated), `pivot` (`row,column,value`: a matrix),
+`columns` (`col` or `col:Label`, comma-separated), `pivot` (`row,column,value`: a matrix; the
+row may join columns, `model+mtp`),
 `chart` (a name: `wiki/assets/data/NAME.svg`), `title` (the chart's)."""
 
 from __future__ import annotations
@@ -171,7 +172,8 @@ def _shape(region: Region, rows: list[Row], files: list[tuple[Pinned, str]]) -> 
         if len(specs) != 3:
             raise _Problem("RGN005", f"'pivot={pivot}' is not row,column,value")
         for name, _ in specs:
-            _known(name, columns, files)
+            for part in name.split("+"):
+                _known(part, columns, files)
         return _pivot(rows, specs)
     specs = [_named(s) for s in _split(region.get("columns"))]
     if not specs:
@@ -184,18 +186,25 @@ def _shape(region: Region, rows: list[Row], files: list[tuple[Pinned, str]]) -> 
 
 def _pivot(rows: list[Row], specs: list[tuple[str, str]]) -> _Shaped:
     (rname, rlabel), (cname, clabel), (vname, vlabel) = specs
-    rkeys = _ordered(r.get(rname) for r in rows)
+    rparts = rname.split("+")  # `model+mtp`: rows keyed by both columns
+
+    def row_key(r: Row) -> Any:
+        return r.get(rname) if len(rparts) == 1 else ", ".join(plain(r.get(p)) for p in rparts)
+
+    rkeys = _ordered(row_key(r) for r in rows)
     ckeys = _ordered(r.get(cname) for r in rows)
     cells: dict[tuple[Any, Any], Any] = {}
     for r in rows:
-        key = (r.get(rname), r.get(cname))
+        key = (row_key(r), r.get(cname))
         if key in cells:
             raise _Problem("RGN008", f"two rows have {rname}={plain(key[0])} and "
                                      f"{cname}={plain(key[1])}: narrow them with where=")
         cells[key] = r.get(vname)
-    header = [rlabel] + [f"{clabel}={plain(c)}" for c in ckeys]
+    # `concurrency:C=` heads the columns C=1, C=2; a plain label is followed by a space
+    sep = "" if clabel.endswith("=") else " "
+    header = [rlabel] + [f"{clabel}{sep}{plain(c)}" for c in ckeys]
     body = [[rk] + [cells.get((rk, ck)) for ck in ckeys] for rk in rkeys]
-    return _Shaped(header, body, clabel, ckeys, vlabel)
+    return _Shaped(header, body, clabel.rstrip("="), ckeys, vlabel)
 
 
 def _ordered(values: Any) -> list[Any]:
@@ -235,9 +244,20 @@ def _markdown(shaped: _Shaped) -> str:
 
 
 def _provenance(pins: list[Pinned]) -> str:
-    lines = [f"Reported by the community on {p.reported}, from [{md_code(p.path)} at "
-             f"{md_code(p.short)}]({p.url}) (sha256 {md_code(p.sha256[:12])}); not re-run here."
-             for p in pins]
+    """One line per date and commit: the files linked at the commit they were read at (their
+    sha256 is in the region's marker)."""
+    groups: dict[tuple[str, str, str], list[Pinned]] = {}
+    for p in pins:
+        groups.setdefault((p.reported, p.short, posixpath.dirname(p.path)), []).append(p)
+    lines = []
+    for (reported, short, folder), group in groups.items():
+        if len(group) == 1:
+            files = f"[{md_code(group[0].path)}]({group[0].url})"
+        else:
+            links = ", ".join(f"[{md_code(posixpath.basename(p.path))}]({p.url})" for p in group)
+            files = f"{links} in {md_code(folder + '/')}"
+        lines.append(f"Reported by the community on {reported}, from {files} at {md_code(short)}; "
+                     "not re-run here.")
     return "\n\n".join(lines) + "\n"
 
 
