@@ -147,8 +147,9 @@ def _same(value: Any, want: str) -> bool:
 
 
 def _named(spec: str) -> tuple[str, str]:
-    name, _, label = spec.partition(":")
-    return name.strip(), (label.strip() or name.strip())
+    """`col` (labelled with its name), `col:Label`, or `col:` (no label)."""
+    name, colon, label = spec.partition(":")
+    return name.strip(), (label.strip() if colon else name.strip())
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,7 +202,7 @@ def _pivot(rows: list[Row], specs: list[tuple[str, str]]) -> _Shaped:
                                      f"{cname}={plain(key[1])}: narrow them with where=")
         cells[key] = r.get(vname)
     # `concurrency:C=` heads the columns C=1, C=2; a plain label is followed by a space
-    sep = "" if clabel.endswith("=") else " "
+    sep = "" if clabel.endswith("=") or not clabel else " "
     header = [rlabel] + [f"{clabel}{sep}{plain(c)}" for c in ckeys]
     body = [[rk] + [cells.get((rk, ck)) for ck in ckeys] for rk in rkeys]
     return _Shaped(header, body, clabel.rstrip("="), ckeys, vlabel)
