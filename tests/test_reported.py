@@ -51,10 +51,9 @@ def test_a_tsv_file_becomes_the_named_columns_of_the_rows_asked_for() -> None:
             "| mxfp4-a8-online-mxfp8 | 3 | 97.9 | 851,862 |\n"
             "| mxfp4-a8-orig | 3 | 95.8 | 680,107 |\n") in page
     assert (f"Reported by the community on 2026-07-18, from "
-            f"[`benchmarks/glm52-v18-validation-summary.tsv` at `738985b`]"
+            f"[`benchmarks/glm52-v18-validation-summary.tsv`]"
             f"(https://github.com/voipmonitor/rtx6kpro/blob/{COMMIT}/benchmarks/"
-            f"glm52-v18-validation-summary.tsv) (sha256 `{sha(TSV)[:12]}`); "
-            "not re-run here.") in page
+            "glm52-v18-validation-summary.tsv) at `738985b`; not re-run here.") in page
     assert "measured" not in page.lower()
 
 
@@ -68,7 +67,12 @@ def test_the_decode_benchmark_matrix_pivots_across_files_with_a_chart_file() -> 
     # the community's README retypes these as 147, 110, 88, 61, 40 and 104, 104, 103, 100, 96
     assert "| AWQ MTP | 147 | 110 | 88.4 | 60.7 | 39.8 |" in page
     assert "| AWQ | 104 | 103 | 102 | 100 | 95.5 |" in page
-    assert "| Checkpoint | Context=0 | Context=16,384 |" in page
+    assert "| Checkpoint | Context 0 | Context 16,384 |" in page
+    # two files of one folder, commit and date: one line that links each
+    assert (f"Reported by the community on 2026-03-14, from [`vllm_awq_mtp.json`](https://github"
+            f".com/voipmonitor/rtx6kpro/blob/{COMMIT}/benchmarks/inference-throughput/vllm_awq_"
+            f"mtp.json), [`vllm_awq_nomtp.json`](") in page
+    assert page.count("Reported by the community") == 1
     assert "![One request](../assets/data/t-awq.svg)" in page
     svg = out["wiki/assets/data/t-awq.svg"]
     assert svg.startswith("<svg xmlns=") and "<title>AWQ MTP: 147</title>" in svg
@@ -215,3 +219,11 @@ def test_a_pivot_row_may_join_two_columns() -> None:
     assert ("| QuantTrio/Qwen3.5-397B-A17B-AWQ, yes | 87.9 | 89.9 | 88.9 | 89.9 | 87.4 | 89.4 |"
             " 85.9 |") in page
     assert "| lukealonso/Qwen3.5-397B-A17B-NVFP4, no |" in page
+
+
+def test_where_matches_numbers_as_numbers_and_patterns_with_a_star() -> None:
+    out, diags = render(region(f"data={TSV} sha256={sha(TSV)} where=case=nvfp4-a4-*,tp=8.0,mtp=3 "
+                               "columns=case,dcp,accept_rate"))
+    assert diags == []
+    rows = [line for line in out["wiki/models/p.md"].splitlines() if line.startswith("| nvfp4")]
+    assert rows == ["| nvfp4-a4-online-mxfp8 | 1 | 0.591 |", "| nvfp4-a4-orig | 1 | 0.677 |"]

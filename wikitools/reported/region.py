@@ -3,13 +3,14 @@ a chart file) from kept result files. The region records each file's sha256: a f
 no longer match is reported (RGN007), a file or column that cannot be used is located (RGN008).
 
 Attributes: `data` (kept files, comma-separated), `sha256` (one per file), `labels` (one per
-file: the `file` column), `table` (the part of a JSON document), `where` (`col=value,…`),
+file: the `file` column), `table` (the part of a JSON document), `where` (`col=value,…`, all must hold; `*` in a value matches any text),
 `columns` (`col` or `col:Label`, comma-separated), `pivot` (`row,column,value`: a matrix; the
 row may join columns, `model+mtp`),
 `chart` (a name: `wiki/assets/data/NAME.svg`), `title` (the chart's)."""
 
 from __future__ import annotations
 
+import fnmatch
 import math
 import posixpath
 from collections.abc import Mapping
@@ -140,6 +141,10 @@ def _known(name: str, columns: set[str], files: list[tuple[Pinned, str]]) -> Non
 
 
 def _same(value: Any, want: str) -> bool:
+    """`want` as the file spells the value: a number equal as a number, text equal ignoring
+    case, or a pattern with `*` (`case=nvfp4-*`)."""
+    if "*" in want:
+        return fnmatch.fnmatchcase(str(value).lower(), want.lower())
     try:
         return float(value) == float(want)
     except (TypeError, ValueError):
