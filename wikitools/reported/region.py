@@ -10,6 +10,7 @@ row may join columns, `model+mtp`),
 
 from __future__ import annotations
 
+import decimal
 import fnmatch
 import math
 import posixpath
@@ -234,7 +235,10 @@ def plain(value: Any) -> str:
         if not math.isfinite(value) or value == 0:
             return str(value) if value else "0"
         places = max(0, 2 - math.floor(math.log10(abs(value))))
-        return f"{value:,.{places}f}"
+        # half away from zero, on the decimal the file wrote (5,912.5 shows as 5,913)
+        exact = decimal.Decimal(repr(value)).quantize(decimal.Decimal(1).scaleb(-places),
+                                                     rounding=decimal.ROUND_HALF_UP)
+        return f"{exact:,.{places}f}"
     if isinstance(value, list):
         return ", ".join(plain(v) for v in value)
     return " ".join(str(value).split())
