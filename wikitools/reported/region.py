@@ -240,7 +240,7 @@ def plain(value: Any) -> str:
                                                      rounding=decimal.ROUND_HALF_UP)
         return f"{exact:,.{places}f}"
     if isinstance(value, list):
-        return ", ".join(plain(v) for v in value)
+        return ", ".join(plain(v) for v in value) or DASH
     return " ".join(str(value).split())
 
 

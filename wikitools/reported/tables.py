@@ -1,7 +1,7 @@
 """Reading a result file (CSV, TSV, JSON, JSONL) into rows of named cells. JSON files are the
 community's own shapes: a list of objects, an object whose named part is a list of objects
-(`results` of the decode benchmark), or an object of objects keyed by a value (`prefill`, keyed
-by context length). Every problem is a `DataError` at the file's line and column."""
+(`results` of the decode benchmark), an object of objects keyed by a value (`prefill`, keyed
+by context length), or one object (a summary: one row, nested names dotted). Every problem is a `DataError` at the file's line and column."""
 
 from __future__ import annotations
 
@@ -133,8 +133,11 @@ def _part(doc: Any, part: str | None) -> Any:
 def _table(items: Any, what: str) -> Table:
     if isinstance(items, dict) and items and all(isinstance(v, dict) for v in items.values()):
         items = [{KEY: _scalar(k), **v} for k, v in items.items()]
+    elif isinstance(items, dict) and items:  # one summary object: one row
+        items = [items]
     if not isinstance(items, list) or not items:
-        raise DataError(1, 1, f"{what} is not a list of objects or an object of objects")
+        raise DataError(1, 1, f"{what} is not a list of objects, an object of objects or an "
+                              "object")
     rows: list[Row] = []
     columns: dict[str, None] = {}
     for item in items:
