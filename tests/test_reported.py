@@ -227,3 +227,19 @@ def test_where_matches_numbers_as_numbers_and_patterns_with_a_star() -> None:
     assert diags == []
     rows = [line for line in out["wiki/models/p.md"].splitlines() if line.startswith("| nvfp4")]
     assert rows == ["| nvfp4-a4-online-mxfp8 | 1 | 0.591 |", "| nvfp4-a4-orig | 1 | 0.677 |"]
+
+
+def test_one_summary_object_is_one_row_with_dotted_names() -> None:
+    rel = f"{KEPT}/models/glm5.1/results/vllm-pciebarrier-mtp-voipmonitor-llmtest-20260502.json"
+    out, diags = render(region(f"data={rel} sha256={sha(rel)} table=selected_summary "
+                               "columns=attempted,correct,completion_tokens.p50"))
+    assert diags == []
+    assert "| 30 | 28 | 5,864 |" in out["wiki/models/p.md"]
+
+
+def test_a_source_folder_without_its_manifest_is_named(tmp_path: Path) -> None:
+    (tmp_path / TSV).parent.mkdir(parents=True)
+    shutil.copy(REPO / TSV, tmp_path / TSV)
+    _, diags = render(region(f"data={TSV} sha256=0 columns=case"), tmp_path)
+    assert diags == ["wiki/models/p.md:3:1: RGN008 error: no data/voipmonitor-rtx6kpro/"
+                     "source.yaml: a kept file's source folder names its repository there"]

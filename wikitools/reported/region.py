@@ -3,10 +3,10 @@ a chart file) from kept result files. The region records each file's sha256: a f
 no longer match is reported (RGN007), a file or column that cannot be used is located (RGN008).
 
 Attributes: `data` (kept files, comma-separated), `sha256` (one per file), `labels` (one per
-file: the `file` column), `table` (the part of a JSON document), `where` (`col=value,…`, all must hold; `*` in a value matches any text),
-`columns` (`col` or `col:Label`, comma-separated), `pivot` (`row,column,value`: a matrix; the
-row may join columns, `model+mtp`),
-`chart` (a name: `wiki/assets/data/NAME.svg`), `title` (the chart's)."""
+file: the `file` column), `table` (the part of a JSON document), `where` (`col=value,…`, all
+must hold; `*` in a value matches any text), `columns` (`col`, `col:Label` or `col:`,
+comma-separated), `pivot` (`row,column,value`: a matrix; the row may join columns,
+`model+mtp`), `chart` (a name: `wiki/assets/data/NAME.svg`), `title` (the chart's)."""
 
 from __future__ import annotations
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -67,7 +68,7 @@ def load_pinned(root: Path, rel: str) -> Pinned:
                   short, path, str(reported), sha256_of(data), text)
 
 
-def _manifest(root: Path, rel: str) -> dict:
+def _manifest(root: Path, rel: str) -> dict[str, Any]:
     try:
         text = (root / rel).read_text(encoding="utf-8")
     except OSError:

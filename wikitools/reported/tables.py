@@ -1,7 +1,8 @@
 """Reading a result file (CSV, TSV, JSON, JSONL) into rows of named cells. JSON files are the
 community's own shapes: a list of objects, an object whose named part is a list of objects
 (`results` of the decode benchmark), an object of objects keyed by a value (`prefill`, keyed
-by context length), or one object (a summary: one row, nested names dotted). Every problem is a `DataError` at the file's line and column."""
+by context length), or one object (a summary: one row, nested names dotted). Every problem is
+a `DataError` at the file's line and column."""
 
 from __future__ import annotations
 

@@ -153,7 +153,9 @@ def read_decode_matrix(path: Path, fmt: engines.ResultFormat = engines.TEXT_RESU
                               "'context_tokens'")
         key = f"c{cell['concurrency']}_ctx{cell['context_tokens']}"
         cells[key] = {k: _finite(cell[k]) for k in DECODE_CELL_KEYS if _scalar(cell.get(k))}
-    prefill = data.get("prefill") if isinstance(data.get("prefill"), dict) else {}
+    prefill = data.get("prefill")
+    if not isinstance(prefill, dict):
+        prefill = {}
     runs = {str(k): {n: _finite(x) for n, x in sorted(v.items()) if _scalar(x)}
             for k, v in prefill.items() if isinstance(v, dict)}
     meta = data["metadata"]
