@@ -243,3 +243,21 @@ def test_a_source_folder_without_its_manifest_is_named(tmp_path: Path) -> None:
     _, diags = render(region(f"data={TSV} sha256=0 columns=case"), tmp_path)
     assert diags == ["wiki/models/p.md:3:1: RGN008 error: no data/voipmonitor-rtx6kpro/"
                      "source.yaml: a kept file's source folder names its repository there"]
+
+
+def test_a_chart_name_cannot_be_a_path() -> None:
+    out, diags = render(region(f"data={SWEEP} sha256={sha(SWEEP)} chart=../../x "
+                               "columns=power_limit_w,gflops"))
+    assert out == {}
+    assert diags == ["wiki/models/p.md:3:1: RGN005 error: chart name '../../x' is not lower-case "
+                     "letters, digits and hyphens (it names wiki/assets/data/NAME.svg)"]
+
+
+def test_a_kept_file_that_links_outside_data_is_refused(tmp_path: Path) -> None:
+    root, rel = _hostile(tmp_path, "link.csv", "a\n1\n")
+    (root / rel).unlink()
+    (tmp_path / "outside.csv").write_text("a\n1\n")
+    (root / rel).symlink_to(tmp_path / "outside.csv")
+    _, diags = render(region(f"data={rel} sha256=0 columns=a"), root)
+    assert diags == [f"wiki/models/p.md:3:1: RGN008 error: '{rel}' leads outside data/ (a link?); "
+                     "keep the file itself"]

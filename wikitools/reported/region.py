@@ -14,6 +14,7 @@ import decimal
 import fnmatch
 import math
 import posixpath
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +30,7 @@ from wikitools.runbook.rendering.escape import md_code, md_text
 KEYS = ("data", "sha256", "labels", "table", "where", "columns", "pivot", "chart", "title")
 FILE = "file"  # the column naming which file a row came from
 CHARTS = "wiki/assets/data"
+CHART_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,79}")  # a file name, never a path
 DASH = "—"
 
 
@@ -62,10 +64,15 @@ def render_data_region(region: Region, root: Path) -> Output:
         Diagnostic(region.path, region.start, region.col, "RGN007",
                    f"{pin.rel} changed since this region recorded it: sha256 is now "
                    f"{pin.sha256} (kept files stay as their source published them)")
-        for pin, want in files if pin.sha256 != want)
+        for pin, want in files if pin.sha256 != want.lower())
     charts: dict[str, str] = {}
     image = ""
     name = region.get("chart")
+    if name is not None and not CHART_NAME.fullmatch(name):
+        return Output(None, {}, (Diagnostic(
+            region.path, region.start, region.col, "RGN005",
+            f"chart name '{name}' is not lower-case letters, digits and hyphens "
+            f"(it names {CHARTS}/NAME.svg)"),))
     if name:
         chart_path = f"{CHARTS}/{name}.svg"
         charts[chart_path] = render_svg(_chart(region, shaped))
@@ -256,18 +263,19 @@ def _markdown(shaped: _Shaped) -> str:
 def _provenance(pins: list[Pinned]) -> str:
     """One line per date and commit: the files linked at the commit they were read at (their
     sha256 is in the region's marker)."""
-    groups: dict[tuple[str, str, str], list[Pinned]] = {}
+    groups: dict[tuple[str, str, str, str], list[Pinned]] = {}
     for p in pins:
-        groups.setdefault((p.reported, p.short, posixpath.dirname(p.path)), []).append(p)
+        key = (p.reported_by, p.reported, p.short, posixpath.dirname(p.path))
+        groups.setdefault(key, []).append(p)
     lines = []
-    for (reported, short, folder), group in groups.items():
+    for (_by, reported, short, folder), group in groups.items():
         if len(group) == 1:
             files = f"[{md_code(group[0].path)}]({group[0].url})"
         else:
             links = ", ".join(f"[{md_code(posixpath.basename(p.path))}]({p.url})" for p in group)
             files = f"{links} in {md_code(folder + '/')}"
-        lines.append(f"Reported by the community on {reported}, from {files} at {md_code(short)}; "
-                     "not re-run here.")
+        lines.append(f"Reported by {group[0].reported_by} on {reported}, from {files} at "
+                     f"{md_code(short)}; not re-run here.")
     return "\n\n".join(lines) + "\n"
 
 

@@ -1,6 +1,7 @@
 """Where a kept result file came from. Files live at `data/<source>/<commit>/<path>`, unchanged;
-`data/<source>/source.yaml` names the repository, each commit's full id, and the day each file
-last changed there (the day its numbers were reported)."""
+`data/<source>/source.yaml` names the repository, who reported its numbers (`reported_by`,
+"the community" when absent), each commit's full id, and the day each file last changed there
+(the day its numbers were reported)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ class Pinned:
     reported: str  # YYYY-MM-DD
     sha256: str
     text: str
+    reported_by: str = "the community"
 
     @property
     def url(self) -> str:
@@ -56,6 +58,8 @@ def load_pinned(root: Path, rel: str) -> Pinned:
     if reported is None:
         raise DataError(1, 1, f"{ROOT}/{source}/{MANIFEST} does not list '{path}' under "
                               f"commit {short}")
+    if not (root / rel).resolve().is_relative_to((root / ROOT).resolve()):
+        raise DataError(1, 1, f"'{rel}' leads outside {ROOT}/ (a link?); keep the file itself")
     try:
         data = (root / rel).read_bytes()
     except OSError as exc:
@@ -65,7 +69,8 @@ def load_pinned(root: Path, rel: str) -> Pinned:
     except UnicodeDecodeError as exc:
         raise DataError(1, 1, f"'{rel}' is not UTF-8 (byte {exc.start})") from None
     return Pinned(rel, str(manifest.get("repository", "")).rstrip("/"), commit["commit"],
-                  short, path, str(reported), sha256_of(data), text)
+                  short, path, str(reported), sha256_of(data), text,
+                  str(manifest.get("reported_by") or "the community"))
 
 
 def _manifest(root: Path, rel: str) -> dict[str, Any]:
