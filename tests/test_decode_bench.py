@@ -86,3 +86,73 @@ def test_a_file_that_is_not_its_result_is_a_result_error(tmp_path: Path, content
     f.write_text(content)
     with pytest.raises(clients.ResultError, match=message):
         clients.parse_result("llm-decode-bench", f)
+
+
+PAGE = """# P
+
+```{ .bash #d .runbook-server engine=vllm gpus=4 }
+vllm serve m --port 8000
+```
+
+```{ .bash .runbook-client for=d name=decode }
+python3 llm_decode_bench.py --port 8000 --concurrency 1,128 --contexts 0,128k --duration 30
+```
+
+<!-- wiki:results runbook=d view=serving -->
+<!-- wiki:end -->
+"""
+
+
+def _rendered_with(tmp_path: Path, *files: Path) -> str:
+    from wikitools.pages import read_page
+    from wikitools.runbook.records.record import (
+        ClientResult,
+        Point,
+        Record,
+        Sample,
+        Step,
+        write_record,
+    )
+    from wikitools.runbook.rendering.render import render_pages
+
+    (tmp_path / "wiki").mkdir()
+    (tmp_path / "wiki/p.md").write_text(PAGE)
+    page = read_page(tmp_path / "wiki/p.md", tmp_path)
+    runbook = extract_runbooks([page], tmp_path)[0].get("d")
+    samples = tuple(Sample("ok", clients.parse_result("llm-decode-bench", f)) for f in files)
+    rec = Record(
+        runbook="d", page="wiki/p.md", blocks_hash=runbook.blocks_hash,
+        run_id=f"20261204T100000Z-{runbook.blocks_hash[7:15]}",
+        started_at="2026-12-04T10:00:00Z", finished_at="2026-12-04T10:00:00Z", status="ok",
+        host={"gpus": [{"index": i, "name": "NVIDIA RTX PRO 6000 Blackwell Server Edition",
+                        "compute_capability": "12.0"} for i in range(4)], "gpu_count": 4,
+              "driver": "580.95.05", "cuda": "13.0", "topology": "none", "cpu_only": False},
+        engine={"name": "vllm", "version": "0.17.0", "image": None, "image_digest": None},
+        server={"command": "vllm serve m --port 8000", "env": {}, "port": 8000,
+                "log_tail": []},
+        steps=(Step("ready", "ok", 1.0),),
+        clients=(ClientResult("decode", "serving", "python3 llm_decode_bench.py", None, (
+            Point(None, "ok", dict(samples[0].metrics), samples=samples),), repeats=len(files)),),
+    )
+    write_record(tmp_path, rec)
+    changes, diags = render_pages([page], tmp_path)
+    assert [d for d in diags if d.severity.name == "ERROR"] == []
+    return changes[0].new
+
+
+def test_a_recorded_run_shows_the_matrix_the_community_files_show(tmp_path: Path) -> None:
+    body = _rendered_with(tmp_path, QWEN)
+    raw = json.loads(QWEN.read_text())
+    at = {(r["context_tokens"], r["concurrency"]): r["aggregate_tps"] for r in raw["results"]}
+    assert "| context \\\\ concurrency | C=1 | C=2 | C=4 |" in body
+    assert f"| 0 | {at[(0, 1)]:,.1f} | {at[(0, 2)]:,.1f} |" in body
+    assert f"| 131,072 | {at[(131072, 1)]:,.1f} |" in body
+    assert f"{at[(131072, 128)]:,.1f} |" in body  # the 646 tok/s collapse, cell for cell
+
+
+def test_repeats_show_their_median_and_range(tmp_path: Path) -> None:
+    other = KEPT / "benchmarks/inference-throughput/vllm_awq_nomtp.json"
+    body = _rendered_with(tmp_path, QWEN, QWEN, other)
+    raw = json.loads(QWEN.read_text())
+    first = raw["results"][0]["aggregate_tps"]  # two of three runs: the median
+    assert f"| 0 | {first:,.1f} ±" in body
