@@ -34,38 +34,61 @@ def alert_type(kind: str) -> str:
 
 
 class AlertProcessor(Treeprocessor):
-    """Runs after the inline patterns, so a title in bold is already a `<strong>`."""
+    """Runs after the inline patterns, so a title in bold is already a `<strong>`.
+    Python-Markdown joins two blockquotes with only a blank line between them into one, where
+    GitHub keeps two: a paragraph that opens an alert starts a new box."""
 
     def run(self, root: etree.Element) -> None:
-        for parent in root.iter():
-            for index, child in enumerate(list(parent)):
-                if child.tag == "blockquote":
-                    admonition = _admonition(child)
-                    if admonition is not None:
-                        parent.remove(child)
-                        parent.insert(index, admonition)
+        for child in list(root):  # innermost first: a box may hold another
+            self.run(child)
+            if child.tag == "blockquote":
+                _replace(root, child)
 
 
-def _admonition(quote: etree.Element) -> etree.Element | None:
-    first = quote[0] if len(quote) else None
-    if first is None or first.tag != "p" or not first.text:
+def _replace(parent: etree.Element, quote: etree.Element) -> None:
+    groups: list[list[etree.Element]] = [[]]
+    for item in quote:
+        if groups[-1] and _marker(item) is not None:
+            groups.append([])
+        groups[-1].append(item)
+    boxes = [_admonition(group) for group in groups]
+    if all(box is None for box in boxes):
+        return
+    at = list(parent).index(quote)
+    parent.remove(quote)
+    for offset, (group, box) in enumerate(zip(groups, boxes, strict=True)):
+        if box is None:
+            box = etree.Element("blockquote")
+            box.extend(group)
+        box.tail = quote.tail if offset == len(groups) - 1 else "\n"
+        parent.insert(at + offset, box)
+
+
+def _marker(item: etree.Element) -> str | None:
+    if item.tag != "p" or not item.text:
         return None
-    match = _MARKER.match(first.text)
-    if match is None or match["type"].upper() not in KINDS:
+    match = _MARKER.match(item.text)
+    return match["type"].upper() if match and match["type"].upper() in KINDS else None
+
+
+def _admonition(items: list[etree.Element]) -> etree.Element | None:
+    kind = _marker(items[0]) if items else None
+    if kind is None:
         return None
-    kind = match["type"].upper()
-    first.text = first.text[match.end():]
+    first = items[0]
+    first.text = _MARKER.sub("", first.text or "", count=1)
     box = etree.Element("div", {"class": f"admonition {KINDS[kind]}"})
     title = etree.SubElement(box, "p", {"class": "admonition-title"})
     strong = _only_bold(first)
+    rest = items[1:]
     if strong is not None:
-        title.text, title[:] = strong.text, list(strong)
-        quote.remove(first)
+        title.text = strong.text
+        title.extend(list(strong))
     else:
         title.text = kind.capitalize()
-        if not (first.text or "").strip() and not len(first):
-            quote.remove(first)
-    box.extend(list(quote))
+        if (first.text or "").strip() or len(first):
+            rest = items
+    box.extend(rest)
     return box
 
 

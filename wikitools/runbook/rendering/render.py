@@ -4,6 +4,7 @@ measured badges (`status`); hand-edited, stale and out-of-date regions reported.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+import posixpath
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -18,7 +19,15 @@ from wikitools.runbook.blocks.regions import (
     indent_body,
     replace_regions,
 )
+from wikitools.dialect import detect_dialect
 from wikitools.runbook.records.record import Record, RecordError, load_records
+from wikitools.runbook.rendering.chartfiles import (
+    ChartFile,
+    externalize,
+    is_chart_of,
+    prefix,
+    referenced,
+)
 from wikitools.runbook.rendering.views import for_region, render_region
 
 
@@ -26,7 +35,7 @@ from wikitools.runbook.rendering.views import for_region, render_region
 class Change:
     path: str  # POSIX, relative to the root
     old: str
-    new: str
+    new: str | None  # None: the file is removed (a chart no region links to any more)
 
 
 class _Records:
@@ -59,6 +68,7 @@ def render_pages(
     diagnostics: RGN001/RGN005 markers, RB009 unknown runbook, RGN002 hand-edited (left alone),
     RGN003 stale (warning), and with `check` RGN004 for each region that would change."""
     pages = list(pages)
+    dialect = detect_dialect(root)
     if runbooks is None:
         runbooks, _ = extract_runbooks(pages, root)
     by_id: Mapping[str, Runbook] = {r.id: r for r in runbooks}
@@ -70,6 +80,7 @@ def render_pages(
         diags.extend(problems)
         bad_starts = {d.line for d in problems}
         bodies: dict[int, str] = {}
+        charts: list[ChartFile] = []
         for region in regions:
             if region.start in bad_starts:
                 continue
@@ -109,7 +120,10 @@ def render_pages(
                                               by_id, dict(runbooks.broken)))
                 continue
             body = render_region(region, runbook, records, ref=runbook.ref, others=others,
-                                 hashes={rid: by_id[rid].blocks_hash for rid in region.compared})
+                                 hashes={rid: by_id[rid].blocks_hash for rid in region.compared},
+                                 dialect=dialect)
+            body, files = externalize(body, page.path)
+            charts.extend(files)
             new_body = indent_body(body, region.indent)
             if new_body != region.body or region.sum is None:
                 bodies[region.start] = body
@@ -118,12 +132,49 @@ def render_pages(
                         region.path, region.start, region.col, "RGN004",
                         "results region is out of date (run `wiki runbook render`)",
                     ))
-        if bodies:
-            stored = stored_text(root, page)
-            new_text = replace_regions(stored, bodies, regions)
-            if new_text != stored:
-                changes.append(Change(page.path, stored, new_text))
+        stored = stored_text(root, page)
+        new_text = replace_regions(stored, bodies, regions) if bodies else stored
+        if new_text != stored:
+            changes.append(Change(page.path, stored, new_text))
+        chart_changes = _chart_changes(root, page.path, charts, new_text)
+        changes.extend(chart_changes)
+        if check:
+            diags.extend(Diagnostic(page.path, 1, 1, "RGN004",
+                                    f"chart file {c.path} is {_what(c)} (run `wiki runbook render`)")
+                         for c in chart_changes)
     return changes, diags
+
+
+def _what(change: Change) -> str:
+    if change.new is None:
+        return "linked from no region any more"
+    return "missing" if not change.old else "out of date"
+
+
+def _chart_changes(root: Path, page_path: str, charts: list[ChartFile],
+                   text: str) -> list[Change]:
+    """The chart files of a page to write, and those of its files that nothing links to."""
+    out = []
+    wanted = {c.path: c.text for c in charts}
+    for path in sorted(wanted):
+        old = _read(root / path)
+        if old != wanted[path]:
+            out.append(Change(path, old or "", wanted[path]))
+    linked = referenced(text, page_path)
+    folder = root / posixpath.dirname(prefix(page_path))
+    if folder.is_dir():
+        for file in sorted(folder.iterdir()):
+            rel = posixpath.join(posixpath.dirname(prefix(page_path)), file.name)
+            if is_chart_of(file.name, page_path) and rel not in linked and rel not in wanted:
+                out.append(Change(rel, _read(file) or "", None))
+    return out
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 def stored_text(root: Path, page: Page) -> str:
