@@ -103,13 +103,14 @@ class SiteData:
         return self._measured
 
     def render_results(self, text: str, rel: str) -> str:
-        """`text` with its results regions rendered from the records (as `wiki runbook render`
-        would write them)."""
+        """`text` with its results regions rendered from the records, as `wiki runbook render`
+        would write them but for the charts: inline SVG, which the site draws in its own
+        colours and with a tooltip on each point."""
         from wikitools.pages import parse_page
         from wikitools.runbook.rendering.render import render_pages
 
         changes, _diags = render_pages([parse_page(text, rel)], self.root,
-                                       runbooks=self.runbooks())
+                                       runbooks=self.runbooks(), inline_charts=True)
         return next((c.new for c in changes if c.path == rel), text)
 
 

@@ -63,10 +63,13 @@ def render_pages(
     *,
     check: bool = False,
     runbooks: RunbookSet | None = None,
+    inline_charts: bool = False,
 ) -> tuple[list[Change], list[Diagnostic]]:
     """Render every results region of `pages`. Returns the pages whose text would change and the
     diagnostics: RGN001/RGN005 markers, RB009 unknown runbook, RGN002 hand-edited (left alone),
-    RGN003 stale (warning), and with `check` RGN004 for each region that would change."""
+    RGN003 stale (warning), and with `check` RGN004 for each region that would change.
+    Charts are written as `.svg` files beside the page (`chartfiles`), or with `inline_charts`
+    (the site at build time, which draws inline SVG) kept in the page's text."""
     pages = list(pages)
     dialect = detect_dialect(root)
     if runbooks is None:
@@ -122,8 +125,9 @@ def render_pages(
             body = render_region(region, runbook, records, ref=runbook.ref, others=others,
                                  hashes={rid: by_id[rid].blocks_hash for rid in region.compared},
                                  dialect=dialect)
-            body, files = externalize(body, page.path)
-            charts.extend(files)
+            if not inline_charts:
+                body, files = externalize(body, page.path)
+                charts.extend(files)
             new_body = indent_body(body, region.indent)
             if new_body != region.body or region.sum is None:
                 bodies[region.start] = body
@@ -136,7 +140,7 @@ def render_pages(
         new_text = replace_regions(stored, bodies, regions) if bodies else stored
         if new_text != stored:
             changes.append(Change(page.path, stored, new_text))
-        chart_changes = _chart_changes(root, page.path, charts, new_text)
+        chart_changes = [] if inline_charts else _chart_changes(root, page.path, charts, new_text)
         changes.extend(chart_changes)
         if check:
             diags.extend(Diagnostic(page.path, 1, 1, "RGN004",
