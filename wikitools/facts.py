@@ -33,7 +33,7 @@ MAX_WORKERS = 4  # each worker holds the parser (~40 MB): keeps a cold run under
 # Modules whose code decides the facts: a change to any of them empties the cache.
 _SOURCES = (
     "pages", "page_model", "page_source", "fences", "facts", "index", "lint", "acronyms",
-    "expansions", "glossary", "anchors", "runbook/blocks/regions",
+    "expansions", "glossary", "anchors", "runbook/blocks/regions", "github_view", "dialect",
 )
 
 
@@ -286,7 +286,9 @@ def _facts_in(t: tuple[Any, ...]) -> Facts:
 
 
 def _context(config: WikiConfig) -> tuple[Any, ...]:
-    return (_source_key(), str(config.root), config.statuses)
+    from wikitools.dialect import detect_dialect  # PG009 depends on it
+
+    return (_source_key(), str(config.root), config.statuses, detect_dialect(config.root))
 
 
 def _load(path: Path, context: tuple[Any, ...]) -> dict[str, tuple[bytes, tuple[Any, ...]]]:
