@@ -4,7 +4,7 @@ GitHub alerts, collapsible admonitions as <details> blocks, content tabs as labe
 (wikitools/github_syntax.py says how). The site draws them as before.
 
     python scripts/github-syntax.py wiki/            # rewrite every page under wiki/
-    python scripts/github-syntax.py --check wiki/    # write nothing; exit 1 when a page would change
+    python scripts/github-syntax.py --check wiki/    # write nothing; exit 1 on a change
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from wikitools.fsio import write_if_changed  # noqa: E402
-from wikitools.github_syntax import convert  # noqa: E402
+from wikitools.fsio import write_if_changed
+from wikitools.github_syntax import convert
 
 
 def main(argv: list[str]) -> int:

@@ -17,6 +17,25 @@ import re
 from pathlib import Path
 
 DIALECTS = ("github", "material", "docusaurus", "myst")
+# GitHub's five alert types, and the Material admonition each is drawn as.
+KINDS = {"NOTE": "note", "TIP": "tip", "IMPORTANT": "info", "WARNING": "warning",
+         "CAUTION": "danger"}
+# Material's admonition types, and the GitHub alert each is written as.
+ALERT_OF = {
+    "note": "NOTE", "abstract": "NOTE", "summary": "NOTE", "tldr": "NOTE", "info": "NOTE",
+    "todo": "NOTE", "question": "NOTE", "help": "NOTE", "faq": "NOTE", "example": "NOTE",
+    "quote": "NOTE", "cite": "NOTE", "tip": "TIP", "hint": "TIP", "success": "TIP",
+    "check": "TIP", "done": "TIP", "important": "IMPORTANT", "warning": "WARNING",
+    "caution": "WARNING", "attention": "WARNING", "danger": "CAUTION", "error": "CAUTION",
+    "failure": "CAUTION", "fail": "CAUTION", "missing": "CAUTION", "bug": "CAUTION",
+}
+
+
+def alert_type(kind: str) -> str:
+    """The GitHub alert type for a Material admonition type (NOTE for one it does not know)."""
+    return ALERT_OF.get(kind.lower(), "NOTE")
+
+
 _ALERTS = re.compile(r"^\s*-\s*['\"]?(?:wikitools\.site\.extension|wikitools|github-callouts|"
                      r"markdown_callouts\.github_callouts)['\"]?\s*:?\s*$", re.MULTILINE)
 _ADMONITION = re.compile(r"^\s*-\s*['\"]?admonition['\"]?\s*:?\s*$", re.MULTILINE)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 import re
 
-from wikitools.site.alerts import alert_type
+from wikitools.dialect import alert_type
 
 _OPEN = re.compile(
     r'^(?P<indent>[ ]*)(?:(?P<admonition>!!!|\?\?\?\+?)[ \t]+(?P<kind>[\w-]+)(?:[ \t]+'

@@ -22,17 +22,22 @@ from wikitools.diagnostics import Diagnostic, Severity
 
 CODE = "PG009"
 EXTENSIONS = ["table", "strikethrough", "autolink", "tagfilter", "tasklist"]
-TAGS = frozenset(
-    "h1 h2 h3 h4 h5 h6 h7 h8 br b i strong em a pre code img tt div ins del sup sub p ol ul "
-    "table thead tbody tfoot blockquote dl dt dd kbd q samp var hr ruby rt rp li tr td th s "
-    "strike summary details".split())
-_ALL = frozenset(
-    "abbr accept accept-charset accesskey action align alt axis border cellpadding cellspacing "
-    "char charoff charset checked clear cols colspan color compact coords datetime dir "
-    "disabled enctype for frame headers height hreflang hspace ismap label lang maxlength "
-    "media method multiple name nohref noshade nowrap open prompt readonly rel rev rows "
-    "rowspan rules scope selected shape size span start summary tabindex target title type "
-    "usemap valign value vspace width itemprop".split())
+TAGS = frozenset((
+    "h1", "h2", "h3", "h4", "h5", "h6", "h7", "h8", "br", "b", "i", "strong", "em", "a", "pre",
+    "code", "img", "tt", "div", "ins", "del", "sup", "sub", "p", "ol", "ul", "table", "thead",
+    "tbody", "tfoot", "blockquote", "dl", "dt", "dd", "kbd", "q", "samp", "var", "hr", "ruby",
+    "rt", "rp", "li", "tr", "td", "th", "s", "strike", "summary", "details",
+))
+_ALL = frozenset((
+    "abbr", "accept", "accept-charset", "accesskey", "action", "align", "alt", "axis", "border",
+    "cellpadding", "cellspacing", "char", "charoff", "charset", "checked", "clear", "cols",
+    "colspan", "color", "compact", "coords", "datetime", "dir", "disabled", "enctype", "for",
+    "frame", "headers", "height", "hreflang", "hspace", "ismap", "label", "lang", "maxlength",
+    "media", "method", "multiple", "name", "nohref", "noshade", "nowrap", "open", "prompt",
+    "readonly", "rel", "rev", "rows", "rowspan", "rules", "scope", "selected", "shape", "size",
+    "span", "start", "summary", "tabindex", "target", "title", "type", "usemap", "valign", "value",
+    "vspace", "width", "itemprop",
+))
 ATTRIBUTES = {"a": {"href"}, "img": {"src", "longdesc"}, "div": {"itemscope", "itemtype"},
               "blockquote": {"cite"}, "del": {"cite"}, "ins": {"cite"}, "q": {"cite"},
               "*": set(_ALL)}

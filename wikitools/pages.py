@@ -9,8 +9,8 @@ import os
 import re
 import stat
 from bisect import bisect_right
-from dataclasses import dataclass
 from collections.abc import Sequence
+from dataclasses import dataclass
 from itertools import accumulate
 from pathlib import Path
 
@@ -237,7 +237,7 @@ class _Walker:
 
     # blocks ----------------------------------------------------------------
 
-    def blocks(self, node: Node) -> None:
+    def blocks(self, node: Node | _Rest) -> None:
         run: list[Node] = []  # the inline content of a tight list item's paragraph
         for child in node.children:
             name = child.name

@@ -13,24 +13,9 @@ import xml.etree.ElementTree as etree
 from markdown import Markdown
 from markdown.treeprocessors import Treeprocessor
 
-# GitHub's five alert types, and the Material admonition each is drawn as.
-KINDS = {"NOTE": "note", "TIP": "tip", "IMPORTANT": "info", "WARNING": "warning",
-         "CAUTION": "danger"}
-# Material's admonition types, and the GitHub alert each is written as.
-ALERT_OF = {
-    "note": "NOTE", "abstract": "NOTE", "summary": "NOTE", "tldr": "NOTE", "info": "NOTE",
-    "todo": "NOTE", "question": "NOTE", "help": "NOTE", "faq": "NOTE", "example": "NOTE",
-    "quote": "NOTE", "cite": "NOTE", "tip": "TIP", "hint": "TIP", "success": "TIP",
-    "check": "TIP", "done": "TIP", "important": "IMPORTANT", "warning": "WARNING",
-    "caution": "WARNING", "attention": "WARNING", "danger": "CAUTION", "error": "CAUTION",
-    "failure": "CAUTION", "fail": "CAUTION", "missing": "CAUTION", "bug": "CAUTION",
-}
+from wikitools.dialect import KINDS
+
 _MARKER = re.compile(r"^[ \t]*\[!(?P<type>[A-Za-z]+)\][ \t]*(?:\n|$)")
-
-
-def alert_type(kind: str) -> str:
-    """The GitHub alert type for a Material admonition type (NOTE for one it does not know)."""
-    return ALERT_OF.get(kind.lower(), "NOTE")
 
 
 class AlertProcessor(Treeprocessor):

@@ -28,11 +28,11 @@ class _State:
 
     page: str | None = None
     meta: dict[str, Any] = field(default_factory=dict)
-    runbooks: bool = False  # the page has a runbook server block
+    text: str | None = None  # the page's text, when it has a runbook server block
 
 
 class _Pages(Preprocessor):
-    """Finds the page, renders its results regions, appends the glossary's abbreviations."""
+    """Finds the page, renders its results regions, gives the abbr extension the glossary."""
 
     def __init__(self, md: Markdown, ext: WikiExtension, state: _State) -> None:
         super().__init__(md)
@@ -43,12 +43,22 @@ class _Pages(Preprocessor):
         data = self.ext.data(text)
         found = data.find(text)
         self.state.page, self.state.meta = found if found else (None, {})
-        self.state.runbooks = "runbook-server" in text
+        self.state.text = text if "runbook-server" in text else None
         if self.ext.getConfig("results") and self.state.page and "wiki:results" in text:
             text = data.render_results(text, self.state.page)
         if self.ext.getConfig("glossary") and data.abbr:
-            text = text.rstrip("\n") + "\n\n" + data.abbr
+            self._glossary(data.abbr)
         return text.split("\n")
+
+    def _glossary(self, terms: dict[str, str]) -> None:
+        """The glossary's terms handed to the abbr extension as its own abbreviations (the
+        page's own `*[X]: …` lines, read later, still win). Appending them to the page as
+        definition lines would cost each page a pass of every block processor per line."""
+        abbr = self.md.treeprocessors["abbr"] if "abbr" in self.md.treeprocessors else None
+        known = getattr(abbr, "abbrs", None)
+        if isinstance(known, dict):
+            for term, title in terms.items():
+                known.setdefault(term, title)
 
 
 class _Chips(Treeprocessor):
@@ -67,8 +77,8 @@ class _Chips(Treeprocessor):
             return
         data = self.ext.data()
         html = status_chip(self.state.meta, data.status_texts)
-        if self.state.runbooks:
-            html += measured_line(data.measurements().get(self.state.page))
+        if self.state.text is not None:
+            html += measured_line(data.measured(self.state.text, self.state.page))
         at = 1 if len(root) and root[0].tag == "h1" else 0
         for offset, element in enumerate(etree.fromstring(f"<div>{html}</div>")):
             root.insert(at + offset, element)

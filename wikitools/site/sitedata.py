@@ -4,6 +4,7 @@ runbooks and their records."""
 
 from __future__ import annotations
 
+import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,7 @@ from typing import Any
 import yaml
 
 from wikitools.config import WikiConfig, find_root, iter_pages, load_config
-from wikitools.glossary import abbreviation_lines, load_glossary
+from wikitools.glossary import abbreviations, load_glossary
 from wikitools.site.chips import DEFAULT_STATUS_TEXT
 from wikitools.yamlload import load_yaml
 
@@ -63,8 +64,8 @@ class SiteData:
         self.root = self.config.root
         glossary = self.config.glossary_path
         self.glossary_mtime = glossary.stat().st_mtime_ns if glossary.is_file() else None
-        self.abbr = (abbreviation_lines(load_glossary(glossary, self.root))
-                     if glossary.is_file() else "")
+        self.abbr = (abbreviations(load_glossary(glossary, self.root))
+                     if glossary.is_file() else {})
         self.status_texts = status_texts(self.root, self.config)
         self.pages: dict[str, tuple[str, dict[str, Any]]] = {}
         for path in iter_pages(self.config):
@@ -77,6 +78,7 @@ class SiteData:
             self.pages.setdefault(body_key(body), (rel, meta))
         self.missed: set[str] = set()  # texts of no page (read again once for each)
         self._runbooks: Any = None
+        self._records: Any = None
         self._measured: dict[str, Any] | None = None
 
     def fresh(self) -> bool:
@@ -95,12 +97,23 @@ class SiteData:
             self._runbooks, _diags = extract_runbooks(load_pages(self.config), self.root)
         return self._runbooks
 
-    def measurements(self) -> dict[str, Any]:
-        if self._measured is None:
-            from wikitools.runbook.rendering.status import measurements
+    def measured(self, text: str, rel: str) -> Any:
+        """The "measured on" evidence of the page's own runbooks (read from `text` alone)."""
+        from wikitools.pages import parse_page
+        from wikitools.runbook.blocks.extract import extract_runbooks
+        from wikitools.runbook.rendering.status import measurements
 
-            self._measured = measurements(self.runbooks(), self.root)
-        return self._measured
+        own, _diags = extract_runbooks([parse_page(text, rel)], self.root)
+        store = self.records()
+        return measurements(own, self.root, lambda _root, rid: store.get(rid)).get(rel)
+
+    def records(self) -> Any:
+        """The run records, each runbook's folder read once per build."""
+        if self._records is None:
+            from wikitools.runbook.rendering.render import RecordStore
+
+            self._records = RecordStore(self.root)
+        return self._records
 
     def render_results(self, text: str, rel: str) -> str:
         """`text` with its results regions rendered from the records, as `wiki runbook render`
@@ -109,11 +122,41 @@ class SiteData:
         from wikitools.pages import parse_page
         from wikitools.runbook.rendering.render import render_pages
 
-        changes, _diags = render_pages([parse_page(text, rel)], self.root,
-                                       runbooks=self.runbooks(), inline_charts=True)
-        return next((c.new for c in changes if c.path == rel), text)
+        if self._as_written(text):
+            return text
+        page = parse_page(text, rel)
+        changes, _diags = render_pages([page], self.root, runbooks=self._runbooks_for(page),
+                                       inline_charts=True, store=self.records())
+        return next((c.new for c in changes if c.path == rel and c.new is not None), text)
 
 
+    def _runbooks_for(self, page: Any) -> Any:
+        """The runbooks a page's regions name: its own when they are all on it, else every
+        page's (a region may compare with, or show, a runbook of another page)."""
+        from wikitools.runbook.blocks.extract import extract_runbooks
+
+        own, _diags = extract_runbooks([page], self.root)
+        ids = {r.id for r in own}
+        for attrs in _START.findall(page.text):
+            found = dict(_ATTR.findall(attrs))
+            if "with" in found or found.get("runbook") not in ids:
+                return self.runbooks()
+        return own
+
+    def _as_written(self, text: str) -> bool:
+        """True when rendering could only give the page's text back: no runbook its regions
+        name has a record, and every region is closed with the checksum of a rendered body
+        (a region never rendered, or edited, is rendered or reported as usual)."""
+        names = {n for attrs in _START.findall(text) for key, value in _ATTR.findall(attrs)
+                 if key in ("runbook", "with") for n in value.split(",")}
+        if not names or len(_SUMMED.findall(text)) != len(_START.findall(text)):
+            return False
+        return not any((self.root / "runbooks" / n).is_dir() for n in names if n)
+
+
+_START = re.compile(r"<!--\s*wiki:results\b([^>]*)-->")
+_ATTR = re.compile(r"\b(\w+)=([\w.,-]+)")
+_SUMMED = re.compile(r"<!--\s*wiki:end\s+sum=\w+\s*-->")
 _LOCK = threading.Lock()
 _LOADED: dict[str, SiteData] = {}
 

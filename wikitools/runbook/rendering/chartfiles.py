@@ -11,8 +11,8 @@ import re
 from dataclasses import dataclass
 
 FOLDER = "charts"
-_FIGURE = re.compile(r'^(?P<indent>[ \t]*)<div class="wiki-charts" markdown="0">(?P<inner>.*)</div>$',
-                     re.MULTILINE)
+_FIGURE = re.compile(
+    r'^(?P<indent>[ \t]*)<div class="wiki-charts" markdown="0">(?P<inner>.*)</div>$', re.MULTILINE)
 _SVG = re.compile(r"<svg\b.*?</svg>", re.DOTALL)
 _CAPTION = re.compile(r'<p class="wiki-chart-caption">(?P<text>.*?)</p>')
 _LABEL = re.compile(r'aria-label="(?P<label>[^"]*)"')

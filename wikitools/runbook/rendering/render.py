@@ -3,12 +3,13 @@ measured badges (`status`); hand-edited, stale and out-of-date regions reported.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
 import posixpath
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from wikitools.diagnostics import Diagnostic, Severity, did_you_mean
+from wikitools.dialect import detect_dialect
 from wikitools.pages import Page
 from wikitools.runbook.blocks.extract import extract_runbooks
 from wikitools.runbook.blocks.model import Runbook, RunbookSet
@@ -19,7 +20,6 @@ from wikitools.runbook.blocks.regions import (
     indent_body,
     replace_regions,
 )
-from wikitools.dialect import detect_dialect
 from wikitools.runbook.records.record import Record, RecordError, load_records
 from wikitools.runbook.rendering.chartfiles import (
     ChartFile,
@@ -38,7 +38,7 @@ class Change:
     new: str | None  # None: the file is removed (a chart no region links to any more)
 
 
-class _Records:
+class RecordStore:
     """Records per runbook id, each folder read once."""
 
     def __init__(self, root: Path) -> None:
@@ -64,18 +64,20 @@ def render_pages(
     check: bool = False,
     runbooks: RunbookSet | None = None,
     inline_charts: bool = False,
+    store: RecordStore | None = None,
 ) -> tuple[list[Change], list[Diagnostic]]:
     """Render every results region of `pages`. Returns the pages whose text would change and the
     diagnostics: RGN001/RGN005 markers, RB009 unknown runbook, RGN002 hand-edited (left alone),
     RGN003 stale (warning), and with `check` RGN004 for each region that would change.
     Charts are written as `.svg` files beside the page (`chartfiles`), or with `inline_charts`
-    (the site at build time, which draws inline SVG) kept in the page's text."""
+    (the site at build time, which draws inline SVG) kept in the page's text. `store`: the
+    records read so far, for a caller that renders page after page."""
     pages = list(pages)
     dialect = detect_dialect(root)
     if runbooks is None:
         runbooks, _ = extract_runbooks(pages, root)
     by_id: Mapping[str, Runbook] = {r.id: r for r in runbooks}
-    store = _Records(root)
+    store = store or RecordStore(root)
     changes: list[Change] = []
     diags: list[Diagnostic] = []
     for page in pages:
@@ -143,9 +145,10 @@ def render_pages(
         chart_changes = [] if inline_charts else _chart_changes(root, page.path, charts, new_text)
         changes.extend(chart_changes)
         if check:
-            diags.extend(Diagnostic(page.path, 1, 1, "RGN004",
-                                    f"chart file {c.path} is {_what(c)} (run `wiki runbook render`)")
-                         for c in chart_changes)
+            diags.extend(Diagnostic(
+                page.path, 1, 1, "RGN004",
+                f"chart file {c.path} is {_what(c)} (run `wiki runbook render`)")
+                for c in chart_changes)
     return changes, diags
 
 
