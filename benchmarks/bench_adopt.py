@@ -47,8 +47,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from wikitools.cli import main as wiki  # noqa: E402
-from wikitools.config import load_config, load_pages  # noqa: E402
-from wikitools.errors import WikiError  # noqa: E402
+from wikitools.core.config import load_config  # noqa: E402
+from wikitools.core.errors import WikiError  # noqa: E402
+from wikitools.pages.load import load_pages  # noqa: E402
 from wikitools.runbook.blocks.extract import extract_runbooks  # noqa: E402
 from wikitools.runbook.execution.host import HostFacts  # noqa: E402
 from wikitools.runbook.execution.plan import PlanOverrides, artifacts_dir_for, make_plan  # noqa: E402

@@ -165,13 +165,13 @@ def goal(label: str, value: float, limit: float) -> None:
 
 PATHOLOGICAL = {
     "parse a 16,000-line paragraph": (
-        "from wikitools.pages import parse_page\n"
+        "from wikitools.pages.parse import parse_page\n"
         "parse_page('# T\\n\\n' + 'word and more words here\\n' * 16000)\n"
     ),
     "acronyms on a 40 KB GPU-GPU-... chain": (
-        "from wikitools.acronyms import check_pages\n"
-        "from wikitools.glossary import Entry, Glossary\n"
-        "from wikitools.pages import parse_page\n"
+        "from wikitools.checks.acronyms import check_pages\n"
+        "from wikitools.pages.glossary import Entry, Glossary\n"
+        "from wikitools.pages.parse import parse_page\n"
         "g = Glossary('g.md', [Entry('GPU', 'graphics processing unit', '', 1, 1)])\n"
         "check_pages([parse_page('# T\\n\\n' + 'GPU-' * 10000 + 'GPU\\n', 'p.md')], g)\n"
     ),

@@ -24,8 +24,8 @@ def run(command: str, argv: list[str]) -> int:
     if REPO not in sys.path:
         sys.path.insert(0, REPO)
     if command == "index":  # the last run's answer, when nothing it read has changed
-        from wikitools.commands import finish
-        from wikitools.commands.index import answer_from_record
+        from wikitools.cli.common import finish
+        from wikitools.cli.index import answer_from_record
 
         code = finish(lambda: answer_from_record(argv))
         if code is not None:

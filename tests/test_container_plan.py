@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from wikitools.cli import main
-from wikitools.errors import UsageError
-from wikitools.pages import parse_page
+from wikitools.core.errors import UsageError
+from wikitools.pages.parse import parse_page
 from wikitools.runbook.blocks.extract import extract_runbooks
 from wikitools.runbook.engines.shell import split_commands
 from wikitools.runbook.execution.plan import make_plan

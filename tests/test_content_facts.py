@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from wikitools.config import load_config, load_pages
-from wikitools.glossary import load_glossary
-from wikitools.pages import Page
+from wikitools.core.config import load_config
+from wikitools.pages.glossary import load_glossary
+from wikitools.pages.load import load_pages
+from wikitools.pages.parse import Page
 
 ROOT = Path(__file__).resolve().parent.parent
 WIKI = ROOT / "wiki"

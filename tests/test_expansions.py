@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from wikitools.acronyms import check_pages
+from wikitools.checks.acronyms import check_pages
+from wikitools.checks.expansions import check_page
 from wikitools.cli import main
-from wikitools.diagnostics import Severity
-from wikitools.expansions import check_page
-from wikitools.glossary import Entry, Glossary
-from wikitools.pages import parse_page
+from wikitools.core.diagnostics import Severity
+from wikitools.pages.glossary import Entry, Glossary
+from wikitools.pages.parse import parse_page
 
 GLOSSARY = Glossary(
     "wiki/glossary.md",

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -189,3 +190,22 @@ def test_compare_refuses_an_oversized_file(tree: Path, capsys: pytest.CaptureFix
     rc = main(["runbook", "compare", str(big), str(good), "--root", str(tree)])
     out, err = capsys.readouterr()
     assert rc == 2 and "larger than 64 MiB" in err, (out, err)
+
+
+def test_a_pipe_in_a_record_string_stays_inside_its_table_cell(tree: Path) -> None:
+    """Each string is escaped once: a `|` escaped twice (`\\\\|`) would end the cell there."""
+    data = good_record()
+    data["engine"]["version"] = "0.26|x"
+    point = data["clients"][0]["points"][0]
+    point["value"] = point["coords"]["CONCURRENCY"] = "1|2"
+    _write(tree, json.dumps(data))
+    assert main(["runbook", "render", "--root", str(tree)]) == 0
+    text = (tree / "wiki" / "tiny.md").read_text()
+    assert "\\\\|" not in text
+    lines = [ln.strip() for ln in text.splitlines()]
+    tables = [(lines[i - 2], ln) for i, ln in enumerate(lines)
+              if ln.startswith("|") and ("1\\|2" in ln or "0.26\\|x" in ln)]
+    assert len(tables) == 3  # the short and full serving tables and the history
+    for header, row in tables:
+        cells = len(re.split(r"(?<!\\)\|", header))
+        assert len(re.split(r"(?<!\\)\|", row)) == cells, (header, row)

@@ -14,7 +14,7 @@ import pytest
 
 from wikitools import index_answer
 from wikitools.cli import main
-from wikitools.commands.index import answer_from_record
+from wikitools.cli.index import answer_from_record
 from wikitools.index_answer import read_options
 
 REPO = Path(__file__).resolve().parent.parent
@@ -182,7 +182,7 @@ def test_other_code_makes_the_whole_work_run(
 
 
 def test_the_code_key_covers_every_module_of_the_facts_cache() -> None:
-    from wikitools import facts
+    from wikitools.checks import facts
 
     top = {p.stem for p in (REPO / "wikitools").glob("*.py")}
     others = {name.removesuffix(".py") for name in index_answer.CODE}
@@ -255,9 +255,9 @@ def test_a_warm_script_run_imports_neither_the_parser_nor_yaml(
     cache = str(tmp_path / "script-cache")
     assert _script(wiki, "off").returncode == 1  # writes INDEX.md (bad.md has an error)
     time.sleep(0.15)  # the pages are now older than the real margin of the clock (0.1 s)
-    assert "wikitools.pages" in _imported(_script(wiki, cache).stderr)  # keeps the record
+    assert "wikitools.pages.parse" in _imported(_script(wiki, cache).stderr)  # keeps the record
     for mode in MODES:
         warm = _script(wiki, cache, *mode)
-        assert not {"wikitools.pages", "markdown_it_pyrs", "yaml", "pathspec",
-                    "wikitools.config"} & _imported(warm.stderr), mode
+        assert not {"wikitools.pages.parse", "markdown_it_pyrs", "yaml", "pathspec",
+                    "wikitools.core.config"} & _imported(warm.stderr), mode
         assert _streams(warm) == _streams(_script(wiki, "off", *mode)), mode

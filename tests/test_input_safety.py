@@ -13,8 +13,8 @@ import pytest
 from test_lint import make_tree
 
 from wikitools.cli import main
-from wikitools.glossary import abbreviation_lines, load_glossary
-from wikitools.pages import parse_page
+from wikitools.pages.glossary import abbreviation_lines, load_glossary
+from wikitools.pages.parse import parse_page
 
 REPO = Path(__file__).resolve().parent.parent
 GLOSSARY = "# Glossary\n\n| Acronym | Meaning |\n|---|---|\n| GPU | graphics processing unit |\n"
@@ -121,7 +121,7 @@ def test_nul_byte_in_glossary_keeps_its_table(tmp_path: Path, capsys) -> None:
 def test_long_paragraph_parses_in_linear_time(tmp_path: Path) -> None:
     # 48,000 lines: seconds when linear, many minutes when quadratic (16,000 took 79 s).
     code = (
-        "from wikitools.pages import parse_page\n"
+        "from wikitools.pages.parse import parse_page\n"
         "page = parse_page('# T\\n\\n' + 'word and more words here\\n' * 48000)\n"
         "assert len(page.paragraphs) == 1 and page.spans[-1].line == 48002\n"
     )
@@ -184,3 +184,25 @@ def test_a_backtick_the_parser_fails_on_is_read_as_text(tmp_path: Path) -> None:
     assert "wiki/a.md:3:23: PG008 warning: this backtick closes no code span" in done.stdout
     assert done.stderr == "0 errors, 1 warning in 1 file (2 pages)\n", done.stderr  # no panic
     assert done.returncode == 0
+
+
+LINKED_RUNBOOK_PAGE = ("# A\n\n```bash { #a-rb .runbook-server engine=vllm gpus=0 }\n"
+                "vllm serve org/m --port 8000\n```\n")
+
+
+@pytest.mark.parametrize(("target", "why"), [
+    ("missing.md", "broken symbolic link"), ("loop.md", "symbolic link that loops")],
+    ids=["broken", "looping"])
+def test_runbook_list_and_plan_report_a_page_that_is_a_bad_symlink(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], target: str, why: str) -> None:
+    root = make_wiki(tmp_path, {"wiki/a.md": LINKED_RUNBOOK_PAGE})
+    (root / "wiki" / "loop.md").symlink_to(root / "wiki" / target)
+    assert main(["runbook", "list", "--root", str(root)]) == 0  # a warning, as in `wiki check`
+    out, err = capsys.readouterr()
+    assert "wiki/a.md#a-rb" in out
+    assert f"wiki/loop.md:1:1: PG004 warning: {why}" in err
+    main(["runbook", "plan", "a-rb", "--root", str(root)])
+    assert f"wiki/loop.md:1:1: PG004 warning: {why}" in capsys.readouterr().err
+    assert main(["runbook", "plan", "wiki/loop.md#x", "--root", str(root)]) == 2
+    err = capsys.readouterr().err
+    assert "unknown runbook 'x'" in err and f"wiki/loop.md:1:1: PG004 warning: {why}" in err

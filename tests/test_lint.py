@@ -8,12 +8,13 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from wikitools.checks.facts import acronym_context, gather
+from wikitools.checks.index import render_index
 from wikitools.cli import main
-from wikitools.config import iter_pages, list_pages, load_config, load_pages
-from wikitools.diagnostics import closest
-from wikitools.facts import acronym_context, gather
-from wikitools.glossary import load_glossary
-from wikitools.index import render_index
+from wikitools.core.config import iter_pages, list_pages, load_config
+from wikitools.core.diagnostics import closest
+from wikitools.pages.glossary import load_glossary
+from wikitools.pages.load import load_pages
 
 
 def make_tree(root: Path, files: dict[str, str | bytes]) -> Path:
@@ -172,7 +173,7 @@ def test_load_pages_parallel_matches_serial(tmp_path: Path, monkeypatch) -> None
     make_tree(tmp_path, files)
     config = load_config(tmp_path)
     parallel = load_pages(config)
-    monkeypatch.setattr("wikitools.config.PARALLEL_BYTES", 10**12)
+    monkeypatch.setattr("wikitools.pages.load.PARALLEL_BYTES", 10**12)
     serial = load_pages(config)
     assert [p.path for p in parallel] == [p.path for p in serial]
     assert render_index(config, parallel) == render_index(config, serial)
@@ -190,7 +191,7 @@ def test_facts_from_workers_match_serial(tmp_path: Path, monkeypatch) -> None:
     context = acronym_context(glossary, config.glossary, config.index_output)
     files_found = list_pages(config)
     parallel = gather(config, files_found, context).facts
-    monkeypatch.setattr("wikitools.config.PARALLEL_BYTES", 10**12)
+    monkeypatch.setattr("wikitools.pages.load.PARALLEL_BYTES", 10**12)
     serial = gather(config, files_found, context).facts
     assert parallel == serial
     assert any(f.acronyms for f in parallel)
@@ -247,16 +248,16 @@ def test_check_demands_no_generated_abbreviations_file(tmp_path: Path, capsys) -
 
 
 def _count_parses(monkeypatch) -> list[str]:
-    import wikitools.pages
+    import wikitools.pages.parse
 
     calls: list[str] = []
-    real = wikitools.pages.read_page
+    real = wikitools.pages.parse.read_page
 
     def counting(path: Path, base: Path):
         calls.append(path.name)
         return real(path, base)
 
-    monkeypatch.setattr(wikitools.pages, "read_page", counting)
+    monkeypatch.setattr(wikitools.pages.parse, "read_page", counting)
     return calls
 
 

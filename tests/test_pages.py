@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from wikitools.pages import Page, parse_fence_info, parse_page, read_page
+from wikitools.pages.parse import Page, parse_fence_info, parse_page, read_page
 
 FIXTURES = Path(__file__).parent / "fixtures" / "pages"
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from test_render import record
 
 from wikitools.cli import main
-from wikitools.pages import read_page
+from wikitools.pages.parse import read_page
 from wikitools.runbook.blocks.extract import extract_runbooks
 
 MKDOCS = Path(sys.executable).parent / "mkdocs"

@@ -12,7 +12,7 @@ import pytest
 from harness import free_port
 
 from wikitools.cli import main
-from wikitools.pages import read_page
+from wikitools.pages.parse import read_page
 from wikitools.runbook.blocks.extract import extract_runbooks
 from wikitools.runbook.records.record import ClientResult, Point, Record, Step, write_record
 from wikitools.runbook.rendering.render import render_pages

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from wikitools.cli import main
-from wikitools.errors import UsageError
-from wikitools.pages import parse_page, read_page
+from wikitools.core.errors import UsageError
+from wikitools.pages.parse import parse_page, read_page
 from wikitools.runbook.blocks.extract import extract_runbooks, load_runbooks
 from wikitools.runbook.blocks.scan import scan_pages
 

@@ -11,7 +11,7 @@ import pytest
 from harness import free_port
 from test_render import FAKE_BIN, make_wiki
 
-from wikitools.errors import UsageError
+from wikitools.core.errors import UsageError
 from wikitools.runbook.execution.host import port_free
 from wikitools.runbook.session import RunOptions, prepare, run_runbook
 

@@ -21,8 +21,8 @@ import pytest
 import yaml
 from mkdocs.utils import yaml_load
 
-from wikitools.glossary import abbreviation_lines, load_glossary
-from wikitools.pages import read_page
+from wikitools.pages.glossary import abbreviation_lines, load_glossary
+from wikitools.pages.parse import read_page
 
 ROOT = Path(__file__).resolve().parent.parent
 MKDOCS = Path(sys.executable).parent / "mkdocs"

@@ -9,9 +9,10 @@ import pytest
 from test_render import record
 
 from wikitools.cli import main
-from wikitools.config import load_config, load_pages
+from wikitools.core.config import load_config
+from wikitools.pages.load import load_pages
 from wikitools.runbook.blocks.extract import extract_runbooks
-from wikitools.runbook.rendering.status import badge, measurements
+from wikitools.runbook.rendering.measured import badge, measurements
 from wikitools.site.chips import measured_line
 
 PAGE = """---

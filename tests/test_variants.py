@@ -11,7 +11,7 @@ import pytest
 from harness import free_port
 
 from wikitools.cli import main
-from wikitools.pages import parse_page
+from wikitools.pages.parse import parse_page
 from wikitools.runbook.blocks.extract import extract_runbooks
 from wikitools.runbook.blocks.sweep import parse_sweep
 from wikitools.runbook.execution.host import port_free

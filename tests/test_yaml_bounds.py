@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from wikitools.yamlload import MAX_NODES, AliasBomb, load_yaml
+from wikitools.core.yamlload import MAX_NODES, AliasBomb, load_yaml
 
 LEVELS = "abcdefghi"
 

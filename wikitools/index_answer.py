@@ -25,8 +25,8 @@ import stat
 import sys
 import time
 
-from wikitools import locate
-from wikitools.locate import CONFIG_NAME, MKDOCS_NAME, blake2b
+from wikitools.core import locate
+from wikitools.core.locate import CONFIG_NAME, MKDOCS_NAME, blake2b
 
 FORMAT = 1
 # Code that decides the answer besides the package's top-level modules (all of which count).

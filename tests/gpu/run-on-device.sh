@@ -33,9 +33,17 @@ set -uo pipefail
 mode=${1:-tp1}
 out=${2:-/tmp/wiki-gpu-out/$mode}
 mkdir -p "$out"
+# The wheels of the wiki's own dependencies whose distribution the image does not have.
 for d in .gpu-vllm/deps .gpu-sglang/deps; do
-  if [ -d "$d" ] && ! python3 -c 'import mdit_py_plugins' 2>/dev/null; then
-    python3 -m pip install -q --no-index --no-deps "$d"/*.whl 2>&1 | tail -n 3
+  [ -d "$d" ] || continue
+  missing=()
+  for w in "$d"/*.whl; do
+    dist=$(basename "$w" | cut -d- -f1)
+    python3 -c 'import importlib.metadata as m, sys; m.distribution(sys.argv[1])' "$dist" \
+      2>/dev/null || missing+=("$w")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    python3 -m pip install -q --no-index --no-deps "${missing[@]}" 2>&1 | tail -n 3
   fi
 done
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1

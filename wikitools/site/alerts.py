@@ -13,7 +13,7 @@ import xml.etree.ElementTree as etree
 from markdown import Markdown
 from markdown.treeprocessors import Treeprocessor
 
-from wikitools.dialect import KINDS
+from wikitools.pages.dialect import KINDS
 
 _MARKER = re.compile(r"^[ \t]*\[!(?P<type>[A-Za-z]+)\][ \t]*(?:\n|$)")
 

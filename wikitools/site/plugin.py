@@ -19,8 +19,8 @@ from mkdocs.structure.files import File, Files
 from mkdocs.structure.nav import Navigation
 from mkdocs.structure.pages import Page as MkPage
 
-from wikitools.config import WikiConfig, find_root, load_config
-from wikitools.errors import WikiError
+from wikitools.core.config import WikiConfig, find_root, load_config
+from wikitools.core.errors import WikiError
 from wikitools.site import nav as navigation
 
 log = logging.getLogger("mkdocs.plugins.wiki")

@@ -11,10 +11,10 @@ from typing import Any
 
 import yaml
 
-from wikitools.config import WikiConfig, find_root, iter_pages, load_config
-from wikitools.glossary import abbreviations, load_glossary
+from wikitools.core.config import WikiConfig, find_root, iter_pages, load_config
+from wikitools.pages.glossary import abbreviations, load_glossary
 from wikitools.site.chips import DEFAULT_STATUS_TEXT
-from wikitools.yamlload import load_yaml
+from wikitools.core.yamlload import load_yaml
 
 
 def body_key(text: str) -> str:
@@ -91,7 +91,7 @@ class SiteData:
 
     def runbooks(self) -> Any:
         if self._runbooks is None:
-            from wikitools.config import load_pages
+            from wikitools.pages.load import load_pages
             from wikitools.runbook.blocks.extract import extract_runbooks
 
             self._runbooks, _diags = extract_runbooks(load_pages(self.config), self.root)
@@ -99,9 +99,9 @@ class SiteData:
 
     def measured(self, text: str, rel: str) -> Any:
         """The "measured on" evidence of the page's own runbooks (read from `text` alone)."""
-        from wikitools.pages import parse_page
+        from wikitools.pages.parse import parse_page
         from wikitools.runbook.blocks.extract import extract_runbooks
-        from wikitools.runbook.rendering.status import measurements
+        from wikitools.runbook.rendering.measured import measurements
 
         own, _diags = extract_runbooks([parse_page(text, rel)], self.root)
         store = self.records()
@@ -119,7 +119,7 @@ class SiteData:
         """`text` with its results regions rendered from the records, as `wiki runbook render`
         would write them but for the charts: inline SVG, which the site draws in its own
         colours and with a tooltip on each point."""
-        from wikitools.pages import parse_page
+        from wikitools.pages.parse import parse_page
         from wikitools.runbook.rendering.render import render_pages
 
         if self._as_written(text):

@@ -10,11 +10,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from wikitools.diagnostics import Diagnostic, did_you_mean
-from wikitools.pages import CodeBlock, Page
+from wikitools.core.diagnostics import Diagnostic, did_you_mean
+from wikitools.pages.parse import CodeBlock, Page
+from wikitools.runbook.blocks.attributes import Ctx, number, options, parse_env, sweep_value
 from wikitools.runbook.blocks.copies import find_originals
-from wikitools.runbook.blocks.flagcheck import flag_findings
-from wikitools.runbook.blocks.model import (
+from wikitools.runbook.blocks.declared import (
     ClientBlock,
     FileBlock,
     Requirements,
@@ -23,13 +23,16 @@ from wikitools.runbook.blocks.model import (
     ServerBlock,
     run_files,
 )
+from wikitools.runbook.blocks.flagcheck import flag_findings
+from wikitools.runbook.blocks.literals import reserved_refusals, variables_refusals
+from wikitools.runbook.blocks.mistakes import mistakes
 from wikitools.runbook.blocks.refusals import static_refusals
 from wikitools.runbook.blocks.repository import Repository, read_repository, repository_refusals
 from wikitools.runbook.blocks.sources import assigned_values
-from wikitools.runbook.blocks.sweep import Sweep, SweepError, parse_sweep
+from wikitools.runbook.blocks.sweep import Sweep
 from wikitools.runbook.engines import catalog as engines
 from wikitools.runbook.engines.command import parse_client_command, parse_server_command
-from wikitools.runbook.engines.shell import ShellSyntaxError, heredoc_files, tokenize
+from wikitools.runbook.engines.shell import heredoc_files
 
 SERVER_CLASS = "runbook-server"
 CLIENT_CLASS = "runbook-client"
@@ -51,32 +54,7 @@ SHELL_LANGS = ("bash", "sh", "shell", "zsh", "console", "shell-session")
 
 ID_RE = re.compile(r"[a-z0-9][a-z0-9._-]*")
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 ARCH_RE = re.compile(r"sm\d{2,3}[af]?")
-
-
-@dataclass(slots=True)
-class _Ctx:
-    page: Page
-    block: CodeBlock
-    diags: list[Diagnostic]
-    failed: bool = False
-
-    @property
-    def fence_line(self) -> str:
-        lines = self.page.text.split("\n")
-        return lines[self.block.line - 1] if self.block.line - 1 < len(lines) else ""
-
-    def col_of(self, needle: str) -> int:
-        line = self.fence_line
-        at = line.find(needle, self.block.col - 1)
-        return at + 1 if at >= 0 else self.block.col
-
-    def error(self, code: str, message: str, col: int | None = None, line: int | None = None
-              ) -> None:
-        self.failed = True
-        self.diags.append(Diagnostic(self.page.path, line or self.block.line,
-                                     col or self.block.col, code, message))
 
 
 def is_runbook_block(block: CodeBlock) -> bool:
@@ -89,49 +67,6 @@ def is_runbook_block(block: CodeBlock) -> bool:
     return any(c.startswith("runbook") for c in attrs.classes)
 
 
-def _number(ctx: _Ctx, key: str, value: str, col: int, *, integer: bool = False,
-            minimum: float = 0, allow_zero: bool = True) -> float | None:
-    pattern = r"\d+" if integer else r"\d+(\.\d+)?"
-    if not re.fullmatch(pattern, value) or (not allow_zero and float(value) == 0) or float(
-        value
-    ) < minimum:
-        kind = "a whole number" if integer else "a number"
-        extra = " above 0" if not allow_zero else ""
-        ctx.error("RB004", f"bad value for {key}: '{value}' (expected {kind}{extra})", col)
-        return None
-    return float(value)
-
-
-def _parse_env(ctx: _Ctx, value: str, col: int) -> tuple[tuple[str, str], ...]:
-    try:
-        parts = [w.value for w in tokenize(value) if not w.op]
-    except ShellSyntaxError as exc:
-        ctx.error("RB004", f"bad value for env: {exc}", col)
-        return ()
-    out: list[tuple[str, str]] = []
-    for part in parts:
-        name, eq, val = part.partition("=")
-        if not eq or not ENV_NAME_RE.fullmatch(name):
-            ctx.error("RB004", f"bad value for env: '{part}' is not NAME=VALUE", col)
-            continue
-        out.append((name, val))
-    return tuple(out)
-
-
-def _options(ctx: _Ctx, allowed: tuple[str, ...], role: str) -> dict[str, tuple[str, int]]:
-    seen: dict[str, tuple[str, int]] = {}
-    for key, value, col in ctx.block.attrs.options:
-        if key not in allowed:
-            ctx.error("RB003", f"unknown attribute '{key}' on a {role} block"
-                      f"{did_you_mean(key, allowed)}", col)
-            continue
-        if key in seen:
-            ctx.error("RB003", f"attribute '{key}' given twice", col)
-            continue
-        seen[key] = (value, col)
-    return seen
-
-
 def file_targets(block: CodeBlock) -> list[str]:
     """The runbook ids a `.runbook-file` block's for= names (`for=a,b`: a block of variables
     several launches of the page read)."""
@@ -139,8 +74,8 @@ def file_targets(block: CodeBlock) -> list[str]:
     return [t for t in value.split(",") if t]
 
 
-def _file(ctx: _Ctx) -> list[FileBlock]:
-    opts = _options(ctx, FILE_ATTRS, "runbook-file")
+def _file(ctx: Ctx) -> list[FileBlock]:
+    opts = options(ctx, FILE_ATTRS, "runbook-file")
     if "for" not in opts or not opts["for"][0]:
         ctx.error("RB002", "runbook-file block without for= (name the runbook whose server "
                   "needs it)", ctx.col_of("." + FILE_CLASS))
@@ -148,6 +83,8 @@ def _file(ctx: _Ctx) -> list[FileBlock]:
     block = ctx.block
     targets = file_targets(block)
     if "path" not in opts and (block.attrs.lang or "").lower() in SHELL_LANGS:
+        if ctx.refuse(variables_refusals(block)):
+            return []
         writes = heredoc_files(block.content) if "<<" in block.content else {}
         sets = tuple(assigned_values(block))
         if not writes and not sets:
@@ -176,13 +113,13 @@ def _file(ctx: _Ctx) -> list[FileBlock]:
                       col=block.col, content=block.content, info=block.info)]
 
 
-def _server(ctx: _Ctx, files: dict[str, str], page_env: dict[str, str], repo: Repository,
+def _server(ctx: Ctx, files: dict[str, str], page_env: dict[str, str], repo: Repository,
             ) -> ServerBlock | None:
     """The server block; `page_env`: what the page's blocks of variables that run first set
     (to read `$IMAGE`, `--port ${PORT}` with); `repo`: the repository files it runs."""
     block = ctx.block
     rid = block.attrs.id
-    opts = _options(ctx, SERVER_ATTRS, "runbook-server")
+    opts = options(ctx, SERVER_ATTRS, "runbook-server")
     if rid is None:
         ctx.error("RB005", "runbook-server block without an #id (add `#my-runbook-id` to the "
                   "attribute list)", ctx.col_of("." + SERVER_CLASS))
@@ -192,7 +129,7 @@ def _server(ctx: _Ctx, files: dict[str, str], page_env: dict[str, str], repo: Re
                   "starting with a letter or digit)", ctx.col_of("#" + rid))
     env: tuple[tuple[str, str], ...] = ()
     if "env" in opts:
-        env = _parse_env(ctx, *opts["env"])
+        env = parse_env(ctx, *opts["env"])
     cmd = parse_server_command(block.content, {**page_env, **dict(env)},
                                {**files, **repo.texts()})
     ctx.diags.extend(flag_findings(ctx.page, block, cmd))
@@ -209,8 +146,7 @@ def _server(ctx: _Ctx, files: dict[str, str], page_env: dict[str, str], repo: Re
                 ctx.error("RB010", f"engine={value} but the command starts {cmd.engine} "
                           f"({cmd.launcher})", col)
     if cmd.engine is None and repo.unreadable:
-        for r in repository_refusals(block, repo):
-            ctx.error(r.code, r.message, r.col, r.line)
+        ctx.refuse(repository_refusals(block, repo))
     elif cmd.engine is None:
         why = repo.missing_reason() or "; ".join(cmd.problems) or "no engine launcher found"
         ctx.error("RB007", f"server command not understood: {why}", line=block.content_line,
@@ -226,12 +162,11 @@ def _server(ctx: _Ctx, files: dict[str, str], page_env: dict[str, str], repo: Re
                   "container's ID to stop it; write docker run as a command of its own",
                   line=block.content_line, col=1)
     else:
-        for refusal in [*static_refusals(block, {**files, **repo.texts()}),
-                        *repository_refusals(block, repo)]:
-            ctx.error(refusal.code, refusal.message, refusal.col, refusal.line)
+        ctx.refuse([*static_refusals(block, {**files, **repo.texts()}),
+                    *repository_refusals(block, repo)])
     gpus = None
     if "gpus" in opts:
-        n = _number(ctx, "gpus", *opts["gpus"], integer=True)
+        n = number(ctx, "gpus", *opts["gpus"], integer=True)
         gpus = int(n) if n is not None else None
     arch: tuple[str, ...] = ()
     if "arch" in opts:
@@ -242,31 +177,26 @@ def _server(ctx: _Ctx, files: dict[str, str], page_env: dict[str, str], repo: Re
             ctx.error("RB004", f"bad value for arch: '{value}' (expected smXY[,smXY…], e.g. "
                       "sm120 for compute capability 12.0)", col)
         arch = items
-    min_mem = _number(ctx, "min_mem_gib", *opts["min_mem_gib"]) if "min_mem_gib" in opts else None
+    min_mem = number(ctx, "min_mem_gib", *opts["min_mem_gib"]) if "min_mem_gib" in opts else None
     port = None
     if "port" in opts:
         value, col = opts["port"]
-        n = _number(ctx, "port", value, col, integer=True)
+        n = number(ctx, "port", value, col, integer=True)
         if n is not None and not 1 <= n <= 65535:
             ctx.error("RB004", f"bad value for port: '{value}' (expected 1-65535)", col)
         elif n is not None:
             port = int(n)
-    ready = (_number(ctx, "ready_timeout", *opts["ready_timeout"], allow_zero=False)
+    ready = (number(ctx, "ready_timeout", *opts["ready_timeout"], allow_zero=False)
              if "ready_timeout" in opts else None)
-    stop = (_number(ctx, "stop_timeout", *opts["stop_timeout"])
+    stop = (number(ctx, "stop_timeout", *opts["stop_timeout"])
             if "stop_timeout" in opts else None)
     variants = Sweep()
     if "variants" in opts:
-        variants = _sweep(ctx, "variants", *opts["variants"], max_vars=None)
+        variants = sweep_value(ctx, "variants", *opts["variants"], max_vars=None)
         if len(variants) > MAX_VARIANTS:
             ctx.error("RB004", f"bad value for variants: {len(variants)} variants (at most "
                       f"{MAX_VARIANTS}: each starts a server of its own)", opts["variants"][1])
             variants = Sweep()
-        for var in variants.vars:
-            if not re.search(r"\$(?:\{" + var + r"\b|" + var + r"\b)", block.content):
-                ctx.error("RB004", f"bad value for variants: the server command does not read "
-                          f"${var} (write ${{{var}:-default}} where the setting goes)",
-                          opts["variants"][1])
     engine = engine_attr or cmd.engine
     return ServerBlock(
         runbook_id=rid,
@@ -289,7 +219,7 @@ def _server(ctx: _Ctx, files: dict[str, str], page_env: dict[str, str], repo: Re
 
 @dataclass(slots=True)
 class _PendingClient:
-    ctx: _Ctx
+    ctx: Ctx
     for_id: str
     for_col: int
     name: str | None
@@ -300,21 +230,8 @@ class _PendingClient:
     reference: str | None = None
 
 
-def _sweep(ctx: _Ctx, key: str, value: str, col: int, max_vars: int | None) -> Sweep:
-    """A `sweep=` or `variants=` value in the one sweep grammar; Sweep() after an RB004 located
-    at the fault inside the value."""
-    try:
-        return parse_sweep(value, max_vars=max_vars)
-    except SweepError as exc:
-        line = ctx.fence_line
-        at = line.find(value, col - 1 + len(key)) if value else -1
-        where = at + 1 + exc.col if at >= 0 else col
-        ctx.error("RB004", f"bad value for {key}: {exc.message}", where)
-        return Sweep()
-
-
-def _client(ctx: _Ctx) -> _PendingClient | None:
-    opts = _options(ctx, CLIENT_ATTRS, "runbook-client")
+def _client(ctx: Ctx) -> _PendingClient | None:
+    opts = options(ctx, CLIENT_ATTRS, "runbook-client")
     if "for" not in opts or not opts["for"][0]:
         ctx.error("RB002", "runbook-client block without for= (name the runbook it runs "
                   "against)", ctx.col_of("." + CLIENT_CLASS))
@@ -332,10 +249,10 @@ def _client(ctx: _Ctx) -> _PendingClient | None:
                       f"smoke, kld or probe){did_you_mean(value, KINDS)}", col)
         else:
             kind = value
-    sweep = _sweep(ctx, "sweep", *opts["sweep"], max_vars=2) if "sweep" in opts else Sweep()
+    sweep = sweep_value(ctx, "sweep", *opts["sweep"], max_vars=2) if "sweep" in opts else Sweep()
     timeout = DEFAULT_CLIENT_TIMEOUT
     if "timeout" in opts:
-        t = _number(ctx, "timeout", *opts["timeout"], allow_zero=False)
+        t = number(ctx, "timeout", *opts["timeout"], allow_zero=False)
         timeout = t if t is not None else timeout
     reference = opts["reference"][0] if "reference" in opts else None
     if reference is not None and kind not in (None, "kld"):
@@ -368,21 +285,25 @@ def extract_runbooks(pages: Iterable[Page], root: Path | None,
     pages = sorted(pages, key=lambda p: p.path)
     originals = find_originals(_server_ids(pages), root)
     duplicates: dict[str, list[str]] = {rid: [f"{p}:{n}"] for rid, (p, n) in originals.items()}
-    files: dict[str, list[tuple[FileBlock, _Ctx]]] = {}
+    files: dict[str, list[tuple[FileBlock, Ctx]]] = {}
     repository: dict[str, Repository] = {}
+    refused: dict[str, str] = {}  # runbook id → "path:line" of a file block of it with errors
     for page in pages:
         for block in page.code_blocks:
             if is_runbook_block(block) and not block.attrs.error and \
                     block.attrs.classes.count(FILE_CLASS) and not any(
                         c in block.attrs.classes for c in (SERVER_CLASS, CLIENT_CLASS)):
-                ctx = _Ctx(page, block, diags)
+                ctx = Ctx(page, block, diags)
                 for fb in _file(ctx):
                     files.setdefault(fb.runbook_id, []).append((fb, ctx))
+                if ctx.failed:
+                    for target in file_targets(block):
+                        refused.setdefault(target, f"{page.path}:{block.line}")
     for page in pages:
         for block in page.code_blocks:
             if not is_runbook_block(block):
                 continue
-            ctx = _Ctx(page, block, diags)
+            ctx = Ctx(page, block, diags)
             attrs = block.attrs
             if attrs.error:
                 ctx.error("RB006", f"malformed attribute list: {attrs.error}",
@@ -405,6 +326,7 @@ def extract_runbooks(pages: Iterable[Page], root: Path | None,
                 continue
             if known[0] == FILE_CLASS:
                 continue  # read above
+            ctx.refuse(reserved_refusals(block))
             if known[0] == SERVER_CLASS:
                 rid = attrs.id
                 mine = [fb for fb, _ in files.get(rid or "", [])]
@@ -421,6 +343,10 @@ def extract_runbooks(pages: Iterable[Page], root: Path | None,
                               f"{orig})", ctx.col_of("#" + rid))
                     continue
                 first_at[rid] = f"{page.path}:{block.line}"
+                if rid in refused:
+                    ctx.error("RB004", f"the runbook's file block at {refused[rid]} has errors "
+                              "(reported there): the run would start without it",
+                              ctx.col_of("#" + rid))
                 if server is None or ctx.failed:
                     broken[rid] = first_at[rid]
                 else:
@@ -485,14 +411,17 @@ def extract_runbooks(pages: Iterable[Page], root: Path | None,
     )
     return RunbookSet(runbooks, tuple(sorted(broken.items())),
                       tuple((rid, tuple(places)) for rid, places in sorted(duplicates.items()))
-                      ), diags
+                      ), [*diags, *mistakes(runbooks)]
 
 
 def load_runbooks(root: Path) -> tuple[RunbookSet, list[Diagnostic], list[Page]]:
-    """Read the wiki at `root` (wiki.yml honoured) and extract its runbooks."""
-    from wikitools.config import load_config, load_pages
+    """Read the wiki at `root` (wiki.yml honoured) and extract its runbooks; the diagnostics
+    include the page files left unread (PG004, PG005), as `wiki check` reports them."""
+    from wikitools.core.config import list_pages, load_config
+    from wikitools.pages.load import load_pages
 
     config = load_config(root)
-    pages = load_pages(config)
+    files = list_pages(config)
+    pages = load_pages(config, list(files.paths))
     runbooks, diags = extract_runbooks(pages, config.root)
-    return runbooks, diags, pages
+    return runbooks, [*files.problems, *diags], pages

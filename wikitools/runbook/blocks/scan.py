@@ -11,9 +11,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from wikitools.diagnostics import Diagnostic, Severity
-from wikitools.fences import format_fence_info
-from wikitools.pages import CodeBlock, Page
+from wikitools.core.diagnostics import Diagnostic, Severity
+from wikitools.pages.fences import format_fence_info
+from wikitools.pages.parse import CodeBlock, Page
 from wikitools.runbook.blocks.extract import file_targets, is_runbook_block
 from wikitools.runbook.blocks.refusals import (
     Refusal,
@@ -100,10 +100,10 @@ _FOR = re.compile(r"(?<=\bfor=)[\w.,-]+")
 
 def merged_suggestions(suggestions: Sequence[Suggestion]) -> list[Suggestion]:
     """One suggestion per block: a block of variables several runbooks read is a file block
-    of each (`for=a,b`)."""
-    out: dict[tuple[int, bool], Suggestion] = {}
+    of each (`for=a,b`). Blocks are told apart by page and line: pages share line numbers."""
+    out: dict[tuple[str, int, bool], Suggestion] = {}
     for s in suggestions:
-        key = (s.line, bool(s.insert))
+        key = (s.path, s.line, bool(s.insert))
         prev = out.get(key)
         if prev is None or s.insert or s.role != "file" or prev.role != "file":
             out[key] = s

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from wikitools.runbook.engines import flag_lists
+from wikitools.runbook.engines import flag_lists, log_catalog
 from wikitools.runbook.engines.flags import FlagList
 
 
@@ -121,6 +121,7 @@ _COMMON_FATAL = (
     r"torch\.OutOfMemoryError",
     r"RuntimeError: ",
     r"Address already in use",
+    log_catalog.FAULTHANDLER_LINE,
 )
 
 VLLM = Engine(
@@ -219,6 +220,9 @@ MULTICAST_OFF: dict[str, str] = {
     "VLLM_FLASHINFER_ALLREDUCE_BACKEND": "trtllm",
 }
 
+# A Python process killed by a signal (SIGILL from a kernel the CPU cannot run, SIGSEGV) prints
+# which signal it was with faulthandler on; without it the server only reports its workers gone.
+FAULT_REPORT: dict[str, str] = {"PYTHONFAULTHANDLER": "1"}
 
 # --------------------------------------------------------------------------- client tools
 
@@ -316,6 +320,8 @@ CLIENT_TOOLS: dict[str, ClientTool] = {t.name: t for t in (
     ),
 )}
 TEXT_RESULT = ResultFormat("text", "text")
+# The readiness paths of every engine: a `curl` of one is a wait for a server, not a client run.
+HEALTH_PATHS = frozenset(e.health_path for e in ENGINES.values())
 # The flags the executor adds to a client command to say where its result goes, each followed
 # by its value (a run's own path: commands are compared without them).
 RESULT_PATH_FLAGS = frozenset(

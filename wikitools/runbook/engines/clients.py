@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from wikitools.errors import InputError
+from wikitools.core.errors import InputError
 from wikitools.runbook.engines import catalog as engines
 from wikitools.runbook.engines.shell import ShellSyntaxError, tokenize
 

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from wikitools.errors import InputError
+from wikitools.core.errors import InputError
 from wikitools.runbook.engines import docker_cli
 
 # --------------------------------------------------------------------------- shell words

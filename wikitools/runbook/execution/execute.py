@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -19,13 +20,15 @@ import httpx
 
 from wikitools.runbook.blocks.repository import RUN_DIR_VAR
 from wikitools.runbook.engines import clients as result_parsers
-from wikitools.runbook.engines.markers import scan_markers
+from wikitools.runbook.engines import failure
+from wikitools.runbook.engines.markers import MarkerError, scan_markers
 from wikitools.runbook.execution import containers as docker
 from wikitools.runbook.execution import server_api
 from wikitools.runbook.execution.assemble import RunState, VariantState, build_record
+from wikitools.runbook.execution.folders import run_folder
 from wikitools.runbook.execution.host import gpu_memory_used, gpu_state, port_free
 from wikitools.runbook.execution.logwatch import LogWatcher, tail_file
-from wikitools.runbook.execution.model import (
+from wikitools.runbook.execution.planned import (
     Plan,
     PlannedClient,
     PlannedPoint,
@@ -43,7 +46,7 @@ from wikitools.runbook.execution.processes import (
     spawn,
     stop_group,
 )
-from wikitools.runbook.execution.runstate import RunLock
+from wikitools.runbook.execution.runlock import RunLock
 from wikitools.runbook.execution.steps import Event, EventSink, StepFailed, step
 from wikitools.runbook.execution.teardown import CLIENT_GRACE_S, image_facts, teardown
 from wikitools.runbook.records.record import RUN_ID, Point, Record, Step, make_run_id
@@ -78,7 +81,7 @@ def execute(
     verdict = verdict if verdict is not None else plan.verdict
     started = started or datetime.now(UTC)
     run_id = _run_id(plan, started)
-    (root / plan.artifacts_dir).mkdir(parents=True, exist_ok=True)
+    run_folder(root, plan.artifacts_dir)
     st = RunState(tag=run_lock.tag if run_lock is not None else new_tag(run_id), lock=run_lock)
     t0 = time.monotonic()
     with signals_raise(handle_signals):
@@ -117,7 +120,7 @@ def _run_variant(
     vs = VariantState(started=True)
     st.variants.append(vs)
     t0 = time.monotonic()
-    (root / variant.artifacts_dir).mkdir(parents=True, exist_ok=True)
+    run_folder(root, variant.artifacts_dir)
     baseline_gpu: dict[int, int] | None = None
     go_on = True
     with signals_raise(handle_signals):
@@ -261,6 +264,9 @@ def _wait_ready(variant: PlannedVariant, root: Path, st: RunState, vs: VariantSt
             if down is not None:
                 time.sleep(POLL_S)  # the last lines of a followed log
                 watcher.poll()
+                killed = failure.signal_death(watcher.lines)
+                if killed is not None:
+                    raise failed(now, f"{killed} during start-up ({down})")
                 msg = f"{down} during start-up"
                 cause = watcher.cause() or (_last_line(watcher) if vs.containers else None)
                 if cause:
@@ -269,7 +275,8 @@ def _wait_ready(variant: PlannedVariant, root: Path, st: RunState, vs: VariantSt
             if watcher.fatal_line is not None:
                 fatal_since = fatal_since or now
                 if now - fatal_since >= FATAL_GRACE_S:
-                    raise failed(now, f"fatal log line: {watcher.cause()}")
+                    killed = failure.signal_death(watcher.lines)
+                    raise failed(now, killed or f"fatal log line: {watcher.cause()}")
             if now >= deadline:
                 raise failed(now, f"not ready after {srv.ready_timeout:g} s (last state: {state})",
                              "timeout")
@@ -287,10 +294,13 @@ def _wait_ready(variant: PlannedVariant, root: Path, st: RunState, vs: VariantSt
             emit(Event("waiting", name, state, elapsed=now - t_start))
             time.sleep(POLL_S)
         vs.timings["ready_s"] = out.seconds = out.elapsed = round(time.monotonic() - t_start, 3)
+        watcher.poll()
+        try:
+            vs.markers.update(scan_markers(watcher.lines))
+        except MarkerError as exc:
+            raise failed(time.monotonic(), f"{srv.log_path}:{exc.line}: {exc}") from None
     if vs.containers is not None:
         image_facts(vs)
-    watcher.poll()
-    vs.markers.update(scan_markers(watcher.lines))
     version, facts = server_api.scrape_server(srv, http_timeout)
     vs.markers.update(facts)
     vs.engine_version = version or vs.markers.get("engine_version")
@@ -324,7 +334,9 @@ def _run_clients(variant: PlannedVariant, root: Path, st: RunState, vs: VariantS
                 key = (ci, pi, run.repeat)
                 down = _server_down(vs, lock=st.lock)
                 if down is not None:
-                    msg = f"{down} before {run.label}"
+                    killed = _server_killed(root, variant)
+                    msg = f"{killed} ({down}) before {run.label}" if killed else \
+                        f"{down} before {run.label}"
                     vs.log_tail = tail_file(root / variant.server.log_path)
                     vs.results[key] = Point(point.value, "failed", message=msg)
                     st.steps.append(Step(label, "failed", 0.0, msg))
@@ -338,6 +350,10 @@ def _run_clients(variant: PlannedVariant, root: Path, st: RunState, vs: VariantS
                 emit(Event("point-end", label, result.status, result.message, result.seconds,
                            index, total))
                 if result.status != "ok":
+                    killed = _server_killed(root, variant)
+                    if killed is not None:
+                        result = replace(result, message=f"{result.message}; the server's {killed}")
+                        vs.results[key] = result
                     if not vs.log_tail:
                         vs.log_tail = tail_file(root / run.log_path)
                     raise StepFailed(label, result.message or result.status, result.status)
@@ -419,6 +435,16 @@ def _server_down(st: VariantState, elapsed: float | None = None,
     if code is None:
         return None
     return f"server exited with code {code}"
+
+
+def _server_killed(root: Path, variant: PlannedVariant) -> str | None:
+    """"worker killed by SIGILL (…)" when the server's log says a signal killed one of its
+    processes; None otherwise (and when the log cannot be read)."""
+    try:
+        with (root / variant.server.log_path).open(encoding="utf-8", errors="replace") as log:
+            return failure.signal_death(log)
+    except OSError:
+        return None
 
 
 def _last_line(watcher: LogWatcher) -> str | None:

@@ -12,8 +12,8 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from wikitools.errors import UsageError
-from wikitools.runbook.blocks.model import ClientBlock, Runbook
+from wikitools.core.errors import UsageError
+from wikitools.runbook.blocks.declared import ClientBlock, Runbook
 from wikitools.runbook.blocks.repository import RUN_DIR_VAR, with_copies
 from wikitools.runbook.blocks.sweep import Coords, Sweep, SweepError, point_name
 from wikitools.runbook.engines import catalog as engines
@@ -26,7 +26,7 @@ from wikitools.runbook.engines.container_edits import (
 from wikitools.runbook.engines.launcher import append_args
 from wikitools.runbook.engines.secrets import mask_command, mask_env
 from wikitools.runbook.execution.containers import RUN_LABEL
-from wikitools.runbook.execution.model import (
+from wikitools.runbook.execution.planned import (
     Plan,
     PlannedClient,
     PlannedContainer,
@@ -195,6 +195,8 @@ def _server(runbook: Runbook, coords: Coords, folder: str, ov: PlanOverrides,
     else:
         # whatever env= says; preflight refuses a block that differs
         env.update(engines.MULTICAST_OFF)
+        for k, v in engines.FAULT_REPORT.items():
+            env.setdefault(k, own.get(k, v))
     if verdict is not None and verdict.selected_gpus and not cmd.docker:
         if "CUDA_VISIBLE_DEVICES" in own:
             notes.append(f"GPUs chosen by the block: CUDA_VISIBLE_DEVICES="

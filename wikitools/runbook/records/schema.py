@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import MISSING, asdict, fields, is_dataclass
 from typing import Any, Self, TypeVar, Union
 
-from wikitools.errors import InputError
+from wikitools.core.errors import InputError
 
 MAX_NUMBER = 1e18  # no measured quantity comes near; 10**400 and Infinity are refused
 MAX_STRING = 1 << 20  # one string (a log tail line, a command) at most 1 MiB

@@ -19,7 +19,7 @@ from wikitools.runbook.rendering.charts import (
     render_chart,
     render_heat,
 )
-from wikitools.runbook.rendering.describe import DASH, cell, fmt
+from wikitools.runbook.rendering.describe import DASH, fmt
 from wikitools.runbook.rendering.escape import md_text
 
 MIN_SAMPLE_S = 10.0  # a benchmark run shorter than this measures start-up and tail effects
@@ -61,8 +61,8 @@ def with_spread(spread: Spread | None, pattern: str) -> str:
 
 def _label(client: ClientResult, point: Point) -> list[str]:
     if client.grid:
-        return [cell(md_text(point.coord(v) or DASH)) for v in client.sweep_vars]
-    return [cell(md_text(point.value if point.value is not None else DASH))]
+        return [md_text(point.coord(v) or DASH) for v in client.sweep_vars]
+    return [md_text(point.value if point.value is not None else DASH)]
 
 
 def _status_cell(point: Point) -> str:
@@ -76,7 +76,7 @@ def short_table(client: ClientResult, speculative: bool = False) -> dict[str, An
     """The headline table. For a speculative-decoding server the acceptance rate stands beside
     the throughput, and a throughput without one is marked untrusted."""
     vars_ = list(client.sweep_vars) if client.grid else [client.sweep_var or "run"]
-    header = [cell(md_text(v)) for v in vars_] + [h for h, _, _ in SHORT_COLUMNS]
+    header = [md_text(v) for v in vars_] + [h for h, _, _ in SHORT_COLUMNS]
     if speculative:
         header.insert(len(vars_) + 1, "spec acceptance")
     rows = []
@@ -100,7 +100,7 @@ def short_table(client: ClientResult, speculative: bool = False) -> dict[str, An
 def full_table(client: ClientResult, show_accept: bool) -> dict[str, Any]:
     vars_ = list(client.sweep_vars) if client.grid else [client.sweep_var or "run"]
     many = any(len(p.samples) > 1 for p in client.points)
-    header = [cell(md_text(v)) for v in vars_] + [h for h, _, _ in FULL_COLUMNS]
+    header = [md_text(v) for v in vars_] + [h for h, _, _ in FULL_COLUMNS]
     if show_accept:
         header.append("spec acceptance")
     header += ["ok/total", "runs"]
@@ -216,7 +216,7 @@ def grid_view(client: ClientResult) -> dict[str, Any] | None:
     at = {(p.coord(row_var), p.coord(col_var)): p for p in client.points}
     matrix, values = [], []
     for r in rows:
-        line, nums = [cell(md_text(r))], []
+        line, nums = [md_text(r)], []
         for c in cols:
             point = at.get((r, c))
             sp = point.spread("output_throughput") if point and point.status == "ok" else None
@@ -229,7 +229,7 @@ def grid_view(client: ClientResult) -> dict[str, Any] | None:
                 tuple(values), " tok/s")
     return {
         "header": [f"{md_text(row_var)} \\\\ {md_text(col_var)}",
-                   *[cell(md_text(c)) for c in cols]],
+                   *[md_text(c) for c in cols]],
         "aligns": ["---"] + ["--:"] * len(cols),
         "rows": matrix,
         "chart": figure([render_heat(heat)]),
@@ -319,7 +319,7 @@ def tradeoff(entries: Sequence[tuple[str, Record, ClientResult, bool]]) -> dict[
             per_user, per_gpu = 1000.0 / tpot, tput / gpus
             pts.append(XY(per_user, per_gpu, label=f"{client.sweep_var}={point.value}"
                           if client.sweep_var else ""))
-            rows.append([cell(md_text(name)), str(gpus), cell(md_text(point.value or DASH)),
+            rows.append([md_text(name), str(gpus), md_text(point.value or DASH),
                          f"{per_user:,.1f}", f"{per_gpu:,.1f}"])
         series.append(Series(label + (" (stale)" if stale else ""), tuple(pts)))
     var = next((c.sweep_var for _, _, c, _ in entries if c.sweep_var), None) or "point"
@@ -335,6 +335,6 @@ def tradeoff(entries: Sequence[tuple[str, Record, ClientResult, bool]]) -> dict[
     }
 
 
-__all__ = ["FULL_COLUMNS", "SHORT_COLUMNS", "cell", "fmt", "full_table", "gpu_count",
+__all__ = ["FULL_COLUMNS", "SHORT_COLUMNS", "fmt", "full_table", "gpu_count",
            "grid_view", "repeats_note", "short_table", "sweep_charts", "tradeoff",
            "with_spread", "with_variants"]

@@ -9,7 +9,7 @@ from typing import Any
 
 import jinja2
 
-from wikitools.dialect import alert_type
+from wikitools.pages.dialect import alert_type
 
 # Docusaurus has five admonition types; Material's others are drawn as the nearest.
 _DOCUSAURUS = {"note": "note", "info": "info", "tip": "tip", "warning": "warning",

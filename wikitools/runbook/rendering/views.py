@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from wikitools.runbook.blocks.model import Runbook
+from wikitools.runbook.blocks.declared import Runbook
 from wikitools.runbook.blocks.regions import (
     Region,
 )
@@ -20,7 +20,6 @@ from wikitools.runbook.rendering import receipts, serving
 from wikitools.runbook.rendering.charts import XY, Chart, Series, figure, render_chart
 from wikitools.runbook.rendering.describe import (
     DASH,
-    cell,
     day,
     engine_text,
     fmt,
@@ -81,8 +80,8 @@ def _variant_facts(record: Record) -> list[str]:
         facts = server_facts(flat)
         state = "" if v.ok else f" ({v.status}" + (f" at {md_code(v.failed_step)}"
                                                     if v.failed_step else "") + ")"
-        out.append(cell(f"{md_code(v.name)}{state}: {engine_text(flat)}" + (
-            f"; {facts}" if facts else "")))
+        out.append(f"{md_code(v.name)}{state}: {engine_text(flat)}" + (
+            f"; {facts}" if facts else ""))
     return out
 
 
@@ -125,8 +124,8 @@ def quality_table(record: Record, client_name: str | None) -> dict[str, Any]:
                     if metric.endswith("_stderr"):
                         continue
                     err = values.get(f"{metric}_stderr,{flt}" if flt else f"{metric}_stderr")
-                    rows.append([cell(prefix + md_text(task)), cell(md_text(metric)),
-                                 cell(md_text(flt or DASH)),
+                    rows.append([prefix + md_text(task), md_text(metric),
+                                 md_text(flt or DASH),
                                  fmt(values[key], "{:.4f}"), fmt(err, "{:.4f}")])
     shown["rows"] = rows
     return shown
@@ -166,8 +165,8 @@ def render_region(
     }
     if region.view == "history":
         rows = [
-            [day(r.started_at), md_code(r.run_id), r.status, cell(engine_text(r)),
-             cell(hardware(r)), headline(r)]
+            [day(r.started_at), md_code(r.run_id), r.status, engine_text(r),
+             hardware(r), headline(r)]
             for r in reversed(records)
         ]
         return _finish(environment().get_template("history.md.j2").render(
@@ -234,8 +233,8 @@ def _tradeoff(region: Region, runbook: Runbook | None, records: list[Record],
             stale = bool(page_hash) and got[0].blocks_hash != page_hash
             entries.append((rid, got[0], got[1], stale))
     shown = serving.tradeoff(entries)
-    sources = [f"`{record_rel_path(r)}` ({day(r.started_at)}, {cell(hardware(r))}; "
-               f"{cell(engine_text(r))})" for _, r, _, _ in entries]
+    sources = [f"{md_code(record_rel_path(r))} ({day(r.started_at)}, {hardware(r)}; "
+               f"{engine_text(r)})" for _, r, _, _ in entries]
     return environment().get_template("tradeoff.md.j2").render(
         ctx, tradeoff=shown, sources=sources, missing=missing)
 
