@@ -60,16 +60,17 @@ _COMMENT = re.compile(r"<!--(.*?)-->", re.DOTALL)
 _ALERT = re.compile(r"^\[!(?:NOTE|TIP|IMPORTANT|WARNING|CAUTION)\]$", re.IGNORECASE)
 _SUMMARY = re.compile(r"<summary>(.*?)</summary>", re.DOTALL)
 
+_TEXT = frozenset(("text", "text_special"))  # text_special: an escaped character or an entity
+_BREAKS = frozenset(("softbreak", "hardbreak"))
+_LEAF = _BREAKS | {"code_inline"}
+_INLINE = _TEXT | _LEAF | {"html_inline", "link", "autolink", "image", "em", "strong"}
+
 
 @dataclass(frozen=True, slots=True)
 class _Rest:
     """The blocks of a node after its first, walked as a node of their own."""
 
     children: Sequence[Node]
-_TEXT = frozenset(("text", "text_special"))  # text_special: an escaped character or an entity
-_BREAKS = frozenset(("softbreak", "hardbreak"))
-_LEAF = _BREAKS | {"code_inline"}
-_INLINE = _TEXT | _LEAF | {"html_inline", "link", "autolink", "image", "em", "strong"}
 
 
 # --------------------------------------------------------------------------- reading
