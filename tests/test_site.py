@@ -1,9 +1,9 @@
 """The published site: a real `mkdocs build --strict`, then checks on the generated HTML.
 
 One build of a temporary copy of the project (config, theme overrides, run records and the
-whole wiki/; the site extension and the `wiki` plugin come from the installed package) plus one self-test page that
-uses every feature the checks look for. The checks then run over that page and over every real
-page of the wiki.
+whole wiki/; the site extension and the `wiki` plugin come from the installed package) plus one
+self-test page that uses every feature the checks look for. The checks then run over that page
+and over every real page of the wiki.
 """
 
 from __future__ import annotations
