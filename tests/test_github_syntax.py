@@ -50,3 +50,23 @@ def test_rewrite(name: str) -> None:
     assert convert(before) == after
     assert convert(after) == after
     assert [d.format() for d in github_findings(after, "p.md")] == []
+
+
+@pytest.mark.parametrize(("dialect", "note", "fold"), [
+    ("github", "> [!WARNING]\n> **Stale**\n>\n> a\n>\n> b",
+     '<details class="note" markdown>\n<summary>All metrics</summary>\n\n| x |\n\n</details>'),
+    ("material", '!!! warning "Stale"\n    a\n\n    b', '??? note "All metrics"\n\n    | x |'),
+    ("docusaurus", ":::warning[Stale]\n\na\n\nb\n\n:::",
+     "<details>\n<summary>All metrics</summary>\n\n| x |\n\n</details>"),
+    ("myst", "````{admonition} Stale\n:class: warning\na\n\nb\n````",
+     "````{admonition} All metrics\n:class: note dropdown\n| x |\n````"),
+])
+def test_notes_the_tools_write_in_each_dialect(dialect: str, note: str, fold: str) -> None:
+    from wikitools.runbook.rendering.syntax import boxed, folded
+    from wikitools.runbook.rendering.syntax import note as write_note
+
+    assert write_note(dialect, "a\n\nb\n", "warning", "Stale") == note
+    assert folded(dialect, "| x |\n", "All metrics") == fold
+    box = boxed(dialect, "| x |\n", "wiki-measured")
+    assert box == ('<div class="wiki-measured" markdown>\n\n| x |\n\n</div>'
+                   if dialect in ("github", "material") else "| x |")
