@@ -97,7 +97,7 @@ def test_grid_sweep_gives_matrix_and_heat_map(tmp_path):
     assert heat.find(f"{SVG}title").text == "Output throughput (tok/s)"
     classes = [g.get("class") for g in heat.findall(f"{SVG}g") if g.get("class")]
     assert classes == ["wiki-heat0", "wiki-heat0", "wiki-heat4", "wiki-heat-na"]
-    assert "<summary>All metrics</summary>\n\n| C | N | req/s |" in text  # one click away
+    assert 'All metrics</summary>\n\n| C | N | req/s |' in text  # one click away
 
 
 def test_tradeoff_draws_one_line_per_runbook(tmp_path):

@@ -19,11 +19,13 @@ CASES = {
         '# T\n\n!!! danger "Never"\n    x\n', "# T\n\n> [!CAUTION]\n> **Never**\n>\n> x\n"),
     "collapsed box": (
         '# T\n\n??? abstract "Status: a & b"\n    The [source](s.md).\n',
-        '# T\n\n<details class="abstract" markdown>\n<summary>Status: a &amp; b</summary>\n\n'
+        '# T\n\n<details class="abstract" markdown>\n<summary markdown="span">Status: a &amp; b'
+        '</summary>\n\n'
         "The [source](s.md).\n\n</details>\n"),
     "box shown open": (
         '# T\n\n???+ note "Open"\n    x\n',
-        '# T\n\n<details class="note" open markdown>\n<summary>Open</summary>\n\nx\n\n'
+        '# T\n\n<details class="note" open markdown>\n<summary markdown="span">Open</summary>\n\n'
+        "x\n\n"
         "</details>\n"),
     "tabs under a section": (
         '# T\n\n## Run\n\n=== "vLLM"\n\n    ```bash\n    vllm serve m\n    ```\n\n'
@@ -54,7 +56,8 @@ def test_rewrite(name: str) -> None:
 
 @pytest.mark.parametrize(("dialect", "note", "fold"), [
     ("github", "> [!WARNING]\n> **Stale**\n>\n> a\n>\n> b",
-     '<details class="note" markdown>\n<summary>All metrics</summary>\n\n| x |\n\n</details>'),
+     '<details class="note" markdown>\n<summary markdown="span">All metrics</summary>\n\n| x |\n\n'
+     "</details>"),
     ("material", '!!! warning "Stale"\n    a\n\n    b', '??? note "All metrics"\n\n    | x |'),
     ("docusaurus", ":::warning[Stale]\n\na\n\nb\n\n:::",
      "<details>\n<summary>All metrics</summary>\n\n| x |\n\n</details>"),

@@ -97,7 +97,8 @@ def _container(match: re.Match[str], body: list[str], level: int) -> list[str]:
         title = title or kind.capitalize()
         opened = " open" if match["admonition"].endswith("+") else ""
         return [f'<details class="{kind}"{opened} markdown>',
-                f"<summary>{html.escape(title, quote=False)}</summary>", "", *body, "",
+                f'<summary markdown="span">{html.escape(title, quote=False)}</summary>', "",
+                *body, "",
                 "</details>"]
     head = [f"> [!{alert_type(kind)}]"]
     if title:

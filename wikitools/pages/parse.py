@@ -58,7 +58,7 @@ _QUOTE_PREFIX = re.compile(r"^(?:[ \t]*>)+")
 _BREAK_TAG = re.compile(r"<br\s*/?>", re.IGNORECASE)
 _COMMENT = re.compile(r"<!--(.*?)-->", re.DOTALL)
 _ALERT = re.compile(r"^\[!(?:NOTE|TIP|IMPORTANT|WARNING|CAUTION)\]$", re.IGNORECASE)
-_SUMMARY = re.compile(r"<summary>(.*?)</summary>", re.DOTALL)
+_SUMMARY = re.compile(r"<summary\b[^>]*>(.*?)</summary>", re.DOTALL)
 
 _TEXT = frozenset(("text", "text_special"))  # text_special: an escaped character or an entity
 _BREAKS = frozenset(("softbreak", "hardbreak"))
@@ -318,10 +318,12 @@ class _Walker:
         content = self.unmark(node.meta["content"])
         for m in _SUMMARY.finditer(content):  # a <details> title: a label, as a box title is
             line = start + content[: m.start()].count("\n")
-            col = self.lines[line].find("<summary>") if line < len(self.lines) else -1
+            src = self.lines[line] if line < len(self.lines) else ""
+            col = src.find(m.group(0).split(">", 1)[0])
             if col >= 0:
                 title = html.unescape(m.group(1))
-                self.page.spans.append(TextSpan(title, line + 1, col + 10, "admonition_title"))
+                start = col + len(m.group(0).split(">", 1)[0]) + 2  # 1-based, after the tag
+                self.page.spans.append(TextSpan(title, line + 1, start, "admonition_title"))
         for m in _COMMENT.finditer(content):
             before = content[: m.start()]
             line = start + before.count("\n")

@@ -40,9 +40,12 @@ def folded(dialect: str, body: str, title: str) -> str:
         return "\n".join([f'??? note "{title}"', "", *(f"    {x}" if x else "" for x in lines)])
     if dialect == "myst":
         return "\n".join([f"````{{admonition}} {title}", ":class: note dropdown", *lines, "````"])
-    attrs = ' class="note" markdown' if dialect == "github" else ""
-    return "\n".join([f"<details{attrs}>", f"<summary>{escape(title)}</summary>", "", *lines,
-                      "", "</details>"])
+    if dialect == "github":  # the site reads the Markdown inside, and its tooltips in the title
+        head = ['<details class="note" markdown>',
+                f'<summary markdown="span">{escape(title)}</summary>']
+    else:
+        head = ["<details>", f"<summary>{escape(title)}</summary>"]
+    return "\n".join([*head, "", *lines, "", "</details>"])
 
 
 def boxed(dialect: str, body: str, css_class: str) -> str:
