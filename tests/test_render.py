@@ -95,14 +95,23 @@ def render(root: Path, check: bool = False):
 def apply(root: Path) -> str:
     changes, _ = render(root)
     for c in changes:
-        (root / c.path).write_text(c.new)
+        if c.new is None:
+            (root / c.path).unlink()
+        else:
+            (root / c.path).parent.mkdir(parents=True, exist_ok=True)
+            (root / c.path).write_text(c.new)
     return (root / "wiki/fake.md").read_text()
+
+
+def note(kind: str, title: str) -> str:
+    """The start of a titled note as the tools write it into a GitHub-read wiki."""
+    return f"> [!{kind}]\n> **{title}**\n"
 
 
 def test_not_yet_measured(tmp_path):
     root = make_wiki(tmp_path)
     text = apply(root)
-    assert text.count('!!! info "Not yet measured"') == 2
+    assert text.count(note("NOTE", "Not yet measured")) == 2
     assert "wiki runbook run wiki/fake.md#fake-rb" in text
     assert render(root) == ([], [])  # idempotent
 
@@ -127,7 +136,7 @@ def test_dummy_weights_are_marked(tmp_path):
     record(root, command="vllm serve m --load-format dummy",
            host={"gpus": [], "gpu_count": 0, "cpu_only": True})
     text = apply(root)
-    assert '!!! warning "Pipeline check, not a measurement"' in text
+    assert note("WARNING", "Pipeline check, not a measurement") in text
     assert "dummy weights (`--load-format dummy`) on a CPU-only host" in text
     assert "on a CPU-only host (no GPU)" in text
 
@@ -137,8 +146,8 @@ def test_random_weights_on_gpus_are_labelled_as_shape_speed(tmp_path):
     record(root, command="vllm serve m --load-format dummy")
     text = apply(root)
     assert "Pipeline check" not in text
-    assert '!!! note "Random weights"' in text
-    assert "speed for this\n    model's shape; they say nothing about the quality" in text
+    assert note("NOTE", "Random weights") in text
+    assert "speed for this\n> model's shape; they say nothing about the quality" in text
 
 
 def test_failed_latest_run_shows_failure_and_last_good_table(tmp_path):
@@ -147,8 +156,8 @@ def test_failed_latest_run_shows_failure_and_last_good_table(tmp_path):
     record(root, started="2026-11-30T12:00:00Z", status="failed", failed_step="ready",
            message="server exited with code 1 during start-up: CUDA out of memory")
     text = apply(root)
-    assert '!!! failure "Latest run failed"' in text
-    assert "failed at step\n    `ready`: server exited with code 1" in text
+    assert note("CAUTION", "Latest run failed") in text
+    assert "failed at step\n> `ready`: server exited with code 1" in text
     assert "The table below is from the last successful run." in text
     assert "| 1 | 13.62 |" in text
     # history: newest first, the failure with its step
@@ -173,7 +182,7 @@ def test_stale_record_warns(tmp_path):
     changes, diags = render(root)
     assert [(d.line, d.code) for d in diags] == [(15, "RGN003")]
     assert diags[0].severity.name == "WARNING"
-    assert '!!! warning "Stale"' in changes[0].new
+    assert note("WARNING", "Stale") in changes[0].new
 
 
 def test_hand_edit_is_reported_and_kept(tmp_path):
@@ -272,8 +281,10 @@ def test_render_of_100_records(tmp_path):
                       started_at=f"2026-12-01T00:{i // 60:02d}:{i % 60:02d}Z")
         write_record(root, rec)
     changes, diags = render(root)
-    assert diags == [] and len(changes) == 1
-    assert changes[0].new.count("| ok |") == 100
+    pages = [c for c in changes if c.path.endswith(".md")]
+    assert diags == [] and len(pages) == 1
+    assert all(c.path.startswith("wiki/charts/fake-") for c in changes if c not in pages)
+    assert pages[0].new.count("| ok |") == 100
 
 
 # --------------------------------------------------------------------------- wiki runbook run
@@ -335,7 +346,7 @@ def test_cli_run_failure_exit_1_and_usage_exit_2(tmp_path, capsys, fake_path, mo
     assert "FAILED at ready: server exited with code 4" in out
     assert "fake start-up failure" in err
     text = (root / "wiki/fake.md").read_text()
-    assert '!!! failure "Latest run failed"' in text
+    assert note("CAUTION", "Latest run failed") in text
 
 
 def test_arch_filter(tmp_path):

@@ -24,7 +24,7 @@ from wikitools.runbook.execution.host import HostFacts
 from wikitools.runbook.records.record import ClientResult, Point, Record, Step, write_record
 from wikitools.runbook.rendering.render import render_pages
 from wikitools.runbook.session import RunOptions, prepare, run_prepared
-from wikitools.site.plugin import WikiPlugin
+from wikitools.site.sitedata import SiteData
 
 FAKE_BIN = Path(__file__).parent / "fakes" / "bin"
 SCRIPT = """#!/bin/bash
@@ -118,8 +118,7 @@ def _hashes(root: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, object]
     direct = extract_runbooks(pages, config.root)[0].get("r").blocks_hash
     loaded = load_runbooks(root)[0].get("r").blocks_hash
     prepared = prepare("r", root, RunOptions(), facts=HostFacts(smi_found=False))
-    plugin = WikiPlugin()
-    plugin.wiki = config
+    site = SiteData(root)
     capsys.readouterr()
     main(["runbook", "plan", "r", "--root", str(root)])
     planned = re.search(r"blocks  (sha256:\w+)", _out(capsys))
@@ -135,7 +134,7 @@ def _hashes(root: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, object]
     return {
         "extract": direct, "load_runbooks": loaded, "prepare": prepared.runbook.blocks_hash,
         "record of a run": prepared.run_id.split("-")[1],
-        "plugin": plugin._runbook_set().get("r").blocks_hash,
+        "site": site.runbooks().get("r").blocks_hash,
         "plan": planned[1] if planned else None, "show": shown[1] if shown else None,
         "support-bundle": bundled[1] if bundled else None,
         "render: stale": any(d.code == "RGN003" for d in diags),

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
-from markdown.extensions.toc import slugify, unique  # type: ignore[import-untyped]
+from markdown.extensions.toc import slugify, unique
 
 from wikitools.core.diagnostics import Diagnostic, did_you_mean
 

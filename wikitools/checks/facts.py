@@ -33,8 +33,9 @@ if TYPE_CHECKING:
 MAX_WORKERS = 4  # each worker holds the parser (~40 MB): keeps a cold run under 300 MB
 # Modules whose code decides the facts: a change to any of them empties the cache.
 _SOURCES = (
-    "pages", "page_model", "page_source", "fences", "facts", "index", "lint", "acronyms",
-    "expansions", "glossary", "anchors", "runbook/blocks/regions",
+    "pages/parse", "pages/page", "pages/source", "pages/fences", "checks/facts", "checks/index",
+    "checks/lint", "checks/acronyms", "checks/expansions", "pages/glossary", "checks/anchors",
+    "runbook/blocks/regions", "checks/github_view", "pages/dialect",
 )
 
 
@@ -236,7 +237,7 @@ def _compute(wanted: _Wanted, paths: list[Path]) -> list[tuple[Facts, Page | Non
 def _source_key() -> str:
     """Changes with the code that computes facts, with the parser's version and with Python."""
     digest = blake2b(sys.version.encode(), digest_size=12)
-    package = Path(__file__).parent
+    package = Path(__file__).parent.parent
     for name in _SOURCES:
         digest.update((package / f"{name}.py").read_bytes())
     spec = importlib.util.find_spec("markdown_it_pyrs")
@@ -287,7 +288,9 @@ def _facts_in(t: tuple[Any, ...]) -> Facts:
 
 
 def _context(config: WikiConfig) -> tuple[Any, ...]:
-    return (_source_key(), str(config.root), config.statuses)
+    from wikitools.pages.dialect import detect_dialect  # PG009 depends on it
+
+    return (_source_key(), str(config.root), config.statuses, detect_dialect(config.root))
 
 
 def _load(path: Path, context: tuple[Any, ...]) -> dict[str, tuple[bytes, tuple[Any, ...]]]:

@@ -9,7 +9,9 @@ FM006 status that claims more than the records prove (`measured` without success
 on the target architecture or without runbooks, `reviewed` on a page with runbooks), FM007
 `reviewed` without a valid `reviewed:` date, FM008 hub whose status is not derived from its
 pages, PG007 line that Python-Markdown would turn into a heading (`#31782.` at a line
-start), RB013 container block that a runbook could not run (warning: a compose file
+start), PG009 what GitHub would show wrong (wikitools.github_view, warnings, in a wiki read on
+GitHub: Material syntax as text, an indented body as code, dropped SVG, broken tables), RB013
+container block that a runbook could not run (warning: a compose file
 without an engine launcher, `docker compose up` without its file, a `docker exec` server).
 FM001/FM002/PG001/PG002 come from the parser.
 """
@@ -81,7 +83,19 @@ def page_findings(config: WikiConfig, page: Page) -> list[Diagnostic]:
     from wikitools.runbook.blocks.scan import container_findings
 
     return [*page.problems, *check_front_matter(config, page), *check_headings(page),
-            *container_findings(page)]
+            *container_findings(page), *github_problems(config, page)]
+
+
+def github_problems(config: WikiConfig, page: Page) -> list[Diagnostic]:
+    """PG009 for a wiki whose pages are written for GitHub (wikitools.dialect); a site written
+    in Material's own syntax reads it as intended."""
+    from wikitools.pages.dialect import detect_dialect
+
+    if detect_dialect(config.root) != "github":
+        return []
+    from wikitools.checks.github_view import github_findings
+
+    return github_findings(page.text, page.path)
 
 
 def page_links(page: Page) -> tuple[LinkFact, ...]:

@@ -257,11 +257,12 @@ def run_render(args: argparse.Namespace) -> int:
         print(d.format())
     for change in changes:
         if args.diff:
-            print(unified_diff(change.path, change.old, change.new), end="")
+            print(unified_diff(change.path, change.old, change.new or ""), end="")
+        gone = change.new is None  # a chart file no region links to any more
         if args.check:
-            print(f"would change: {change.path}", file=sys.stderr)
+            print(f"would {'remove' if gone else 'change'}: {change.path}", file=sys.stderr)
         elif change.path in done.written:
-            print(f"rendered: {change.path}", file=sys.stderr)
+            print(f"{'removed' if gone else 'rendered'}: {change.path}", file=sys.stderr)
     if diags:
         print(summary(diags), file=sys.stderr)
     errors = any(d.severity is Severity.ERROR for d in diags)

@@ -210,9 +210,14 @@ def _plural_allowed(term: str) -> bool:
 
 
 def abbreviation_lines(glossary: Glossary) -> str:
-    """One `*[TERM]: Expansion` line per term (and its plural), sorted: the definitions the
-    MkDocs plugin appends to every page, so that Python-Markdown's abbr extension gives each
-    term a tooltip."""
+    """One `*[TERM]: Expansion` line per term (and its plural), sorted: the definitions that,
+    appended to a page, give each term a tooltip through Python-Markdown's abbr extension."""
+    return "".join(f"*[{term}]: {title}\n" for term, title in abbreviations(glossary).items())
+
+
+def abbreviations(glossary: Glossary) -> dict[str, str]:
+    """Term (and plural) -> tooltip text, sorted by term: what the site extension hands to the
+    abbr extension of each page."""
     lines: dict[str, str] = {}
     for entry in glossary.entries:
         if not _abbr_safe(entry.term):
@@ -224,5 +229,4 @@ def abbreviation_lines(glossary: Glossary) -> str:
     for entry in glossary.entries:
         if _plural_allowed(entry.term) and entry.term in lines:
             lines.setdefault(entry.term + "s", lines[entry.term])
-    ordered = sorted(lines.items(), key=lambda kv: (kv[0].casefold(), kv[0]))
-    return "".join(f"*[{term}]: {title}\n" for term, title in ordered)
+    return dict(sorted(lines.items(), key=lambda kv: (kv[0].casefold(), kv[0])))

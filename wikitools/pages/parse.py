@@ -4,11 +4,13 @@ module reads `Page`, never raw Markdown."""
 
 from __future__ import annotations
 
+import html
 import os
 import re
 import stat
 from bisect import bisect_right
 from collections.abc import Sequence
+from dataclasses import dataclass
 from itertools import accumulate
 from pathlib import Path
 
@@ -55,10 +57,20 @@ _URL_TRAILING = ".,;:!?'\")*_"
 _QUOTE_PREFIX = re.compile(r"^(?:[ \t]*>)+")
 _BREAK_TAG = re.compile(r"<br\s*/?>", re.IGNORECASE)
 _COMMENT = re.compile(r"<!--(.*?)-->", re.DOTALL)
+_ALERT = re.compile(r"^\[!(?:NOTE|TIP|IMPORTANT|WARNING|CAUTION)\]$", re.IGNORECASE)
+_SUMMARY = re.compile(r"<summary\b[^>]*>(.*?)</summary>", re.DOTALL)
+
 _TEXT = frozenset(("text", "text_special"))  # text_special: an escaped character or an entity
 _BREAKS = frozenset(("softbreak", "hardbreak"))
 _LEAF = _BREAKS | {"code_inline"}
 _INLINE = _TEXT | _LEAF | {"html_inline", "link", "autolink", "image", "em", "strong"}
+
+
+@dataclass(frozen=True, slots=True)
+class _Rest:
+    """The blocks of a node after its first, walked as a node of their own."""
+
+    children: Sequence[Node]
 
 
 # --------------------------------------------------------------------------- reading
@@ -226,7 +238,7 @@ class _Walker:
 
     # blocks ----------------------------------------------------------------
 
-    def blocks(self, node: Node) -> None:
+    def blocks(self, node: Node | _Rest) -> None:
         run: list[Node] = []  # the inline content of a tight list item's paragraph
         for child in node.children:
             name = child.name
@@ -248,10 +260,26 @@ class _Walker:
                 self._heading(child)
             elif name == "table":
                 self._table(child)
+            elif name == "blockquote" and self._alert_title(child):
+                self.blocks(_Rest(child.children[1:]))
             else:
                 self.blocks(child)
         if run:
             self._paragraph(run, run[0])
+
+    def _alert_title(self, quote: Node) -> bool:
+        """A GitHub alert (`> [!NOTE]`): its title, the bold line after the marker, is a label
+        as an admonition's title is; the marker itself is no text. False for other quotes."""
+        first = quote.children[0] if quote.children else None
+        parts = first.children if first is not None and first.name == "paragraph" else []
+        if not parts or parts[0].name != "text" or not _ALERT.match(parts[0].meta["content"]):
+            return False
+        rest = [n for n in parts[1:] if n.name not in ("softbreak", "hardbreak")]
+        if len(rest) == 1 and rest[0].name == "strong":
+            self._inline(rest[0].children, "admonition_title")
+        elif rest:
+            self._paragraph(rest, rest[0])
+        return True
 
     def _paragraph(self, nodes: Sequence[Node], first: Node) -> None:
         plain: list[str] = []
@@ -288,6 +316,14 @@ class _Walker:
         start = self.line_of(node.srcmap[0] if node.srcmap else 0)
         self.page.html_blocks.append((start + 1, self.last_line(node)))
         content = self.unmark(node.meta["content"])
+        for m in _SUMMARY.finditer(content):  # a <details> title: a label, as a box title is
+            line = start + content[: m.start()].count("\n")
+            src = self.lines[line] if line < len(self.lines) else ""
+            col = src.find(m.group(0).split(">", 1)[0])
+            if col >= 0:
+                title = html.unescape(m.group(1))
+                start = col + len(m.group(0).split(">", 1)[0]) + 2  # 1-based, after the tag
+                self.page.spans.append(TextSpan(title, line + 1, start, "admonition_title"))
         for m in _COMMENT.finditer(content):
             before = content[: m.start()]
             line = start + before.count("\n")

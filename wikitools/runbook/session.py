@@ -294,13 +294,20 @@ class Rendered:
     diagnostics: tuple[Diagnostic, ...]  # sorted
 
 
+def _apply(root: Path, change: Change) -> bool:
+    """Write a changed file, or remove a chart file that no region links to any more."""
+    if change.new is not None:
+        return write_if_changed(root / change.path, change.new)
+    (root / change.path).unlink(missing_ok=True)
+    return True
+
+
 def render_into(pages: Iterable[Page], root: Path, runbooks: RunbookSet, *,
                 check: bool = False) -> Rendered:
     """The one page renderer of `run`, `render` and `fleet`: regenerate the results regions of
     `pages` from the records and write the pages that changed (nothing under `check`)."""
     changes, diags = render_pages(list(pages), root, check=check, runbooks=runbooks)
-    written = () if check else tuple(
-        c.path for c in changes if write_if_changed(root / c.path, c.new))
+    written = () if check else tuple(c.path for c in changes if _apply(root, c))
     return Rendered(tuple(changes), written, tuple(sort_diagnostics(diags)))
 
 

@@ -59,13 +59,16 @@ def measure(runbook: Runbook, records: Iterable[Record]) -> Measured:
     return Measured(runbook.id, target, "none")
 
 
-def measurements(runbooks: RunbookSet, root: Path) -> dict[str, list[Measured]]:
+def measurements(runbooks: RunbookSet, root: Path,
+                 load: Callable[[Path, str], list[Record]] = load_records,
+                 ) -> dict[str, list[Measured]]:
     """Per page path (POSIX, relative to the root): each runbook's evidence, in page order.
-    Unreadable record folders count as not measured (`wiki check` reports them)."""
+    Unreadable record folders count as not measured (`wiki check` reports them). `load` reads
+    a runbook's records (the site build reads each folder once for all its uses)."""
     out: dict[str, list[Measured]] = {}
     for rb in runbooks:
         try:
-            records = load_records(root, rb.id)
+            records = load(root, rb.id)
         except RecordError:
             records = []
         out.setdefault(rb.page, []).append(measure(rb, records))

@@ -3,12 +3,14 @@ measured badges (`status`); hand-edited, stale and out-of-date regions reported.
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from wikitools.core.diagnostics import Diagnostic, Severity, did_you_mean
 from wikitools.pages.parse import Page
+from wikitools.pages.dialect import detect_dialect
 from wikitools.runbook.blocks.declared import Runbook, RunbookSet
 from wikitools.runbook.blocks.extract import extract_runbooks
 from wikitools.runbook.blocks.regions import (
@@ -20,6 +22,13 @@ from wikitools.runbook.blocks.regions import (
     unshown_runbooks,
 )
 from wikitools.runbook.records.record import Record, RecordError, load_records
+from wikitools.runbook.rendering.chartfiles import (
+    ChartFile,
+    externalize,
+    is_chart_of,
+    prefix,
+    referenced,
+)
 from wikitools.runbook.rendering.reported.region import is_data_region, render_data_region
 from wikitools.runbook.rendering.views import for_region, render_region
 
@@ -28,10 +37,10 @@ from wikitools.runbook.rendering.views import for_region, render_region
 class Change:
     path: str  # POSIX, relative to the root
     old: str
-    new: str
+    new: str | None  # None: the file is removed (a chart no region links to any more)
 
 
-class _Records:
+class RecordStore:
     """Records per runbook id, each folder read once."""
 
     def __init__(self, root: Path) -> None:
@@ -56,17 +65,23 @@ def render_pages(
     *,
     check: bool = False,
     runbooks: RunbookSet | None = None,
+    inline_charts: bool = False,
+    store: RecordStore | None = None,
 ) -> tuple[list[Change], list[Diagnostic]]:
     """Render every results region of `pages`. Returns the pages whose text would change and the
     diagnostics: RGN001/RGN005 markers, RB009 unknown runbook, RGN002 hand-edited (left alone),
     RGN003 stale (warning), RGN007/RGN008 for data regions (a kept file changed, or cannot be
-    used), and with `check` RGN004 for each region that would change. A data region's chart
-    file comes after the pages, as a change of its own."""
+    used), and with `check` RGN004 for each region that would change. Charts are written as
+    `.svg` files beside the page (`chartfiles`), or with `inline_charts` (the site at build
+    time, which draws inline SVG) kept in the page's text; a data region's chart file comes
+    after the pages, as a change of its own. `store`: the records read so far, for a caller
+    that renders page after page."""
     pages = list(pages)
+    dialect = detect_dialect(root)
     if runbooks is None:
         runbooks, _ = extract_runbooks(pages, root)
     by_id: Mapping[str, Runbook] = {r.id: r for r in runbooks}
-    store = _Records(root)
+    store = store or RecordStore(root)
     changes: list[Change] = []
     files: dict[str, str] = {}  # chart files of data regions
     diags: list[Diagnostic] = []
@@ -75,6 +90,7 @@ def render_pages(
         diags.extend(problems)
         bad_starts = {d.line for d in problems}
         bodies: dict[int, str] = {}
+        charts: list[ChartFile] = []
         for region in regions:
             if region.start in bad_starts:
                 continue
@@ -124,13 +140,23 @@ def render_pages(
                                               by_id, dict(runbooks.broken)))
                 continue
             body = render_region(region, runbook, records, ref=runbook.ref, others=others,
-                                 hashes={rid: by_id[rid].blocks_hash for rid in region.compared})
+                                 hashes={rid: by_id[rid].blocks_hash for rid in region.compared},
+                                 dialect=dialect)
+            if not inline_charts:
+                body, chart_files = externalize(body, page.path)
+                charts.extend(chart_files)
             _changed(region, body, bodies, check, diags)
-        if bodies:
-            stored = stored_text(root, page)
-            new_text = replace_regions(stored, bodies, regions)
-            if new_text != stored:
-                changes.append(Change(page.path, stored, new_text))
+        stored = stored_text(root, page)
+        new_text = replace_regions(stored, bodies, regions) if bodies else stored
+        if new_text != stored:
+            changes.append(Change(page.path, stored, new_text))
+        chart_changes = [] if inline_charts else _chart_changes(root, page.path, charts, new_text)
+        changes.extend(chart_changes)
+        if check:
+            diags.extend(Diagnostic(
+                page.path, 1, 1, "RGN004",
+                f"chart file {c.path} is {_what(c)} (run `wiki runbook render`)")
+                for c in chart_changes)
     changes.extend(_file_changes(root, files, check, diags))
     return changes, diags
 
@@ -163,6 +189,38 @@ def _file_changes(root: Path, files: Mapping[str, str], check: bool,
                                         "chart of a data region is out of date (run "
                                         "`wiki runbook render`)"))
     return out
+
+
+def _what(change: Change) -> str:
+    if change.new is None:
+        return "linked from no region any more"
+    return "missing" if not change.old else "out of date"
+
+
+def _chart_changes(root: Path, page_path: str, charts: list[ChartFile],
+                   text: str) -> list[Change]:
+    """The chart files of a page to write, and those of its files that nothing links to."""
+    out = []
+    wanted = {c.path: c.text for c in charts}
+    for path in sorted(wanted):
+        old = _read(root / path)
+        if old != wanted[path]:
+            out.append(Change(path, old or "", wanted[path]))
+    linked = referenced(text, page_path)
+    folder = root / posixpath.dirname(prefix(page_path))
+    if folder.is_dir():
+        for file in sorted(folder.iterdir()):
+            rel = posixpath.join(posixpath.dirname(prefix(page_path)), file.name)
+            if is_chart_of(file.name, page_path) and rel not in linked and rel not in wanted:
+                out.append(Change(rel, _read(file) or "", None))
+    return out
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 def stored_text(root: Path, page: Page) -> str:

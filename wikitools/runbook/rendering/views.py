@@ -144,9 +144,10 @@ def for_region(region: Region, records: list[Record]) -> list[Record]:
 def render_region(
     region: Region, runbook: Runbook | None, records: list[Record], *, ref: str,
     others: Mapping[str, list[Record]] | None = None,
-    hashes: Mapping[str, str] | None = None,
+    hashes: Mapping[str, str] | None = None, dialect: str = "github",
 ) -> str:
-    """The Markdown body of one region (each line ending in LF; a blank line first and last).
+    """The Markdown body of one region (each line ending in LF; a blank line first and last),
+    its notes in `dialect` (wikitools.dialect).
     `others`: the records of the runbooks a trade-off region compares with (`with=`);
     `hashes`: their blocks hashes on the page, to tell a stale record."""
     records = for_region(region, records)
@@ -162,6 +163,7 @@ def render_region(
         "failed": None,
         "shown": None,
         "stale": False,
+        "dialect": dialect,
     }
     if region.view == "history":
         rows = [
