@@ -8,10 +8,6 @@ from pathlib import Path
 import pytest
 from harness import HAVE_ENGINE, make_tiny_model
 
-# Tests parse fresh every time, and never write to the user's cache folder; the cache has
-# its own tests that point WIKI_CACHE_DIR at a temporary folder.
-os.environ["WIKI_CACHE_DIR"] = "off"
-
 
 @pytest.fixture(autouse=True, scope="session")
 def _own_lock_state(tmp_path_factory: pytest.TempPathFactory) -> None:

@@ -72,6 +72,12 @@ def wait_until(ready: Callable[[], object], timeout: float, interval: float = 0.
     return True
 
 
+def without_gpus(monkeypatch: pytest.MonkeyPatch, folder: Path) -> None:
+    """This host as one without GPUs (its nvidia-smi a file that is not there), so that a
+    plan's preflight says the same on every machine."""
+    monkeypatch.setenv("WIKI_NVIDIA_SMI", str(folder / "no-nvidia-smi"))
+
+
 def tagged_pids(tag: str) -> list[int]:
     """Live processes whose environment carries TAG_VAR=tag (inherited by every process the run
     started: bash, the server, its engine core and workers, the clients)."""

@@ -95,9 +95,13 @@ def write_tree(root: Path, body: str) -> None:
     (root / "wiki" / "index.md").write_text(body, encoding="utf-8")
 
 
-@pytest.mark.parametrize("command", ["acronyms", "check"])
-def test_wired_into_cli(command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+# The finding is a warning: `acronyms` passes, `check` fails only on the stale INDEX.md.
+@pytest.mark.parametrize(("command", "code", "errors"),
+                         [("acronyms", 0, []), ("check", 1, ["IDX100"])])
+def test_wired_into_cli(command: str, code: int, errors: list[str], tmp_path: Path,
+                        capsys: pytest.CaptureFixture[str]) -> None:
     write_tree(tmp_path, "# Home\n\nMoE (Mixture of Experts).\n\nMixture of Experts (MoE).\n")
-    main([command, "--root", str(tmp_path)])
+    assert main([command, "--root", str(tmp_path)]) == code
     out = capsys.readouterr().out
-    assert "wiki/index.md:5:21: ACR003" in out
+    assert "wiki/index.md:5:21: ACR003 warning" in out
+    assert [line.split()[1] for line in out.splitlines() if " error: " in line] == errors

@@ -26,10 +26,9 @@ def make_wiki(root: Path, files: dict[str, str | bytes]) -> Path:
 
 def wiki(args: list[str], cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """`wiki ARGS` in a child process, so that a hang fails the test instead of blocking it."""
-    env = {**os.environ, "WIKI_CACHE_DIR": "off"}
     return subprocess.run(
         [sys.executable, "-m", "wikitools", *args],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False,
+        cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False,
     )
 
 

@@ -35,6 +35,7 @@ def test_run_runbook_on_a_worker_thread(tmp_path, fake_path):
     worker = threading.Thread(target=work)
     worker.start()
     worker.join(120)
+    assert not worker.is_alive(), "the run did not finish within 120 s"
     result = out["result"]
     assert result.record.status == "ok", result.record.message
     assert result.record_path.parent == root / "runbooks" / "fake-rb"

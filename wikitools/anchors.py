@@ -19,9 +19,9 @@ from markdown.extensions.toc import slugify, unique  # type: ignore[import-untyp
 from wikitools.diagnostics import Diagnostic, did_you_mean
 
 if TYPE_CHECKING:
-    from wikitools.lint import LinkFact
     from wikitools.pages import Page
 
+LinkFact = tuple[str, str, int, int]  # a link on a page: kind (link or image), target, line, col
 SEPARATOR = "-"  # toc's default; mkdocs.yml sets no other
 _HEADING_ATTRS = re.compile(r"\s*\{:?([^{}]*)\}\s*$")
 _ATTR_ID = re.compile(r"(?:^|\s)#([^\s}#]+)")

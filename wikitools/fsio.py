@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import difflib
 import os
+import tempfile
+from pathlib import Path
 
 
 def normalise(text: str) -> str:
@@ -12,33 +15,25 @@ def normalise(text: str) -> str:
 
 
 def write_if_changed(path: str | os.PathLike[str], text: str) -> bool:
-    """Write `text` atomically; return True when the file changed. (os.path, not pathlib: a
-    warm `wiki index` imports this module and nothing of pathlib.)"""
+    """Write `text` atomically; return True when the file changed."""
     data = text.encode("utf-8")
-    if os.path.exists(path):
-        with open(path, "rb") as f:
-            if f.read() == data:
-                return False
-    import tempfile  # only when writing: start-up time matters to the read-only checks
-
-    folder, name = os.path.split(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".tmp")
+    target = Path(path).absolute()
+    if target.exists() and target.read_bytes() == data:
+        return False
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-        os.replace(tmp, path)
+        Path(tmp).replace(target)
     except BaseException:
-        if os.path.lexists(tmp):
-            os.unlink(tmp)
+        Path(tmp).unlink(missing_ok=True)
         raise
     return True
 
 
 def unified_diff(path: str, old: str, new: str) -> str:
     """A unified diff of `old` -> `new`, headed with the path."""
-    import difflib
-
     return "".join(
         difflib.unified_diff(
             old.splitlines(keepends=True),
