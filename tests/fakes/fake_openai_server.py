@@ -39,6 +39,8 @@ def make_handler(args: argparse.Namespace) -> type[BaseHTTPRequestHandler]:
             pass
 
         def _send(self, code: int, body: bytes, ctype: str = "application/json") -> None:
+            if args.log_requests:
+                log(f"REQUEST {self.command} {self.path} {code}")
             self.send_response(code)
             self.send_header("Content-Type", ctype)
             self.send_header("Content-Length", str(len(body)))
@@ -136,6 +138,7 @@ def main() -> int:
     p.add_argument("--child", action="store_true", help="leave a child process in the group")
     p.add_argument("--spec", action="store_true", help="expose spec-decode counters")
     p.add_argument("--kv-tokens", type=int, default=123456)
+    p.add_argument("--log-requests", action="store_true", help="log each answer it gives")
     p.add_argument("--flavour", choices=("vllm", "llama", "sglang"), default="vllm",
                    help="log lines and endpoints of vLLM, llama.cpp's llama-server or SGLang")
     args, _unknown = p.parse_known_args()
