@@ -229,7 +229,7 @@ def main() -> int:
         pages, size = build_tree(src, seven, COPIES)
         print(f"seven copies: {pages} pages, {size / 1e6:.1f} MB")
         (base, _), (check, ratios) = paired(
-            n, ([py, "scripts/check-acronyms.py"], seven, False), ([*wiki, "check"], seven, False))
+            n, ([py, "scripts/check-acronyms.py"], seven), ([*wiki, "check"], seven))
         row("community check-acronyms.py", base)
         row("wiki check", check, base)
         print("  the commands ran in turn; CPU ratio run by run: "

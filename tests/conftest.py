@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
-from harness import HAVE_ENGINE, make_tiny_model
+from harness import HAVE_ENGINE, make_tiny_model, wiki_tree  # noqa: F401 (a fixture)
 
 
 @pytest.fixture(autouse=True, scope="session")

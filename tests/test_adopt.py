@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from harness import without_gpus
+from harness import make_tree, without_gpus
 
 from wikitools.cli import main
 from wikitools.pages import parse_page
@@ -19,12 +19,10 @@ FENCE = "```"
 
 
 def _wiki(tmp_path: Path, pages: dict[str, str]) -> Path:
-    root = tmp_path / "site"
-    (root / "docs").mkdir(parents=True)
-    (root / "wiki.yml").write_text("docs_dir: docs\nglossary: docs/glossary.md\n")
-    for name, text in pages.items():
-        (root / "docs" / name).write_bytes(text.encode("utf-8"))
-    return root
+    (tmp_path / "site" / "docs").mkdir(parents=True)
+    return make_tree(tmp_path / "site", {
+        "wiki.yml": "docs_dir: docs\nglossary: docs/glossary.md\n",
+        **{f"docs/{name}": text for name, text in pages.items()}})
 
 
 def _scan(text: str) -> tuple[list[str], list[str]]:

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_lint import make_tree
+from harness import make_tree
 
 from wikitools.cli import main
 from wikitools.glossary import abbreviation_lines, load_glossary

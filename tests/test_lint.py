@@ -5,26 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from harness import make_tree
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from wikitools.cli import main
 from wikitools.config import iter_pages, load_config
 from wikitools.diagnostics import closest
-
-
-def make_tree(root: Path, files: dict[str, str | bytes]) -> Path:
-    """Write `files`; a tree of wiki/ pages gets a wiki.yml naming wiki/ its docs folder."""
-    if any(rel.startswith("wiki/") for rel in files) and "wiki.yml" not in files:
-        files = {"wiki.yml": "docs_dir: wiki\n", **files}
-    for rel, content in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
-            path.write_bytes(content)
-        else:
-            path.write_text(content, encoding="utf-8")
-    return root
 
 
 def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, list[str], str]:

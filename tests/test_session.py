@@ -8,8 +8,7 @@ import os
 import threading
 
 import pytest
-from harness import free_port
-from test_render import FAKE_BIN, make_wiki
+from harness import FAKE_BIN, free_port, make_wiki
 
 from wikitools.errors import UsageError
 from wikitools.runbook.execution.host import port_free

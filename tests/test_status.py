@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_render import record
+from harness import record
 
 from wikitools.cli import main
 from wikitools.config import load_config, load_pages
