@@ -505,9 +505,10 @@ def _role(ctx: _Ctx) -> str | None:
 def _read_block(found: _Found, ctx: _Ctx, root: Path | None) -> None:
     block = ctx.block
     role = _role(ctx)
+    rid = block.attrs.id
     if role is None:
-        if not block.attrs.error and ctx.block.attrs.id and not _several_roles(block):
-            found.broken.setdefault(block.attrs.id, f"{ctx.page.path}:{block.line}")
+        if rid and not block.attrs.error and not _several_roles(block):
+            found.broken.setdefault(rid, f"{ctx.page.path}:{block.line}")
     elif role == SERVER_CLASS:
         _read_server(found, ctx, root)
     elif role == CLIENT_CLASS:
