@@ -10,6 +10,7 @@ launchers is data in `engines`; reading the shell text is `shell`'s job, compose
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Mapping
 
 from wikitools.runbook.engines import catalog as engines
@@ -26,7 +27,6 @@ from wikitools.runbook.engines.shell import (
     assignments,
     basename,
     heredoc_files,
-    shell_quote,
     split_commands,
     tokenize,
 )
@@ -470,4 +470,4 @@ def append_args(text: str, args: list[str]) -> str | None:
         return None
     if not args:
         return text
-    return text[:at] + " " + " ".join(shell_quote(a) for a in args) + text[at:]
+    return text[:at] + " " + shlex.join(args) + text[at:]

@@ -6,7 +6,6 @@ continuations, comments, `;`/`&&`/`||`/`|`/newline separators, heredocs), simple
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -380,19 +379,6 @@ def assignment(word: str) -> tuple[str, str] | None:
     """(name, value) when `word` is a `NAME=value` assignment."""
     m = _ASSIGN.match(word)
     return (m.group(1), m.group(2)) if m else None
-
-
-def shell_quote(arg: str) -> str:
-    """`arg` as one shell word that means exactly `arg`: the one quoting function of every
-    command the tool builds."""
-    if arg and re.fullmatch(r"[A-Za-z0-9_./:=,+@%-]+", arg):
-        return arg
-    return "'" + arg.replace("'", "'\"'\"'") + "'"
-
-
-def shell_join(argv: Iterable[str]) -> str:
-    """A command line whose words are exactly `argv` (each through `shell_quote`)."""
-    return " ".join(shell_quote(a) for a in argv)
 
 
 def env_assignments(text: str) -> list[tuple[str, str, str]]:
