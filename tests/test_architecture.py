@@ -5,6 +5,7 @@ from a later stage to an earlier one."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -118,3 +119,17 @@ def test_an_import_circle_is_found(tmp_path: Path) -> None:
     (package / "b.py").write_text("def f():\n    from wikitools import a\n")
     (package / "c.py").write_text("import wikitools.a\n")
     assert _circles(_import_graph(package)) == [["wikitools.a", "wikitools.b"]]
+
+
+ARCHITECTURE = TOP.parent / "ARCHITECTURE.md"
+
+
+def test_the_map_is_short_and_names_only_files_that_exist() -> None:
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    assert len(text) <= 10_000
+    named = set(re.findall(r"`([\w./<>-]+\.(?:py|md|toml|j2))`", text))
+    homes = (TOP.parent, TOP, PACKAGE)
+    missing = sorted(n for n in named if "<" not in n
+                     and not any((home / n).exists() for home in homes)
+                     and not any(TOP.rglob(n)))
+    assert missing == []
