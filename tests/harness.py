@@ -250,8 +250,10 @@ def assert_failed(run: Run, rc: int, failed_step: str) -> dict[str, Any]:
 
 
 def make_tree(root: Path, files: dict[str, str | bytes]) -> Path:
-    """Write `files`; a tree of wiki/ pages gets a wiki.yml naming wiki/ its docs folder."""
-    if any(rel.startswith("wiki/") for rel in files) and "wiki.yml" not in files:
+    """Write `files` under `root`; a tree of wiki/ pages without a wiki.yml or mkdocs.yml gets a
+    wiki.yml naming wiki/ its docs folder."""
+    configured = {"wiki.yml", "mkdocs.yml"} & set(files)
+    if any(rel.startswith("wiki/") for rel in files) and not configured:
         files = {"wiki.yml": "docs_dir: wiki\n", **files}
     for rel, content in files.items():
         path = root / rel
@@ -261,6 +263,10 @@ def make_tree(root: Path, files: dict[str, str | bytes]) -> Path:
         else:
             path.write_text(content, encoding="utf-8")
     return root
+
+
+# A wiki configured by mkdocs.yml alone, its pages under wiki/ (with make_tree: {**MKDOCS, …}).
+MKDOCS = {"mkdocs.yml": "site_name: t\ndocs_dir: wiki\n"}
 
 
 @pytest.fixture

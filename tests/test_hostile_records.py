@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from fakes.sweep_page import sweep_page
+from harness import MKDOCS, make_tree
 
 from wikitools.cli import main
 from wikitools.runbook.records.record import RecordError, read_record
@@ -40,10 +41,7 @@ def good_record() -> dict[str, Any]:
 
 @pytest.fixture
 def tree(tmp_path: Path) -> Path:
-    (tmp_path / "wiki").mkdir()
-    (tmp_path / "wiki" / "tiny.md").write_text(PAGE)
-    (tmp_path / "mkdocs.yml").write_text("site_name: t\ndocs_dir: wiki\n")
-    return tmp_path
+    return make_tree(tmp_path, {**MKDOCS, "wiki/tiny.md": PAGE})
 
 
 def _write(tree: Path, text: str, name: str = RUN) -> Path:
