@@ -80,36 +80,9 @@ def render_pages(
             if region.edited:
                 diags.append(edited_diagnostic(region))
                 continue
-            try:
-                records = store.get(runbook.id)
-            except RecordError as exc:
-                diags.append(Diagnostic(region.path, region.start, region.col, "RGN006",
-                                        f"cannot read records: {exc}"))
+            body = _region_body(region, runbook, store, by_id, runbooks, diags)
+            if body is None:
                 continue
-            latest_ok = next((r for r in reversed(for_region(region, records)) if r.ok), None)
-            if (region.view != "history" and latest_ok is not None
-                    and latest_ok.blocks_hash != runbook.blocks_hash):
-                diags.append(Diagnostic(
-                    region.path, region.start, region.col, "RGN003",
-                    f"results of runbook '{runbook.id}' are stale: record "
-                    f"{latest_ok.run_id} was measured with other blocks than the page now has",
-                    Severity.WARNING,
-                ))
-            others = {}
-            try:
-                for rid in region.compared:
-                    others[rid] = store.get(rid)
-            except RecordError as exc:
-                diags.append(Diagnostic(region.path, region.start, region.col, "RGN006",
-                                        f"cannot read records: {exc}"))
-                continue
-            unknown = [rid for rid in region.compared if rid not in by_id]
-            if unknown:
-                diags.append(_unknown_runbook(replace(region, attrs=(("runbook", unknown[0]),)),
-                                              by_id, dict(runbooks.broken)))
-                continue
-            body = render_region(region, runbook, records, ref=runbook.ref, others=others,
-                                 hashes={rid: by_id[rid].blocks_hash for rid in region.compared})
             new_body = indent_body(body, region.indent)
             if new_body != region.body or region.sum is None:
                 bodies[region.start] = body
@@ -124,6 +97,43 @@ def render_pages(
             if new_text != stored:
                 changes.append(Change(page.path, stored, new_text))
     return changes, diags
+
+
+
+def _region_body(region: Region, runbook: Runbook, store: _Records, by_id: Mapping[str, Runbook],
+                 runbooks: RunbookSet, diags: list[Diagnostic]) -> str | None:
+    """The region's new body from the records; None (said why in `diags`) when a record
+    cannot be read or a compared runbook is unknown. A stale latest record is a warning."""
+    try:
+        records = store.get(runbook.id)
+    except RecordError as exc:
+        diags.append(Diagnostic(region.path, region.start, region.col, "RGN006",
+                                f"cannot read records: {exc}"))
+        return None
+    latest_ok = next((r for r in reversed(for_region(region, records)) if r.ok), None)
+    if (region.view != "history" and latest_ok is not None
+            and latest_ok.blocks_hash != runbook.blocks_hash):
+        diags.append(Diagnostic(
+            region.path, region.start, region.col, "RGN003",
+            f"results of runbook '{runbook.id}' are stale: record "
+            f"{latest_ok.run_id} was measured with other blocks than the page now has",
+            Severity.WARNING,
+        ))
+    others = {}
+    try:
+        for rid in region.compared:
+            others[rid] = store.get(rid)
+    except RecordError as exc:
+        diags.append(Diagnostic(region.path, region.start, region.col, "RGN006",
+                                f"cannot read records: {exc}"))
+        return None
+    unknown = [rid for rid in region.compared if rid not in by_id]
+    if unknown:
+        diags.append(_unknown_runbook(replace(region, attrs=(("runbook", unknown[0]),)),
+                                      by_id, dict(runbooks.broken)))
+        return None
+    return render_region(region, runbook, records, ref=runbook.ref, others=others,
+                         hashes={rid: by_id[rid].blocks_hash for rid in region.compared})
 
 
 def stored_text(root: Path, page: Page) -> str:
