@@ -51,8 +51,8 @@ from wikitools.core.config import load_config  # noqa: E402
 from wikitools.core.diagnostics import Diagnostic  # noqa: E402
 from wikitools.core.errors import WikiError  # noqa: E402
 from wikitools.pages.load import load_pages  # noqa: E402
+from wikitools.runbook.blocks.declared import RunbookSet  # noqa: E402
 from wikitools.runbook.blocks.extract import extract_runbooks  # noqa: E402
-from wikitools.runbook.blocks.model import RunbookSet  # noqa: E402
 from wikitools.runbook.execution.host import HostFacts  # noqa: E402
 from wikitools.runbook.execution.plan import PlanOverrides, artifacts_dir_for, make_plan  # noqa: E402
 from wikitools.runbook.execution.preflight import preflight  # noqa: E402

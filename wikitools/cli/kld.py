@@ -13,7 +13,7 @@ from typing import Any
 from wikitools.core.errors import UsageError
 from wikitools.core.fsio import write_if_changed
 from wikitools.quality import capture as cap
-from wikitools.quality import kld
+from wikitools.quality import divergence
 from wikitools.quality.tokens import TokenInput, from_file, from_seed
 
 
@@ -43,7 +43,8 @@ def add_parser(sub: Any) -> None:
     c.add_argument("--expect-input", metavar="SHA256",
                    help="refuse an input whose hash differs (sha256:<hex> or <hex>)")
     c.add_argument("--out", type=Path, default=Path("kld-capture.json"), help="capture file")
-    c.add_argument("--timeout", type=float, default=600.0, help="HTTP timeout (s)")
+    c.add_argument("--timeout", type=float, default=600.0,
+                   help="seconds the server's whole answer may take")
     c.set_defaults(handler=run_capture)
 
     s = kld_sub.add_parser(
@@ -89,8 +90,8 @@ def run_capture(args: argparse.Namespace) -> int:
 
 def run_score(args: argparse.Namespace) -> int:
     ref = cap.load(args.reference)
-    runs = [kld.divergence(ref, cap.load(p)) for p in args.candidates]
-    summary = kld.summarise(runs, ref.top_k)
+    runs = [divergence.divergence(ref, cap.load(p)) for p in args.candidates]
+    summary = divergence.summarise(runs, ref.top_k)
     data = {**summary.to_dict(), "reference": str(args.reference),
             "reference_sha256": cap.file_hash(args.reference)}
     if args.json:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Mapping
+from urllib.parse import urlsplit
 
 from wikitools.runbook.engines import catalog as engines
 from wikitools.runbook.engines import docker_cli
@@ -231,16 +232,11 @@ def find_in_script(script: str, depth: int = 0, scope: Scope | None = None,
     """First launcher in a script, with the environment set before it (export / local / K=V /
     unset). A launcher that forwards "$@" takes its arguments from the script's call of the
     function or here-document script that holds it."""
-    scope = scope if scope is not None else Scope()
-    if "<<" in script:  # here-documents
-        for path, body in heredoc_files(script).items():
-            scope.files.setdefault(path, body)
-            scope.callables.setdefault(basename(path), body)
-    for name, fn_body in _callables(script).items():
-        scope.callables.setdefault(name, fn_body)
+    scope = _learn_scripts(script, scope if scope is not None else Scope())
     env: list[tuple[str, str]] = []
     cmds = split_commands(script)
     first_problem: Found | None = None
+    first_poll: tuple[Found, list[tuple[str, str]]] | None = None
     for index, cmd in enumerate(cmds):
         argv = cmd.argv
         if not argv:
@@ -263,6 +259,9 @@ def find_in_script(script: str, depth: int = 0, scope: Scope | None = None,
         if hit is not None and hit.kind == "none":
             first_problem = first_problem or hit
             continue
+        if hit is not None and _health_poll(hit):  # waits for a server: a later one is the launch
+            first_poll = first_poll or (hit, list(env))
+            continue
         if hit is not None:
             hit.rest = _arrays(hit.rest, scope)
             if any(_FORWARD.match(a) for a in hit.rest):
@@ -273,8 +272,27 @@ def find_in_script(script: str, depth: int = 0, scope: Scope | None = None,
             return hit, env
     if first_problem is not None:
         return first_problem, env
-    return None
+    return first_poll
 
+
+def _health_poll(hit: Found) -> bool:
+    """A `curl` of an engine's readiness path (`curl -sf http://…:8000/health`): a script
+    waiting for a server, not the command it runs."""
+    if hit.kind != "client" or hit.tool != "curl":
+        return False
+    urls = [a for a in hit.rest if "://" in a]
+    return any(urlsplit(u).path.rstrip("/") in engines.HEALTH_PATHS for u in urls)
+
+
+def _learn_scripts(script: str, scope: Scope) -> Scope:
+    """`scope` with the here-document files and shell functions `script` defines."""
+    if "<<" in script:  # here-documents
+        for path, body in heredoc_files(script).items():
+            scope.files.setdefault(path, body)
+            scope.callables.setdefault(basename(path), body)
+    for name, fn_body in _callables(script).items():
+        scope.callables.setdefault(name, fn_body)
+    return scope
 
 
 def _assigned(argv: list[str], env: list[tuple[str, str]], scope: Scope,

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from wikitools.runbook.execution.model import PlannedContainer
+from wikitools.runbook.execution.planned import PlannedContainer
 from wikitools.runbook.execution.processes import TAG_VAR, spawn, stop_group
 
 DOCKER_TIMEOUT_S = 30.0  # any single docker CLI call

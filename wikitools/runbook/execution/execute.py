@@ -21,14 +21,14 @@ import httpx
 from wikitools.runbook.blocks.repository import RUN_DIR_VAR
 from wikitools.runbook.engines import clients as result_parsers
 from wikitools.runbook.engines import failure
-from wikitools.runbook.engines.markers import scan_markers
+from wikitools.runbook.engines.markers import MarkerError, scan_markers
 from wikitools.runbook.execution import containers as docker
 from wikitools.runbook.execution import server_api
 from wikitools.runbook.execution.assemble import RunState, VariantState, build_record
 from wikitools.runbook.execution.folders import run_folder
 from wikitools.runbook.execution.host import gpu_memory_used, gpu_state, port_free
 from wikitools.runbook.execution.logwatch import LogWatcher, tail_file
-from wikitools.runbook.execution.model import (
+from wikitools.runbook.execution.planned import (
     Plan,
     PlannedClient,
     PlannedPoint,
@@ -46,7 +46,7 @@ from wikitools.runbook.execution.processes import (
     spawn,
     stop_group,
 )
-from wikitools.runbook.execution.runstate import RunLock
+from wikitools.runbook.execution.runlock import RunLock
 from wikitools.runbook.execution.steps import Event, EventSink, StepFailed, step
 from wikitools.runbook.execution.teardown import CLIENT_GRACE_S, image_facts, teardown
 from wikitools.runbook.records.record import RUN_ID, Point, Record, Step, make_run_id
@@ -237,6 +237,19 @@ def _start(variant: PlannedVariant, root: Path, st: RunState, vs: VariantState,
         vs.timings["start_s"] = out.seconds = round(time.monotonic() - vs.t_start, 3)
 
 
+def _down_message(down: str, watcher: LogWatcher, vs: VariantState) -> str:
+    """Why a server that went away during start-up did: the signal that killed it, else the
+    cause its log gives."""
+    killed = failure.signal_death(watcher.lines)
+    if killed is not None:
+        return f"{killed} during start-up ({down})"
+    msg = f"{down} during start-up"
+    cause = watcher.cause() or (_last_line(watcher) if vs.containers else None)
+    if cause:
+        msg += f": {docker.explain(cause) if vs.containers else cause}"
+    return msg
+
+
 def _wait_ready(variant: PlannedVariant, root: Path, st: RunState, vs: VariantState,
                 emit: EventSink, http_timeout: float) -> None:
     """Poll health, then one real completion, until ready; fail on exit, on a fatal log line
@@ -264,14 +277,7 @@ def _wait_ready(variant: PlannedVariant, root: Path, st: RunState, vs: VariantSt
             if down is not None:
                 time.sleep(POLL_S)  # the last lines of a followed log
                 watcher.poll()
-                killed = failure.signal_death(watcher.lines)
-                if killed is not None:
-                    raise failed(now, f"{killed} during start-up ({down})")
-                msg = f"{down} during start-up"
-                cause = watcher.cause() or (_last_line(watcher) if vs.containers else None)
-                if cause:
-                    msg += f": {docker.explain(cause) if vs.containers else cause}"
-                raise failed(now, msg)
+                raise failed(now, _down_message(down, watcher, vs))
             if watcher.fatal_line is not None:
                 fatal_since = fatal_since or now
                 if now - fatal_since >= FATAL_GRACE_S:
@@ -294,10 +300,13 @@ def _wait_ready(variant: PlannedVariant, root: Path, st: RunState, vs: VariantSt
             emit(Event("waiting", name, state, elapsed=now - t_start))
             time.sleep(POLL_S)
         vs.timings["ready_s"] = out.seconds = out.elapsed = round(time.monotonic() - t_start, 3)
+        watcher.poll()
+        try:
+            vs.markers.update(scan_markers(watcher.lines))
+        except MarkerError as exc:
+            raise failed(time.monotonic(), f"{srv.log_path}:{exc.line}: {exc}") from None
     if vs.containers is not None:
         image_facts(vs)
-    watcher.poll()
-    vs.markers.update(scan_markers(watcher.lines))
     version, facts = server_api.scrape_server(srv, http_timeout)
     vs.markers.update(facts)
     vs.engine_version = version or vs.markers.get("engine_version")

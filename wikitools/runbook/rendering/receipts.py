@@ -220,8 +220,9 @@ def receipt_lines(rec: Record) -> list[str]:
     files = list(receipt.get("files") or ())
     kept = [f for f in files if not str(f.get("path", "")).startswith(".artifacts/")]
     for f in kept:
-        lines.append(f"- {md_text(f.get('role'))}: {md_code(f.get('path'))} "
-                     f"{md_code(f.get('sha256'))}")
+        digest = (md_code(f.get("sha256")) if f.get("sha256") is not None
+                  else f"not hashed ({md_text(f.get('not_hashed'))})")
+        lines.append(f"- {md_text(f.get('role'))}: {md_code(f.get('path'))} {digest}")
     if len(kept) < len(files):
         lines.append(f"- {len(files) - len(kept)} result and log files of the run under "
                      f"{md_code(f'{rec.artifacts_dir}/')} (kept on the host that ran it; their "
