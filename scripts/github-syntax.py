@@ -15,9 +15,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from wikitools.pages.github_syntax import convert
-
 from wikitools.core.fsio import write_if_changed
+from wikitools.pages.github_syntax import convert
 
 
 def main(argv: list[str]) -> int:

@@ -6,7 +6,7 @@ import re
 import xml.etree.ElementTree as ET
 from dataclasses import replace
 
-from test_render import apply, make_wiki, record
+from harness import apply, make_wiki, record
 
 from wikitools.runbook.records.record import ClientResult, Point, Sample, record_path, write_record
 from wikitools.runbook.rendering.charts import (

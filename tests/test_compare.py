@@ -234,8 +234,7 @@ def test_history_tells_run_to_run_from_card_to_card_spread():
 
 def test_run_closing_line_says_nothing_comparable_instead_of_an_all_clear(
         tmp_path, capsys, monkeypatch):
-    from harness import free_port
-    from test_render import FAKE_BIN, make_wiki
+    from harness import FAKE_BIN, free_port, make_wiki
 
     monkeypatch.setenv("PATH", f"{FAKE_BIN}:{os.environ['PATH']}")
     root = make_wiki(tmp_path, free_port())

@@ -5,9 +5,9 @@ GitHub (no PG009) and a second rewrite changes nothing."""
 from __future__ import annotations
 
 import pytest
-from wikitools.pages.github_syntax import convert
 
 from wikitools.checks.github_view import github_findings
+from wikitools.pages.github_syntax import convert
 
 CASES = {
     "titled admonition": (

@@ -12,10 +12,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from wikitools.pages.dialect import detect_dialect
 
 from wikitools.checks.github_view import github_findings, github_html
 from wikitools.cli import main
+from wikitools.pages.dialect import detect_dialect
 
 REPO = Path(__file__).resolve().parents[1]
 PAGES = sorted((REPO / "wiki").rglob("*.md"))

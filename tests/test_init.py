@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from harness import make_tree
 
 from wikitools.cli import main
 
@@ -34,12 +35,7 @@ BINARY = {"images/pic.png": b"\x89PNG", "logs/dmesg.log": b"boot\n", "data/t.csv
 
 
 def _tree(root: Path) -> Path:
-    for rel, text in PAGES.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
-    for rel, data in BINARY.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_bytes(data)
+    make_tree(root, {**PAGES, **BINARY})
     (root / ".git").mkdir()  # the top of a repository: where `wiki` finds the wiki
     return root
 

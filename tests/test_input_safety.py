@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_lint import make_tree
+from harness import make_tree
 
 from wikitools.cli import main
 from wikitools.pages.glossary import abbreviation_lines, load_glossary
@@ -26,10 +26,9 @@ def make_wiki(root: Path, files: dict[str, str | bytes]) -> Path:
 
 def wiki(args: list[str], cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """`wiki ARGS` in a child process, so that a hang fails the test instead of blocking it."""
-    env = {**os.environ, "WIKI_CACHE_DIR": "off"}
     return subprocess.run(
         [sys.executable, "-m", "wikitools", *args],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False,
+        cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False,
     )
 
 

@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from test_render import record
+from harness import record
 
 from wikitools.cli import main
 from wikitools.pages.parse import read_page

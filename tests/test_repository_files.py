@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import free_port
+from harness import free_port, make_tree
 
 from wikitools.cli import main
 from wikitools.core.config import load_config
@@ -37,13 +37,9 @@ exec vllm serve org/Model-7B --port "$PORT" --tensor-parallel-size "$TP"
 
 
 def _tree(tmp_path: Path, page: str, files: dict[str, str]) -> Path:
-    root = tmp_path / "site"
-    (root / "docs").mkdir(parents=True)
-    (root / "wiki.yml").write_text("docs_dir: docs\nglossary: docs/glossary.md\n")
-    (root / "docs" / "p.md").write_text(page)
-    for rel, text in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
+    root = make_tree(tmp_path / "site", {
+        "wiki.yml": "docs_dir: docs\nglossary: docs/glossary.md\n", "docs/p.md": page, **files})
+    for rel in files:
         (root / rel).chmod(0o755)
     return root
 

@@ -11,12 +11,11 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from harness import free_port
+from harness import free_port, wait_until
 
 from wikitools.cli import main
 from wikitools.runbook.execution import runlock
@@ -71,15 +70,6 @@ def listening(port: int) -> bool:
     with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.3):
         return True
     return False
-
-
-def wait_for(cond, seconds: float = 20.0) -> bool:
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        if cond():
-            return True
-        time.sleep(0.05)
-    return bool(cond())
 
 
 def run(root: Path, *extra: str) -> int:
@@ -172,8 +162,8 @@ def test_kill_9_of_the_runner_leaves_no_server_client_or_temp_file(tmp_path: Pat
     )
     lock = root / runlock.LOCKS_DIR / "fake-rb.json"
     try:
-        assert wait_for(lambda: listening(port), 60), "the fake server came up"
-        assert wait_for(lambda: any(
+        assert wait_until(lambda: listening(port), 60), "the fake server came up"
+        assert wait_until(lambda: any(
             p.get("role", "").startswith("client")
             for p in json.loads(lock.read_text() or "{}").get("processes", [])), 30)
         state = json.loads(lock.read_text())
@@ -186,8 +176,8 @@ def test_kill_9_of_the_runner_leaves_no_server_client_or_temp_file(tmp_path: Pat
         # and no process of the run holds the port any more. (Whether *something* answers on
         # the port is not the question: on a busy machine another suite's server may take the
         # freed port within seconds.)
-        assert wait_for(lambda: process_state(server) in ("", "Z"), 15)
-        assert wait_for(lambda: not any(has_tag(pid, tag) for pid in listeners(port)), 15)
+        assert wait_until(lambda: process_state(server) in ("", "Z"), 15)
+        assert wait_until(lambda: not any(has_tag(pid, tag) for pid in listeners(port)), 15)
         # …and what left their process groups is stopped by the next run, by its tag.
         nxt = RunLock(root, "fake-rb", port, "20261130T120000.000Z-bbbbbbbb-0000")
         stopped = nxt.acquire(grace=3.0)

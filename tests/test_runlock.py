@@ -8,10 +8,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from harness import wait_until
 
 from wikitools.runbook.execution import locks, runlock
 from wikitools.runbook.execution.processes import has_tag, process_state, tagged_pids
@@ -25,15 +25,6 @@ def port_locks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     folder = tmp_path / "port-locks"
     monkeypatch.setattr(runlock, "_port_locks_dir", lambda: folder)
     return folder
-
-
-def wait_for(cond, seconds: float = 10.0) -> bool:
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        if cond():
-            return True
-        time.sleep(0.05)
-    return cond()
 
 
 def alive(pid: int) -> bool:
@@ -86,11 +77,11 @@ def test_children_die_with_the_runner_and_leftovers_are_stopped_by_the_next_run(
 ) -> None:
     runner, child = _start_runner(tmp_path, port_locks)
     tag = _tag(tmp_path)
-    assert wait_for(lambda: len(tagged_pids(tag)) >= 3)  # bash, sleep, setsid sleep
+    assert wait_until(lambda: len(tagged_pids(tag)) >= 3, 10.0)  # bash, sleep, setsid sleep
     runner.send_signal(signal.SIGKILL)
     runner.wait()
     # The direct child gets SIGTERM from the kernel when the runner dies.
-    assert wait_for(lambda: not alive(child))
+    assert wait_until(lambda: not alive(child), 10.0)
     # The setsid grandchild left every process group: the next run finds it by its tag.
     survivors = tagged_pids(tag)
     assert survivors, "the setsid grandchild outlives its parent"
@@ -98,7 +89,7 @@ def test_children_die_with_the_runner_and_leftovers_are_stopped_by_the_next_run(
     stopped = nxt.acquire(grace=3.0)
     assert {s.pid for s in stopped} >= set(survivors)
     assert all("sleep 300" in s.command for s in stopped if s.pid in survivors)
-    assert wait_for(lambda: not any(alive(p) for p in survivors))
+    assert wait_until(lambda: not any(alive(p) for p in survivors), 10.0)
     assert tagged_pids(tag) == []
     nxt.release()
 
@@ -108,7 +99,7 @@ def test_without_parent_death_signal_the_next_run_stops_the_recorded_server(
 ) -> None:
     runner, child = _start_runner(tmp_path, port_locks, "--no-pdeathsig")
     tag = _tag(tmp_path)
-    assert wait_for(lambda: len(tagged_pids(tag)) >= 3)
+    assert wait_until(lambda: len(tagged_pids(tag)) >= 3, 10.0)
     runner.send_signal(signal.SIGKILL)
     runner.wait()
     # The runner is reaped: a parent-death signal would have been sent by now. The child is
@@ -116,7 +107,7 @@ def test_without_parent_death_signal_the_next_run_stops_the_recorded_server(
     assert alive(child)
     stopped = RunLock(tmp_path, "rb", 18005, "20261130T110000Z-next").acquire(grace=3.0)
     assert child in {s.pid for s in stopped}
-    assert wait_for(lambda: tagged_pids(tag) == [])
+    assert wait_until(lambda: tagged_pids(tag) == [], 10.0)
 
 
 def test_a_pid_reused_by_another_process_is_never_signalled(tmp_path: Path) -> None:
@@ -146,7 +137,7 @@ def test_copied_checkout_never_stops_the_originals_live_server(tmp_path: Path,
     runner, child = _start_runner(original, port_locks)
     try:
         tag = _tag(original)
-        assert wait_for(lambda: len(tagged_pids(tag)) >= 3)
+        assert wait_until(lambda: len(tagged_pids(tag)) >= 3, 10.0)
         copy = tmp_path / "copy"
         subprocess.run(["cp", "-a", str(original), str(copy)], check=True)
         other = RunLock(copy, "rb", 18006, "20261130T110000Z-copy")

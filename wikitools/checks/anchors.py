@@ -14,14 +14,12 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
-from markdown.extensions.toc import slugify, unique
-
 from wikitools.core.diagnostics import Diagnostic, did_you_mean
 
 if TYPE_CHECKING:
-    from wikitools.checks.lint import LinkFact
     from wikitools.pages.parse import Page
 
+LinkFact = tuple[str, str, int, int]  # a link on a page: kind (link or image), target, line, col
 SEPARATOR = "-"  # toc's default; mkdocs.yml sets no other
 _HEADING_ATTRS = re.compile(r"\s*\{:?([^{}]*)\}\s*$")
 _ATTR_ID = re.compile(r"(?:^|\s)#([^\s}#]+)")
@@ -35,6 +33,10 @@ _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 
 def page_anchors(page: Page) -> tuple[str, ...]:
     """Every id a reader can link to on `page`, sorted."""
+    # Python-Markdown is the site's parser: imported here, so that the commands (which a run
+    # on a GPU host imports) do not need it until a page's anchors are asked for.
+    from markdown.extensions.toc import slugify, unique
+
     used: set[str] = set()
     for heading in page.headings:
         text = heading.text

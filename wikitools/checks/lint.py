@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
-from wikitools.checks.anchors import check_anchors, page_anchors
+from wikitools.checks.anchors import LinkFact, check_anchors, page_anchors
 from wikitools.checks.index import Entry, front_matter_position, make_entry, title_of
 from wikitools.checks.statuses import RETIRED, REVIEWED, entry_findings
 from wikitools.core.config import WikiConfig
@@ -42,9 +42,6 @@ _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 _LIST_KEYS = ("tags",)
 _STRING_KEYS = ("title", "description", "status", "family")
 _ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
-
-
-LinkFact = tuple[str, str, int, int]  # kind (link or image), target, line, col
 
 
 def lint_pages(config: WikiConfig, pages: list[Page]) -> list[Diagnostic]:

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import sys
-from typing import Any
 
 from wikitools.cli.common import finish
 
@@ -26,28 +24,8 @@ COMMANDS = (
 )
 
 
-class _Formatter(argparse.HelpFormatter):
-    """argparse's formatter, sized without `shutil` (whose compression modules cost every
-    command start-up time, as argparse builds a formatter for each argument)."""
-
-    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
-                 width: int | None = None) -> None:
-        if width is None:
-            try:
-                columns = int(os.environ.get("COLUMNS", "0")) or os.get_terminal_size(
-                    sys.__stdout__.fileno() if sys.__stdout__ else 1).columns
-            except (OSError, ValueError, AttributeError):
-                columns = 80
-            width = columns - 2
-        super().__init__(prog, indent_increment, max_help_position, width)
-
-
 class ArgumentParser(argparse.ArgumentParser):
     """Raises instead of exiting, so `main(argv)` is testable and exit codes stay ours."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("formatter_class", _Formatter)
-        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> None:  # type: ignore[override]
         raise _UsageExit(f"{self.prog}: error: {message}")
@@ -77,16 +55,9 @@ def _command_of(argv: list[str]) -> str | None:
     return name if name in COMMANDS else None
 
 
-def main(argv: list[str] | None = None, *, from_record: bool = True) -> int:
-    """Run `wiki ARGV`. `wiki index` first tries the record of its last run (`from_record`;
-    the scripts try it themselves before importing this module)."""
+def main(argv: list[str] | None = None) -> int:
+    """Run `wiki ARGV`."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    if from_record and argv[:1] == ["index"]:
-        from wikitools.cli.index import answer_from_record
-
-        code = finish(lambda: answer_from_record(argv[1:]))
-        if code is not None:
-            return code
     try:
         parser = build_parser(_command_of(argv))
         args = parser.parse_args(argv)
@@ -96,9 +67,7 @@ def main(argv: list[str] | None = None, *, from_record: bool = True) -> int:
     if not getattr(args, "handler", None):
         parser.print_help(sys.stderr)
         return 2
-    code = finish(lambda: _handle(args))
-    assert code is not None
-    return code
+    return finish(lambda: _handle(args))
 
 
 def _handle(args: argparse.Namespace) -> int:

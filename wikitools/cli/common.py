@@ -1,6 +1,5 @@
 """Subcommands of `wiki`; each module has `add_parser(subparsers)` and a handler. The arguments
-every command shares are declared here, once, and `finish` ends every command the same way.
-Nothing heavy is imported here: a warm `wiki index` goes through this module."""
+every command shares are declared here, once, and `finish` ends every command the same way."""
 
 from __future__ import annotations
 
@@ -24,10 +23,10 @@ def add_root(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--root", type=Path, default=None, help=ROOT_HELP)
 
 
-def finish(call: Callable[[], int | None]) -> int | None:
+def finish(call: Callable[[], int]) -> int:
     """Run a command and give its exit code: expected errors (WikiError) as one line and
     their own code, Ctrl-C 130, a reader of stdout gone away 141, and anything else as a bug
-    with its traceback (3). What `call` returns (None included) is passed through."""
+    with its traceback (3)."""
     try:
         code = call()
         sys.stdout.flush()  # a reader gone away is seen here, not at interpreter exit

@@ -1,24 +1,20 @@
-"""`wiki index`: write INDEX.md (or print it, or check that it is fresh).
-
-When nothing the last run read has changed, its answer is given again from its record
-(`index_answer`); otherwise the whole work is done, and the same `give` prints and writes it.
-The page machinery is imported inside `run`, so that a warm run never loads it."""
+"""`wiki index`: write INDEX.md (or print it, or check that it is fresh)."""
 
 from __future__ import annotations
 
-import os
+import argparse
 import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
+from wikitools.checks.facts import Facts, gather
+from wikitools.checks.index import render_entries
 from wikitools.cli.common import add_root
-from wikitools.index_answer import IndexAnswer, Watch, read_options, recorded
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    import argparse
-    from typing import Any
-
-    from wikitools.checks.facts import Facts
-    from wikitools.core.diagnostics import Diagnostic
+from wikitools.core.config import list_pages, load_config
+from wikitools.core.diagnostics import Diagnostic, Severity, sort_diagnostics, summary
+from wikitools.core.errors import UsageError
+from wikitools.core.fsio import unified_diff, write_if_changed
 
 # Problems reading a page that the index reports: the page is still listed (or, when it
 # cannot be read at all, left out), so the reader of the output must hear about it.
@@ -45,6 +41,18 @@ def add_parser(sub: Any) -> None:
     parser.set_defaults(handler=run)
 
 
+@dataclass(frozen=True, slots=True)
+class IndexAnswer:
+    """What `wiki index` answers: the index text, the findings as printed, whether one is an
+    error, the summary line and the number of pages."""
+
+    text: str
+    lines: tuple[str, ...]
+    failed: bool
+    summary: str
+    count: int
+
+
 def index_findings(facts: tuple[Facts, ...]) -> list[Diagnostic]:
     """IDX001 for untitled pages and the problems met while reading pages."""
     out = [f.untitled for f in facts if f.untitled]
@@ -53,14 +61,7 @@ def index_findings(facts: tuple[Facts, ...]) -> list[Diagnostic]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from wikitools.checks.facts import gather
-    from wikitools.checks.index import render_entries
-    from wikitools.core.config import list_pages, load_config
-    from wikitools.core.diagnostics import Severity, sort_diagnostics, summary
-
-    watch = Watch(str(args.root))
     config = load_config(args.root)
-    watch.pages(str(config.docs_path), config.index_output)
     files = list_pages(config)
     facts = gather(config, files, lint=False).facts
     diags = sort_diagnostics([*files.problems, *index_findings(facts)])
@@ -71,27 +72,14 @@ def run(args: argparse.Namespace) -> int:
         summary(diags),
         len(facts),
     )
-    watch.keep(answer, usable=config.index_generated and not files.problems)
-    return give(answer, str(config.root), config.index_output, config.index_generated,
+    return give(answer, config.root, config.index_output, config.index_generated,
                 stdout=args.stdout, check=args.check, diff=args.diff)
 
 
-def answer_from_record(argv: list[str]) -> int | None:
-    """The exit code of `wiki index ARGV` given from the last run's record, or None when the
-    record does not hold (then `run` does the whole work)."""
-    options = read_options(argv)
-    found = recorded(options) if options is not None else None
-    if options is None or found is None:
-        return None
-    answer, root, output = found
-    return give(answer, root, output, True, stdout=options.stdout, check=options.check,
-                diff=options.diff)
-
-
-def give(answer: IndexAnswer, root: str, output: str, generated: bool, *, stdout: bool,
+def give(answer: IndexAnswer, root: Path, output: str, generated: bool, *, stdout: bool,
          check: bool, diff: bool) -> int:
     """Print the findings, then print, check or write the index; the exit code."""
-    target = os.path.join(root, output)
+    target = root / output
     out = sys.stderr if stdout else sys.stdout
     for line in answer.lines:
         print(line, file=out)
@@ -99,27 +87,18 @@ def give(answer: IndexAnswer, root: str, output: str, generated: bool, *, stdout
         sys.stdout.write(answer.text)
         return 1 if answer.failed else 0
     if check or diff:
-        current = ""
-        if os.path.isfile(target):
-            with open(target, encoding="utf-8") as f:
-                current = f.read()
+        current = target.read_text(encoding="utf-8") if target.is_file() else ""
         if current == answer.text:
             print(f"{output} is up to date", file=sys.stderr)
             return 0
         print(f"would change: {output}")
         if diff:
-            from wikitools.core.fsio import unified_diff
-
             sys.stdout.write(unified_diff(output, current, answer.text))
         return 1
     if not generated:
-        from wikitools.core.errors import UsageError
-
         raise UsageError(f"{output} is this wiki's own page (wiki.yml: index: "
                          "generate: false); preview with --stdout or --check --diff, then set "
                          "generate: true to let `wiki index` write it")
-    from wikitools.core.fsio import write_if_changed
-
     changed = write_if_changed(target, answer.text)
     state = "wrote" if changed else "unchanged:"
     print(f"{state} {output} ({answer.count} pages)", file=sys.stderr)

@@ -47,7 +47,7 @@ def add_parser(sub: Any) -> None:
 def _planned_config(base: WikiConfig, layout: Layout) -> WikiConfig:
     """The configuration the wiki.yml about to be written gives (for --check)."""
     return replace(base, docs_dir=layout.docs_dir, glossary=layout.glossary or base.glossary,
-                   exclude=tuple(exclude_patterns(layout)), index_generated=False, memo={})
+                   exclude=tuple(exclude_patterns(layout)), index_generated=False)
 
 
 def _baseline(config: WikiConfig) -> tuple[str, int, int]:

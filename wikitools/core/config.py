@@ -4,23 +4,22 @@ of its pages. Every command finds pages through `list_pages`."""
 from __future__ import annotations
 
 import errno
-import marshal
 import os
 import re
 import stat
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import pathspec
+import yaml
 
 from wikitools.core import locate
 from wikitools.core.diagnostics import Diagnostic, Severity, yaml_problem
 from wikitools.core.errors import ConfigError, UsageError
-from wikitools.core.locate import CONFIG_NAME, DEFAULT_DOCS, MKDOCS_NAME, blake2b
-
-if TYPE_CHECKING:
-    import pathspec
-
+from wikitools.core.locate import CONFIG_NAME, DEFAULT_DOCS, MKDOCS_NAME
+from wikitools.core.yamlload import load_yaml
 
 DEFAULT_STATUSES = ("measured", "reviewed", "experimental", "historical", "unverified")
 # Gitignore-style patterns (as MkDocs' exclude_docs): a pattern without a slash matches a
@@ -58,8 +57,6 @@ class WikiConfig:
     statuses: tuple[str, ...] = DEFAULT_STATUSES
     source: str | None = None  # the wiki.yml that was read, if any
     extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
-    # Parsed wiki.yml and exclude decisions, kept between runs (see `_memo_file`).
-    memo: dict[str, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     @property
     def docs_path(self) -> Path:
@@ -123,18 +120,8 @@ def load_config(root: Path) -> WikiConfig:
     if not root.is_dir():
         raise ConfigError(f"{root}: not a directory")
     path = root / CONFIG_NAME
-    data: dict[str, Any] = {}
-    memo = _memo_load(root)
-    if path.is_file():
-        digest = blake2b(path.read_bytes(), digest_size=16).digest()
-        cached = memo.get("yml")
-        if cached and cached[0] == digest:
-            data = cached[1]
-        else:
-            data = _read_yaml(path)
-            _check_exclude(data, compile_them=True)
-            memo["yml"] = (digest, data)
-            _memo_save(root, memo)
+    data = _read_yaml(path) if path.is_file() else {}
+    exclude = _check_exclude(data)
     docs_dir = _docs_dir(root, data.get("docs_dir"), path)
     glossary = _glossary(root, docs_dir, data.get("glossary"))
     index = data.get("index") or {}
@@ -143,7 +130,6 @@ def load_config(root: Path) -> WikiConfig:
     statuses = data.get("statuses", DEFAULT_STATUSES)
     if not isinstance(statuses, list | tuple) or not all(isinstance(s, str) for s in statuses):
         raise ConfigError(f"{CONFIG_NAME}: 'statuses' must be a list of strings")
-    exclude = _check_exclude(data)
     output = str(index.get("output", "INDEX.md"))
     generated = index.get("generate", True)
     if not isinstance(generated, bool):
@@ -161,67 +147,23 @@ def load_config(root: Path) -> WikiConfig:
         statuses=tuple(statuses),
         source=CONFIG_NAME if path.is_file() else None,
         extra={k: v for k, v in data.items() if k not in _KNOWN},
-        memo=memo,
     )
 
 
-def _check_exclude(data: dict[str, Any], *, compile_them: bool = False) -> list[str]:
-    """The exclude patterns; with `compile_them` a bad one is a configuration error now, not
-    at first use (done when wiki.yml is first read, not on every run)."""
+def _check_exclude(data: dict[str, Any]) -> list[str]:
+    """The exclude patterns, compiled once here: a bad one is a configuration error now, not
+    at first use."""
     exclude = data.get("exclude", list(DEFAULT_EXCLUDE))
     if not isinstance(exclude, list | tuple) or not all(isinstance(s, str) for s in exclude):
         raise ConfigError(f"{CONFIG_NAME}: 'exclude' must be a list of glob patterns")
-    if compile_them:
-        _spec(tuple(exclude))
+    _spec(tuple(exclude))
     return list(exclude)
-
-
-# --------------------------------------------------------------------------- cache
-
-def cache_dir() -> Path | None:
-    """$WIKI_CACHE_DIR, else ~/.cache/wikitools; None when WIKI_CACHE_DIR=off."""
-    found = locate.cache_dir()
-    return None if found is None else Path(found)
-
-
-def cache_file(root: Path, kind: str) -> Path | None:
-    found = locate.cache_file(str(root), kind)
-    return None if found is None else Path(found)
-
-
-def _memo_load(root: Path) -> dict[str, Any]:
-    """What an earlier run learnt of this wiki's configuration: wiki.yml parsed (so a warm
-    run needs no YAML parser) and which paths the exclude patterns leave out (nor pathspec)."""
-    path = cache_file(root, "config")
-    try:
-        data = marshal.loads(path.read_bytes()) if path else {}
-    except (OSError, EOFError, ValueError, TypeError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _memo_save(root: Path, memo: dict[str, Any]) -> None:
-    path = cache_file(root, "config")
-    if path is None:
-        return
-    try:
-        data = marshal.dumps(memo)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_bytes(data)
-        tmp.replace(path)
-    except (OSError, ValueError):
-        pass  # a value marshal cannot store (a YAML date) or an unwritable cache: no memo
 
 
 _KNOWN = frozenset({"docs_dir", "glossary", "index", "statuses", "exclude"})
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
-    import yaml  # here, not at the top: a warm run takes wiki.yml from the memo
-
-    from wikitools.core.yamlload import load_yaml
-
     try:
         data = load_yaml(path.read_text(encoding="utf-8"), yaml.SafeLoader)
     except UnicodeDecodeError as exc:
@@ -242,9 +184,6 @@ def mkdocs_docs_dir(root: Path) -> str | None:
     path = root / MKDOCS_NAME
     if not path.is_file():
         return None
-    import yaml
-
-    from wikitools.core.yamlload import load_yaml
 
     class _MkDocsLoader(yaml.SafeLoader):
         """mkdocs.yml may hold `!!python/name:` and `!ENV` tags; only `docs_dir` is read."""
@@ -306,8 +245,6 @@ def folder_title(folder: str) -> str:
 
 
 def _spec(patterns: tuple[str, ...]) -> pathspec.GitIgnoreSpec:
-    import pathspec
-
     try:
         # Python's own regular expressions: pathspec would pick RE2 where it is installed (the
         # probes need it), and RE2 refuses a file name that is not UTF-8 instead of matching it.
@@ -318,21 +255,7 @@ def _spec(patterns: tuple[str, ...]) -> pathspec.GitIgnoreSpec:
 
 def is_excluded(config: WikiConfig, rel: str) -> bool:
     """True when `rel` (POSIX, relative to root) matches an exclude pattern, tried against the
-    path relative to the root and relative to docs_dir. Decisions are remembered per pattern
-    list, so that pathspec is loaded only when a path is new."""
-    key = (config.exclude, config.docs_dir)
-    known: tuple[object, dict[str, bool]] | None = config.memo.get("excluded")
-    if not known or known[0] != key:
-        known = (key, {})
-        config.memo["excluded"] = known
-    decided = known[1].get(rel)
-    if decided is None:
-        decided = known[1][rel] = _excluded(config, rel)
-        config.memo["dirty"] = True
-    return decided
-
-
-def _excluded(config: WikiConfig, rel: str) -> bool:
+    path relative to the root and relative to docs_dir."""
     spec = config.exclude_spec
     if spec.match_file(rel):
         return True
@@ -410,8 +333,6 @@ def list_pages(config: WikiConfig) -> PageFiles:
     if "README.md" not in found and os.path.lexists(readme):
         consider(readme, "README.md")
     order = sorted(found)
-    if config.memo.pop("dirty", False):
-        _memo_save(root, config.memo)
     paths = tuple(Path(found[rel]) for rel in order)
     return PageFiles(paths, tuple(sorted(problems)), tuple(order))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import enum
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -56,22 +57,9 @@ def summary(diags: list[Diagnostic]) -> str:
 
 def closest(word: str, choices: Iterable[str], cutoff: float = 0.6) -> str | None:
     """The choice most like `word` (difflib ratio at least `cutoff`; of equal ratios the last
-    in sort order), or None: `difflib.get_close_matches(word, choices, n=1, cutoff)`, with a
-    choice whose quick upper bounds fall below the best ratio so far not compared in full."""
-    import difflib  # only when a name is wrong: most runs never need it
-
-    matcher = difflib.SequenceMatcher()
-    matcher.set_seq2(word)
-    best: tuple[float, str] | None = None
-    for choice in choices:
-        matcher.set_seq1(choice)
-        floor = cutoff if best is None else max(cutoff, best[0])
-        if matcher.real_quick_ratio() < floor or matcher.quick_ratio() < floor:
-            continue
-        ratio = matcher.ratio()
-        if ratio >= cutoff and (best is None or (ratio, choice) > best):
-            best = (ratio, choice)
-    return best[1] if best else None
+    in sort order), or None."""
+    found = difflib.get_close_matches(word, choices, n=1, cutoff=cutoff)
+    return found[0] if found else None
 
 
 def did_you_mean(word: str, choices: Iterable[str], cutoff: float = 0.6) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import os
 import stat
 
@@ -13,8 +14,7 @@ def normalise(text: str) -> str:
 
 
 def write_if_changed(path: str | os.PathLike[str], text: str) -> bool:
-    """Write `text` atomically; return True when the file changed. (os.path, not pathlib: a
-    warm `wiki index` imports this module and nothing of pathlib.)"""
+    """Write `text` atomically; return True when the file changed."""
     data = text.encode("utf-8")
     if os.path.exists(path):
         with open(path, "rb") as f:
@@ -58,8 +58,6 @@ def open_temp(path: str | os.PathLike[str]) -> tuple[int, str]:
 
 def unified_diff(path: str, old: str, new: str) -> str:
     """A unified diff of `old` -> `new`, headed with the path."""
-    import difflib
-
     return "".join(
         difflib.unified_diff(
             old.splitlines(keepends=True),

@@ -1,25 +1,15 @@
-"""Where things are, found with `os` alone: the wiki around a folder, the tools' cache files and
-the Markdown files under a docs folder. `config` builds on these; a warm `wiki index`
-(`index_answer`) uses them before anything heavier is imported, so they stay free of pathlib,
-dataclasses and third-party packages."""
+"""Where things are: the wiki around a folder and the Markdown files under a docs folder
+(`config` builds on these)."""
 
 from __future__ import annotations
 
 import os
-
-try:  # the C module directly: importing hashlib initialises OpenSSL, which costs start-up time
-    from _blake2 import blake2b
-except ImportError:  # pragma: no cover
-    from hashlib import blake2b
 
 CONFIG_NAME = "wiki.yml"
 MKDOCS_NAME = "mkdocs.yml"
 DEFAULT_DOCS = "wiki"  # the pages folder of a wiki without a configuration file
 # Folders never walked, whatever the configuration says (tool state, virtual environments).
 SKIP_DIRS = frozenset({".git", ".venv", ".venv-engine", "node_modules", "__pycache__", "site"})
-CACHE_ENV = "WIKI_CACHE_DIR"  # a folder for the tools' caches, or "off"
-
-__all__ = ["blake2b"]
 
 
 def find_root(start: str) -> str | None:
@@ -48,26 +38,6 @@ def is_wiki(folder: str) -> bool:
             or os.path.isfile(os.path.join(folder, MKDOCS_NAME))
             or os.path.isdir(os.path.join(folder, DEFAULT_DOCS))
             or os.path.isfile(os.path.join(folder, "GLOSSARY.md")))
-
-
-def cache_dir() -> str | None:
-    """$WIKI_CACHE_DIR, else ~/.cache/wikitools; None when WIKI_CACHE_DIR=off."""
-    setting = os.environ.get(CACHE_ENV, "")
-    if setting == "off":
-        return None
-    if setting:
-        return setting
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "wikitools")
-
-
-def cache_file(root: str, kind: str) -> str | None:
-    """The cache file of `kind` for the wiki at `root` (as a string of its real path)."""
-    base = cache_dir()
-    if base is None:
-        return None
-    name = f"{kind}-{blake2b(root.encode(), digest_size=10).hexdigest()}.marshal"
-    return os.path.join(base, name)
 
 
 def markdown_files(docs: str, top: str) -> list[tuple[str, str]]:

@@ -151,14 +151,3 @@ class Page:
             if text:
                 return _SENTENCE_END.split(text, maxsplit=1)[0]
         return None
-
-
-def _reduce(self: Any) -> tuple[Any, tuple[Any, ...]]:
-    """Pickle by field values: pages cross process boundaries in `load_pages`, and this is
-    about twice as fast as the dataclass default for the many small span objects."""
-    return (type(self), tuple([getattr(self, name) for name in self.__slots__]))
-
-
-# (the named tuples pickle as tuples already)
-for _cls in (FenceAttrs, CodeBlock, Heading, Comment, Table, Page):
-    _cls.__reduce__ = _reduce  # type: ignore[method-assign]

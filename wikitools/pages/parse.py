@@ -412,43 +412,52 @@ class _Walker:
             if texts:
                 self._text(self.unmark("".join(texts)), first, context)
                 texts = []
-            if name == "link":
-                self._link("link", node)
-                self._inline(node.children, "link_text", plain, html)
-            elif name == "autolink":
-                self._link("autolink", node)
-                if plain is not None:
-                    _plain_parts(node.children, html, plain)
-            elif name == "image":
-                start = self._link("image", node)
-                data = self.data if isinstance(self.data, bytes) else self.data.encode()
-                alt = self.source(start + 2, _label_end(data, start + 2))
-                if alt:
-                    self._text(alt, start + 2, "image_alt")
-                if plain is not None:
-                    plain.append(_plain(node.children))
-            elif name == "html_inline":
-                raw = node.meta["content"]
-                content = self.unmark(raw)
-                if content.startswith("<!--") and node.srcmap:
-                    line, col0 = self.at(node.srcmap[0])
-                    text = content[4:-3].strip()
-                    self.page.comments.append(Comment(text, line + 1, col0 + 1, line + 1))
-                if plain is not None:
-                    if html and not raw.startswith("<!--"):
-                        plain.append(raw)
-                    elif _BREAK_TAG.fullmatch(raw):
-                        plain.append(" ")
-            elif name == "code_inline":
-                if plain is not None:
-                    _plain_parts(node.children, html, plain)
-            elif name in _BREAKS:
-                if plain is not None:
-                    plain.append(" ")
-            else:  # emphasis
-                self._inline(node.children, context, plain, html)
+            self._inline_node(node, name, context, plain, html)
         if texts:
             self._text(self.unmark("".join(texts)), first, context)
+
+    def _inline_node(self, node: Node, name: str, context: str, plain: list[str] | None,
+                     html: bool) -> None:
+        """One inline node that is not text: a link, image, raw HTML, code, a break or
+        emphasis (whose children are walked)."""
+        if name == "link":
+            self._link("link", node)
+            self._inline(node.children, "link_text", plain, html)
+        elif name == "autolink":
+            self._link("autolink", node)
+            if plain is not None:
+                _plain_parts(node.children, html, plain)
+        elif name == "image":
+            start = self._link("image", node)
+            data = self.data if isinstance(self.data, bytes) else self.data.encode()
+            alt = self.source(start + 2, _label_end(data, start + 2))
+            if alt:
+                self._text(alt, start + 2, "image_alt")
+            if plain is not None:
+                plain.append(_plain(node.children))
+        elif name == "html_inline":
+            self._html_inline(node, plain, html)
+        elif name == "code_inline":
+            if plain is not None:
+                _plain_parts(node.children, html, plain)
+        elif name in _BREAKS:
+            if plain is not None:
+                plain.append(" ")
+        else:  # emphasis
+            self._inline(node.children, context, plain, html)
+
+    def _html_inline(self, node: Node, plain: list[str] | None, html: bool) -> None:
+        raw = node.meta["content"]
+        content = self.unmark(raw)
+        if content.startswith("<!--") and node.srcmap:
+            line, col0 = self.at(node.srcmap[0])
+            text = content[4:-3].strip()
+            self.page.comments.append(Comment(text, line + 1, col0 + 1, line + 1))
+        if plain is not None:
+            if html and not raw.startswith("<!--"):
+                plain.append(raw)
+            elif _BREAK_TAG.fullmatch(raw):
+                plain.append(" ")
 
     def _link(self, kind: str, node: Node) -> int:
         start = node.srcmap[0] if node.srcmap else 0

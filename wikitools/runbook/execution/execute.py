@@ -237,6 +237,19 @@ def _start(variant: PlannedVariant, root: Path, st: RunState, vs: VariantState,
         vs.timings["start_s"] = out.seconds = round(time.monotonic() - vs.t_start, 3)
 
 
+def _down_message(down: str, watcher: LogWatcher, vs: VariantState) -> str:
+    """Why a server that went away during start-up did: the signal that killed it, else the
+    cause its log gives."""
+    killed = failure.signal_death(watcher.lines)
+    if killed is not None:
+        return f"{killed} during start-up ({down})"
+    msg = f"{down} during start-up"
+    cause = watcher.cause() or (_last_line(watcher) if vs.containers else None)
+    if cause:
+        msg += f": {docker.explain(cause) if vs.containers else cause}"
+    return msg
+
+
 def _wait_ready(variant: PlannedVariant, root: Path, st: RunState, vs: VariantState,
                 emit: EventSink, http_timeout: float) -> None:
     """Poll health, then one real completion, until ready; fail on exit, on a fatal log line
@@ -264,14 +277,7 @@ def _wait_ready(variant: PlannedVariant, root: Path, st: RunState, vs: VariantSt
             if down is not None:
                 time.sleep(POLL_S)  # the last lines of a followed log
                 watcher.poll()
-                killed = failure.signal_death(watcher.lines)
-                if killed is not None:
-                    raise failed(now, f"{killed} during start-up ({down})")
-                msg = f"{down} during start-up"
-                cause = watcher.cause() or (_last_line(watcher) if vs.containers else None)
-                if cause:
-                    msg += f": {docker.explain(cause) if vs.containers else cause}"
-                raise failed(now, msg)
+                raise failed(now, _down_message(down, watcher, vs))
             if watcher.fatal_line is not None:
                 fatal_since = fatal_since or now
                 if now - fatal_since >= FATAL_GRACE_S:

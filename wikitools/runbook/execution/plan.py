@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from wikitools.core.errors import UsageError
-from wikitools.runbook.blocks.declared import ClientBlock, Runbook
+from wikitools.runbook.blocks.declared import ClientBlock, Runbook, ServerBlock
 from wikitools.runbook.blocks.repository import RUN_DIR_VAR, with_copies
 from wikitools.runbook.blocks.sweep import Coords, Sweep, SweepError, point_name
 from wikitools.runbook.engines import catalog as engines
@@ -179,32 +179,7 @@ def _server(runbook: Runbook, coords: Coords, folder: str, ov: PlanOverrides,
                    *(["sets " + ", ".join(k for k, _v in f.sets)] if f.sets else [])]
             notes.append(f"the block at {f.page}:{f.line} runs first: it {' and '.join(did)}")
 
-    env: dict[str, str] = dict(server.extra_env)
-    env.update(coords)
-    own = block_env(server)
-    if cmd.docker:
-        missing = [k for k in engines.MULTICAST_OFF if k not in own]
-        if missing and cmd.container is not None and cmd.container.kind == "compose":
-            notes.append("the container does not inherit the run's environment; add "
-                         + " ".join(f"{k}={engines.MULTICAST_OFF[k]}" for k in missing)
-                         + " to the service's environment: to keep NVLink multicast off")
-        elif missing:
-            notes.append("the container does not inherit the run's environment; add "
-                         + " ".join(f"-e {k}={engines.MULTICAST_OFF[k]}" for k in missing)
-                         + " to keep NVLink multicast off")
-    else:
-        # whatever env= says; preflight refuses a block that differs
-        env.update(engines.MULTICAST_OFF)
-        for k, v in engines.FAULT_REPORT.items():
-            env.setdefault(k, own.get(k, v))
-    if verdict is not None and verdict.selected_gpus and not cmd.docker:
-        if "CUDA_VISIBLE_DEVICES" in own:
-            notes.append(f"GPUs chosen by the block: CUDA_VISIBLE_DEVICES="
-                         f"{own['CUDA_VISIBLE_DEVICES']}")
-        else:
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in verdict.selected_gpus)
-    elif cmd.docker:
-        notes.append(f"GPUs chosen by docker --gpus {cmd.docker_gpus or '(none given)'}")
+    env = _server_env(server, coords, verdict, notes)
 
     container = None
     use = cmd.container
@@ -274,6 +249,41 @@ def _server(runbook: Runbook, coords: Coords, folder: str, ov: PlanOverrides,
         container_env=mask_env(dict(cmd.docker_env)) if container else {},
         copies=tuple(copies),
     )
+
+
+
+def _server_env(server: ServerBlock, coords: Coords, verdict: Verdict | None,
+                notes: list[str]) -> dict[str, str]:
+    """The server's environment: env=, the sweep point, NVLink multicast off and the GPUs the
+    preflight chose (a container's: what the notes say to add)."""
+    cmd = server.command
+    env: dict[str, str] = dict(server.extra_env)
+    env.update(coords)
+    own = block_env(server)
+    if cmd.docker:
+        missing = [k for k in engines.MULTICAST_OFF if k not in own]
+        if missing and cmd.container is not None and cmd.container.kind == "compose":
+            notes.append("the container does not inherit the run's environment; add "
+                         + " ".join(f"{k}={engines.MULTICAST_OFF[k]}" for k in missing)
+                         + " to the service's environment: to keep NVLink multicast off")
+        elif missing:
+            notes.append("the container does not inherit the run's environment; add "
+                         + " ".join(f"-e {k}={engines.MULTICAST_OFF[k]}" for k in missing)
+                         + " to keep NVLink multicast off")
+    else:
+        # whatever env= says; preflight refuses a block that differs
+        env.update(engines.MULTICAST_OFF)
+        for k, v in engines.FAULT_REPORT.items():
+            env.setdefault(k, own.get(k, v))
+    if verdict is not None and verdict.selected_gpus and not cmd.docker:
+        if "CUDA_VISIBLE_DEVICES" in own:
+            notes.append(f"GPUs chosen by the block: CUDA_VISIBLE_DEVICES="
+                         f"{own['CUDA_VISIBLE_DEVICES']}")
+        else:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in verdict.selected_gpus)
+    elif cmd.docker:
+        notes.append(f"GPUs chosen by docker --gpus {cmd.docker_gpus or '(none given)'}")
+    return env
 
 
 def _client(client: ClientBlock, variant: Coords, folder: str, ov: PlanOverrides,

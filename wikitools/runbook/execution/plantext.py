@@ -4,11 +4,11 @@ each client's points and runs, notes) and the preflight checks."""
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import PurePosixPath
 
 from wikitools.runbook.blocks.sweep import coords_label
-from wikitools.runbook.engines.shell import shell_join, shell_quote
 from wikitools.runbook.execution.containers import RUN_LABEL
 from wikitools.runbook.execution.plan import with_values
 from wikitools.runbook.execution.planned import Plan, PlannedClient, PlannedVariant, Verdict
@@ -67,7 +67,7 @@ def _command_lines(env: Mapping[str, str], command: str, where: str = "the wiki 
     """The `env added` and `command` lines shared by the server and each client."""
     out = []
     if env:
-        pairs = " ".join(f"{k}={shell_quote(v)}" for k, v in sorted(env.items()))
+        pairs = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(env.items()))
         out.append(f"  env added: {pairs}")
     out.append(f"  command (bash -c, in {where}):")
     return out + ["    " + line for line in command.splitlines()]
@@ -81,7 +81,7 @@ def _container_lines(v: PlannedVariant) -> list[str]:
     for path, _text in c.files:
         out.append(f"  file: {c.workdir}/{path} (from the page)")
     if v.server.container_env:
-        pairs = " ".join(f"{k}={shell_quote(val)}" for k, val in v.server.container_env.items())
+        pairs = " ".join(f"{k}={shlex.quote(val)}" for k, val in v.server.container_env.items())
         out.append(f"  container env: {pairs}")
     if c.kind == "run":
         how = "detached: its log followed with docker logs -f" if c.detached else "attached"
@@ -89,7 +89,7 @@ def _container_lines(v: PlannedVariant) -> list[str]:
         out.append("  stop: docker stop <that ID>" + ("" if c.remove else ", docker rm")
                    + "; then the ID checked gone")
     else:
-        prog = shell_join(c.compose_program + c.compose_args)
+        prog = shlex.join(c.compose_program + c.compose_args)
         how = "detached: logs followed" if c.detached else "attached"
         out.append(f"  containers: Compose project {c.project} ({how})")
         out.append(f"  stop: {prog} down; then each container ID checked gone")

@@ -9,8 +9,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from wikitools.core.diagnostics import Diagnostic, Severity, did_you_mean
-from wikitools.pages.parse import Page
 from wikitools.pages.dialect import detect_dialect
+from wikitools.pages.parse import Page
 from wikitools.runbook.blocks.declared import Runbook, RunbookSet
 from wikitools.runbook.blocks.extract import extract_runbooks
 from wikitools.runbook.blocks.regions import (
@@ -111,37 +111,9 @@ def render_pages(
             if region.edited:
                 diags.append(edited_diagnostic(region))
                 continue
-            try:
-                records = store.get(runbook.id)
-            except RecordError as exc:
-                diags.append(Diagnostic(region.path, region.start, region.col, "RGN006",
-                                        f"cannot read records: {exc}"))
+            body = _region_body(region, runbook, store, by_id, runbooks, diags, dialect)
+            if body is None:
                 continue
-            latest_ok = next((r for r in reversed(for_region(region, records)) if r.ok), None)
-            if (region.view != "history" and latest_ok is not None
-                    and latest_ok.blocks_hash != runbook.blocks_hash):
-                diags.append(Diagnostic(
-                    region.path, region.start, region.col, "RGN003",
-                    f"results of runbook '{runbook.id}' are stale: record "
-                    f"{latest_ok.run_id} was measured with other blocks than the page now has",
-                    Severity.WARNING,
-                ))
-            others = {}
-            try:
-                for rid in region.compared:
-                    others[rid] = store.get(rid)
-            except RecordError as exc:
-                diags.append(Diagnostic(region.path, region.start, region.col, "RGN006",
-                                        f"cannot read records: {exc}"))
-                continue
-            unknown = [rid for rid in region.compared if rid not in by_id]
-            if unknown:
-                diags.append(_unknown_runbook(replace(region, attrs=(("runbook", unknown[0]),)),
-                                              by_id, dict(runbooks.broken)))
-                continue
-            body = render_region(region, runbook, records, ref=runbook.ref, others=others,
-                                 hashes={rid: by_id[rid].blocks_hash for rid in region.compared},
-                                 dialect=dialect)
             if not inline_charts:
                 body, chart_files = externalize(body, page.path)
                 charts.extend(chart_files)
@@ -221,6 +193,44 @@ def _read(path: Path) -> str | None:
         return path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return None
+
+
+def _region_body(region: Region, runbook: Runbook, store: RecordStore,
+                 by_id: Mapping[str, Runbook], runbooks: RunbookSet, diags: list[Diagnostic],
+                 dialect: str) -> str | None:
+    """The region's new body from the records; None (said why in `diags`) when a record
+    cannot be read or a compared runbook is unknown. A stale latest record is a warning."""
+    try:
+        records = store.get(runbook.id)
+    except RecordError as exc:
+        diags.append(Diagnostic(region.path, region.start, region.col, "RGN006",
+                                f"cannot read records: {exc}"))
+        return None
+    latest_ok = next((r for r in reversed(for_region(region, records)) if r.ok), None)
+    if (region.view != "history" and latest_ok is not None
+            and latest_ok.blocks_hash != runbook.blocks_hash):
+        diags.append(Diagnostic(
+            region.path, region.start, region.col, "RGN003",
+            f"results of runbook '{runbook.id}' are stale: record "
+            f"{latest_ok.run_id} was measured with other blocks than the page now has",
+            Severity.WARNING,
+        ))
+    others = {}
+    try:
+        for rid in region.compared:
+            others[rid] = store.get(rid)
+    except RecordError as exc:
+        diags.append(Diagnostic(region.path, region.start, region.col, "RGN006",
+                                f"cannot read records: {exc}"))
+        return None
+    unknown = [rid for rid in region.compared if rid not in by_id]
+    if unknown:
+        diags.append(_unknown_runbook(replace(region, attrs=(("runbook", unknown[0]),)),
+                                      by_id, dict(runbooks.broken)))
+        return None
+    return render_region(region, runbook, records, ref=runbook.ref, others=others,
+                         hashes={rid: by_id[rid].blocks_hash for rid in region.compared},
+                         dialect=dialect)
 
 
 def stored_text(root: Path, page: Page) -> str:
