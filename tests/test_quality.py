@@ -7,13 +7,14 @@ import json
 import math
 from pathlib import Path
 
+import httpx
 import pytest
 
 from wikitools.core.errors import InputError, UsageError
 from wikitools.quality import capture as cap
 from wikitools.quality import kld
 from wikitools.quality.probe import load_probes
-from wikitools.quality.tokens import from_file, from_seed, input_hash
+from wikitools.quality.tokens import TokenInput, from_file, from_seed, input_hash
 
 
 def _capture(positions: list[list[tuple[int, float]]], top_k: int = 2,
@@ -112,3 +113,94 @@ def test_probe_files_are_read_with_located_errors(tmp_path: Path) -> None:
     f.write_text('{"prompt": "x", "match": "("}\n')
     with pytest.raises(InputError, match=r"p.jsonl:1:1: bad regular expression"):
         load_probes(f, "p.jsonl")
+
+
+_HTTPX_CLIENT = httpx.Client
+
+
+class _SGLangStandIn:
+    """Answers `/generate` as SGLang's code reads (see wikitools.quality.capture): a prefix is
+    taken from its radix cache only up to `min(len - 1, logprob_start_len)` tokens, the answer
+    lists from `logprob_start_len` on (the first entry null) and names `cached_tokens`.
+    Its "model" is a toy: position i's logits are the sum of the keys of tokens 0..i, a key read
+    back from the cache is rounded to one decimal when `fp8`, a freshly computed one is exact."""
+
+    VOCAB = 4
+
+    def __init__(self, fp8: bool, radix: bool = True) -> None:
+        self.fp8, self.radix = fp8, radix
+        self.cached: list[list[int]] = []  # prompts whose keys are in the cache
+        self.requests: list[dict[str, object]] = []
+
+    def _key(self, token: int, read_back: bool) -> list[float]:
+        exact = [math.sin(token * 0.37 + v) for v in range(self.VOCAB)]
+        return [round(k, 1) for k in exact] if read_back and self.fp8 else exact
+
+    def _prefix(self, ids: list[int], start: int) -> int:
+        limit = min(len(ids) - 1, start)
+        best = 0
+        for old in self.cached if self.radix else ():
+            n = 0
+            while n < min(limit, len(old)) and old[n] == ids[n]:
+                n += 1
+            best = max(best, n)
+        return best
+
+    def handle(self, request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        self.requests.append(body)
+        ids, start, k = body["input_ids"], body["logprob_start_len"], body["top_logprobs_num"]
+        prefix = self._prefix(ids, start)
+        keys = [self._key(t, i < prefix) for i, t in enumerate(ids)]
+        tops, scored = [], []
+        for pos in range(start + 1, len(ids)):  # the distribution that predicts ids[pos]
+            logits = [sum(key[v] for key in keys[:pos]) for v in range(self.VOCAB)]
+            norm = math.log(sum(math.exp(x) for x in logits))
+            lps = [x - norm for x in logits]
+            order = sorted(range(self.VOCAB), key=lambda v: -lps[v])[:k]
+            tops.append([[lps[v], v, str(v)] for v in order])
+            scored.append([lps[ids[pos]], ids[pos], str(ids[pos])])
+        tops, scored = [None, *tops], [[None, ids[start], str(ids[start])], *scored]
+        self.cached.append(ids)
+        meta = {"input_top_logprobs": tops, "input_token_logprobs": scored,
+                "cached_tokens": prefix}
+        return httpx.Response(200, json={"text": "x", "meta_info": meta})
+
+
+def _sglang_capture(monkeypatch: pytest.MonkeyPatch, server: _SGLangStandIn,
+                    ids: tuple[int, ...]) -> cap.Capture:
+    monkeypatch.setattr(cap.httpx, "Client", lambda timeout: _HTTPX_CLIENT(
+        transport=httpx.MockTransport(server.handle), timeout=timeout))
+    return cap.capture("http://sglang", "m", from_list(ids), 3, api="sglang")
+
+
+def from_list(ids: tuple[int, ...]) -> TokenInput:
+    return TokenInput(ids, "test")
+
+
+def test_sglang_captures_read_the_kv_cache_for_the_second_half(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    ids = (1, 3, 0, 2, 2, 1, 3, 0, 1, 2)
+    bf16 = _sglang_capture(monkeypatch, _SGLangStandIn(fp8=False), ids)
+    fp8_server = _SGLangStandIn(fp8=True)
+    fp8 = _sglang_capture(monkeypatch, fp8_server, ids)
+    # two requests: from 0, then from the middle, whose prefix came from the cache
+    assert [r["logprob_start_len"] for r in fp8_server.requests] == [0, 5]
+    assert fp8.cache_read == {"from_position": 5, "cached_tokens": 5}
+    assert len(fp8.positions) == len(ids) - 1
+    # the first half was computed fresh (equal to BF16), the second against the FP8 cache
+    assert fp8.positions[:5] == bf16.positions[:5]
+    div = kld.divergence(bf16, fp8)
+    assert all(v == 0 for v in div.per_position[:5]) and all(v > 0 for v in div.per_position[5:])
+    path = tmp_path / "c.json"
+    path.write_text(cap.dumps(fp8))
+    assert cap.load(path) == fp8
+
+
+def test_sglang_without_its_prefix_cache_captures_nothing_of_the_kv_format(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    ids = (1, 3, 0, 2, 2, 1, 3, 0, 1, 2)
+    bf16 = _sglang_capture(monkeypatch, _SGLangStandIn(fp8=False), ids)
+    fp8 = _sglang_capture(monkeypatch, _SGLangStandIn(fp8=True, radix=False), ids)
+    assert fp8.cache_read == {"from_position": 5, "cached_tokens": 0}
+    assert fp8.positions == bf16.positions  # what the byte-identity check then reports

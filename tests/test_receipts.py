@@ -14,7 +14,7 @@ import pytest
 from wikitools.quality import capture as cap
 from wikitools.runbook.engines.command import parse_server_command
 from wikitools.runbook.execution.receipt import model_snapshot, snapshot
-from wikitools.runbook.records.kld import score_record
+from wikitools.runbook.records.kld import keep_references, score_record
 from wikitools.runbook.records.record import ClientResult, Point, Record, Sample, write_record
 from wikitools.runbook.rendering import receipts, serving
 
@@ -40,7 +40,9 @@ def _record(root: Path, runbook: str, runs: list[list[float]], reference: str | 
     rec = Record(runbook, "wiki/x.md", "sha256:b", run_id,
                  "2026-12-01T00:00:00Z", "2026-12-01T00:01:00Z", status,
                  clients=(ClientResult("kld", "kld", "wiki kld capture", None, (point,)),))
-    return score_record(rec, root, lambda _name: reference)
+    scored = score_record(rec, root, lambda _name: reference)
+    keep_references(root, scored)  # as a run does just before it writes the record
+    return scored
 
 
 def test_the_first_capture_becomes_the_stored_reference_and_later_runs_score_against_it(
@@ -123,6 +125,12 @@ def test_speculative_throughput_stands_beside_its_acceptance_or_is_untrusted() -
     assert table["header"][1:3] == ["output tok/s", "spec acceptance"]
     assert table["rows"][0][1:3] == ["100.0", "50.0 %"]
     assert table["rows"][1][1:3] == ["300.0 untrusted", "none captured"]
+    # counters read, and the drafter made no draft at all: said so, not "none captured"
+    none_drafted = replace(points[1], metrics={**points[1].metrics,
+                                               "spec_decode_acceptance": None,
+                                               "spec_decode_draft_tokens_delta": 0})
+    zero = serving.short_table(replace(client, points=(none_drafted,)), speculative=True)
+    assert zero["rows"][0][1:3] == ["300.0 untrusted", "0 drafts"]
     assert "spec acceptance" not in serving.short_table(client)["header"]
     assert json.dumps(table)  # plain data for the template
 
@@ -143,3 +151,74 @@ def test_each_server_variant_is_a_row_read_from_its_own_engine_facts(tmp_path: P
     rows = receipts.capacity_rows(cfgs, [1500])
     assert [r[1:3] for r in rows] == [["auto", "0.5"], ["fp8", "0.5"]]
     assert [r[-1] for r in rows] == ["no (KV cache holds 1,000)", "yes"]
+
+
+def _variant_record(root: Path, command: str, captures: dict[str, list[list[float]]],
+                    var: str = "KV") -> Record:
+    """A record of server variants (`var` = each key of `captures`), each with a kld client
+    whose runs wrote the given captures; scored as a run scores it."""
+    from wikitools.runbook.records.record import VariantResult
+
+    variants = []
+    for value, runs in captures.items():
+        samples = []
+        for i, probs in enumerate(runs, start=1):
+            rel = f".artifacts/v/run/{var}_{value}/kld-r{i}.json"
+            _write_capture(root / rel, probs)
+            samples.append(Sample("ok", {"positions": 1, "top_k": 3}, 0.1, rel))
+        point = Point(None, "ok", {"positions": 1, "top_k": 3}, samples[0].result_file,
+                      samples=tuple(samples))
+        variants.append(VariantResult(
+            coords=((var, value),), server={"command": command},
+            clients=(ClientResult("kld", "kld", "wiki kld capture", None, (point,)),)))
+    rec = Record("v", "wiki/x.md", "sha256:b", "20261201T000000Z-00000000",
+                 "2026-12-01T00:00:00Z", "2026-12-01T00:01:00Z", "ok", variants=tuple(variants))
+    return score_record(rec, root, lambda _name: None)
+
+
+def test_a_kv_format_variant_captured_byte_for_byte_as_the_reference_is_not_exercised(
+        tmp_path: Path) -> None:
+    same = [0.7, 0.2, 0.1]
+    rec = _variant_record(tmp_path, 'vllm serve m --kv-cache-dtype "${KV:-auto}"',
+                          {"auto": [same, same], "fp8": [same, same]})
+    auto, fp8 = (v.clients[0].points[0].metrics for v in rec.variants)
+    assert auto["kld_mean"] == 0 and "kld_not_exercised" not in auto  # the same settings
+    assert fp8["kld_mean"] == 0 and fp8["kld_identical_runs"] == 2
+    assert fp8["kld_not_exercised"] == (
+        "not exercised: the capture equals the reference, although KV cache format fp8 (the "
+        "reference: auto) must change the outputs")
+    rows, _refs = receipts.kld_rows(receipts.configs([rec], {}, ()))
+    assert rows[0][:2] == ["KV=auto", "0"]
+    assert rows[1][:3] == ["KV=fp8", cell_text(fp8["kld_not_exercised"]), "–"]
+    # Scoring wrote nothing: the reference is kept only when the record is written.
+    assert not (tmp_path / "runbooks").exists()
+    assert keep_references(tmp_path, rec) == [auto["kld_reference"]]
+    assert (tmp_path / auto["kld_reference"]).is_file()
+
+
+def test_a_variant_that_changes_the_outputs_scores_a_number(tmp_path: Path) -> None:
+    rec = _variant_record(tmp_path, 'vllm serve m --dtype "${DTYPE:-bfloat16}"',
+                          {"bfloat16": [[0.7, 0.2, 0.1]], "float32": [[0.6, 0.3, 0.1]]},
+                          var="DTYPE")
+    fp32 = rec.variants[1].clients[0].points[0].metrics
+    assert fp32["kld_mean"] > 0 and fp32["kld_identical_runs"] == 0
+    assert "kld_not_exercised" not in fp32
+    # settings that cannot change the outputs (the memory fraction) never flag a 0
+    mem = _variant_record(tmp_path, 'vllm serve m --gpu-memory-utilization "${MEM:-0.5}"',
+                          {"0.5": [[0.7, 0.2, 0.1]], "0.3": [[0.7, 0.2, 0.1]]}, var="MEM")
+    assert "kld_not_exercised" not in mem.variants[1].clients[0].points[0].metrics
+
+
+def cell_text(text: str) -> str:
+    return receipts.cell(text)
+
+
+def test_the_receipt_counts_the_result_files_it_hashed() -> None:
+    from wikitools.runbook.records.record import read_record
+
+    rec = read_record(Path(__file__).resolve().parents[1] / "runbooks/sm90-llama1b-kv-variants"
+                      / "20261201T153245.030Z-31e021aa-f9cac659.json")
+    hashed = [f for f in rec.receipt["files"] if f["path"].startswith(".artifacts/")]
+    assert all(f["path"].endswith(".json") for f in hashed)  # result files, not logs
+    line = next(ln for ln in receipts.receipt_lines(rec) if "of the run under" in ln)
+    assert line.startswith(f"- {len(hashed)} result files of the run under ")

@@ -10,9 +10,28 @@ likely tokens plus the prompt's own token. K is capped by the server's `--max-lo
 server started with `--max-logprobs -1`. A log-probability of -inf is returned as -9999.0, and
 streaming is refused with prompt log-probabilities.
 
-SGLang: `/generate` with `input_ids`, `return_logprob`, `logprob_start_len: 0` and
-`top_logprobs_num: K` answers `meta_info.input_top_logprobs`, one list of
-`[logprob, token id, text]` per position, the first `null`."""
+vLLM's attention reads what it compares: its FlashAttention backend
+(`vllm/v1/attention/backends/flash_attn.py`) writes each step's keys and values into the paged
+KV cache and then computes attention from `key_cache`/`value_cache`, also during a prefill, so a
+capture of one request sees an FP8 cache.
+
+SGLang: `/generate` with `input_ids`, `return_logprob`, `logprob_start_len` and
+`top_logprobs_num: K` answers `meta_info.input_top_logprobs` and `input_token_logprobs`, one
+entry per input token from `logprob_start_len` on, the first `null` (no earlier token of the
+answer predicts it: `scheduler_output_processor_mixin.py` pads it), each later one the
+`[logprob, token id, text]` lists (resp. the triple) of the distribution that predicts that
+token; and `meta_info.cached_tokens`, the prompt tokens taken from its prefix cache. Its prefill attention uses the fresh keys and values of the tokens being
+computed and reads the KV cache only for a prefix already in it: a reused prefix (the radix
+cache) or the earlier chunks of a prompt longer than `--chunked-prefill-size`. The reuse is
+capped at `logprob_start_len` (`Req._compute_max_prefix_len` in
+`python/sglang/srt/managers/schedule_batch.py`: `min(input_len - 1, logprob_start_len)` when
+log-probabilities are asked), so one request with `logprob_start_len: 0` below one chunk never
+reads the cache, and an FP8 KV cache would score exactly as BF16. The capture therefore asks
+twice: the whole input from position 0 (which also leaves it in the radix cache), then the
+same input from its middle, whose second half is computed against the first half read back
+from the cache; the capture keeps the first half of the first answer and the second answer,
+and records where the cache was read from and how many tokens SGLang said it took from the
+cache (`cache_read`)."""
 
 from __future__ import annotations
 
@@ -49,9 +68,12 @@ class Capture:
     input_sha256: str
     input_source: str
     positions: tuple[tuple[tuple[int, float], ...], ...]
+    # SGLang: {"from_position": first position computed against the cache, "cached_tokens":
+    # what the engine said it took from its cache}; None where one request reads the cache.
+    cache_read: Mapping[str, int] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "format": FORMAT,
             "model": self.model,
             "api": self.api,
@@ -60,6 +82,9 @@ class Capture:
             "input_source": self.input_source,
             "positions": [[[i, lp] for i, lp in pos] for pos in self.positions],
         }
+        if self.cache_read is not None:
+            out["cache_read"] = dict(self.cache_read)
+        return out
 
 
 def dumps(capture: Capture) -> str:
@@ -78,8 +103,11 @@ def load(path: Path, shown: str | None = None) -> Capture:
     try:
         positions = tuple(tuple((int(i), float(lp)) for i, lp in pos)
                           for pos in data["positions"])
+        read = data.get("cache_read")
+        cache_read = {str(k): int(v) for k, v in read.items()} if read is not None else None
         return Capture(str(data["model"]), str(data["api"]), int(data["top_k"]),
-                       str(data["input_sha256"]), str(data.get("input_source", "")), positions)
+                       str(data["input_sha256"]), str(data.get("input_source", "")), positions,
+                       cache_read)
     except (KeyError, TypeError, ValueError) as exc:
         raise InputError(f"{where}: malformed capture ({exc})") from None
 
@@ -91,17 +119,18 @@ def capture(base_url: str, model: str, tokens: TokenInput, top_k: int, api: str 
         raise InputError(f"--top-k {top_k}: expected a positive number, or -1 for the whole "
                          "vocabulary")
     base = base_url.rstrip("/").removesuffix("/v1")
+    cache_read: dict[str, int] | None = None
     with httpx.Client(timeout=timeout) as http:
         if api == "vllm":
             positions = _vllm(http, base, model, tokens, top_k)
         elif api == "sglang":
-            positions = _sglang(http, base, tokens, top_k)
+            positions, cache_read = _sglang(http, base, tokens, top_k)
         else:
             raise InputError(f"--api {api}: expected one of {', '.join(APIS)}")
     if len(positions) != len(tokens.ids) - 1:
         raise CaptureError(f"the server gave {len(positions)} positions for "
                            f"{len(tokens.ids)} tokens")
-    return Capture(model, api, top_k, tokens.sha256, tokens.source, positions)
+    return Capture(model, api, top_k, tokens.sha256, tokens.source, positions, cache_read)
 
 
 def _post(http: httpx.Client, url: str, body: Mapping[str, Any]) -> Any:
@@ -143,26 +172,62 @@ def _vllm(http: httpx.Client, base: str, model: str, tokens: TokenInput,
     return tuple(out)
 
 
-def _sglang(http: httpx.Client, base: str, tokens: TokenInput,
-            top_k: int) -> tuple[tuple[tuple[int, float], ...], ...]:
-    if top_k == -1:
-        raise InputError("--top-k -1: SGLang's API gives top-k log-probabilities only")
-    body = {"input_ids": list(tokens.ids),
-            "sampling_params": {"max_new_tokens": 1, "temperature": 0},
-            "return_logprob": True, "logprob_start_len": 0, "top_logprobs_num": top_k}
+Positions = tuple[tuple[tuple[int, float], ...], ...]
+
+
+def _sglang_ask(http: httpx.Client, base: str, ids: list[int], top_k: int,
+                start: int) -> dict[str, Any]:
+    """SGLang's `meta_info` for the input's log-probabilities from position `start` on."""
+    body = {"input_ids": ids, "sampling_params": {"max_new_tokens": 1, "temperature": 0},
+            "return_logprob": True, "logprob_start_len": start, "top_logprobs_num": top_k}
     data = _post(http, f"{base}/generate", body)
     if isinstance(data, list):
         data = data[0] if data else {}
-    try:
-        entries = data["meta_info"]["input_top_logprobs"]
-    except (KeyError, TypeError):
-        raise CaptureError("the answer has no meta_info.input_top_logprobs") from None
+    meta = data.get("meta_info") if isinstance(data, dict) else None
+    if not isinstance(meta, dict) or not isinstance(meta.get("input_top_logprobs"), list):
+        raise CaptureError("the answer has no meta_info.input_top_logprobs")
+    return meta
+
+
+def _sglang_positions(meta: dict[str, Any], ids: list[int],
+                      top_k: int) -> tuple[int, Positions]:
+    """(the first capture position the answer covers, its positions). SGLang's lists run from
+    `logprob_start_len` to the end, with a `null` where no earlier token predicts one; each
+    entry of `input_token_logprobs` names the token it scores, which places the list."""
+    tops = [e for e in meta["input_top_logprobs"] if e is not None]
+    scored = [e for e in meta.get("input_token_logprobs") or () if e and e[0] is not None]
+    if len(scored) != len(tops) or not tops:
+        raise CaptureError("input_top_logprobs and input_token_logprobs disagree in length")
+    first = len(ids) - 1 - len(tops)
+    if [int(e[1]) for e in scored] != ids[first + 1:]:
+        raise CaptureError("the scored tokens are not the last tokens of the input")
     out = []
-    for entry in entries[1:]:
+    for entry in tops:
         if not isinstance(entry, list):
-            raise CaptureError("an input_top_logprobs entry after the first is not a list")
+            raise CaptureError("an input_top_logprobs entry is not a list")
         out.append(_top([(int(e[1]), float(e[0])) for e in entry], top_k))
-    return tuple(out)
+    return first, tuple(out)
+
+
+def _sglang(http: httpx.Client, base: str, tokens: TokenInput,
+            top_k: int) -> tuple[Positions, dict[str, int]]:
+    """Two requests (the module's docstring says why): the whole input from position 0, then
+    from its middle against the first half read back from the cache."""
+    if top_k == -1:
+        raise InputError("--top-k -1: SGLang's API gives top-k log-probabilities only")
+    ids = list(tokens.ids)
+    first, whole = _sglang_positions(_sglang_ask(http, base, ids, top_k, 0), ids, top_k)
+    if first != 0:
+        raise CaptureError(f"asked from position 0, SGLang answered from {first + 1}")
+    split = len(ids) // 2
+    if split < 1:
+        return whole, {"from_position": len(whole), "cached_tokens": 0}
+    meta = _sglang_ask(http, base, ids, top_k, split)
+    start, tail = _sglang_positions(meta, ids, top_k)
+    cached = meta.get("cached_tokens")
+    read = {"from_position": start,
+            "cached_tokens": cached if type(cached) is int and cached >= 0 else 0}
+    return whole[:start] + tail, read
 
 
 def served_model(base_url: str, timeout: float = 30.0) -> str:

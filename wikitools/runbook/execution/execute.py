@@ -95,10 +95,16 @@ def execute(
     if st.failed_step is not None:
         st.steps.append(Step("teardown", "skipped", 0.0, "nothing was started"))
     else:
-        for variant in plan.variants:
-            if not _run_variant(plan, variant, root, st, emit, verdict, http_timeout,
-                                handle_signals):
-                break
+        with signals_raise(handle_signals):  # also between one variant's teardown and the next
+            try:
+                for variant in plan.variants:
+                    if not _run_variant(plan, variant, root, st, emit, verdict, http_timeout,
+                                        handle_signals):
+                        break
+            except Interrupted as exc:
+                msg = f"interrupted by {exc} between server variants"
+                st.fail("between variants", msg)
+                st.steps.append(Step("between variants", "failed", 0.0, msg))
     if len(plan.variants) == 1:
         st.v.timings["total_s"] = round(time.monotonic() - t0, 3)
     finished = datetime.now(UTC)

@@ -112,8 +112,9 @@ def kld_rows(cfgs: Sequence[Config],
                     refs.append(ref) if ref not in refs else None
                 k = m.get("kld_top_k", m.get("top_k"))
                 top_k = "all" if k == -1 else (md_text(k) if k is not None else DASH)
-                if "kld_mean" not in m:
-                    note = m.get("kld_problem") or m.get("kld_note") or p.message or p.status
+                if "kld_mean" not in m or m.get("kld_not_exercised"):
+                    note = (m.get("kld_not_exercised") or m.get("kld_problem")
+                            or m.get("kld_note") or p.message or p.status)
                     rows.append([md_text(cfg.label), md_text(note), DASH, DASH, DASH,
                                  md_text(m.get("positions", DASH)), top_k, DASH])
                     continue
@@ -223,9 +224,10 @@ def receipt_lines(rec: Record) -> list[str]:
         lines.append(f"- {md_text(f.get('role'))}: {md_code(f.get('path'))} "
                      f"{md_code(f.get('sha256'))}")
     if len(kept) < len(files):
-        lines.append(f"- {len(files) - len(kept)} result and log files of the run under "
-                     f"{md_code(f'{rec.artifacts_dir}/')} (kept on the host that ran it; their "
-                     "hashes are in the record)")
+        n = len(files) - len(kept)
+        lines.append(f"- {n} result file{'s' if n != 1 else ''} of the run under "
+                     f"{md_code(f'{rec.artifacts_dir}/')} (kept on the host that ran it, beside "
+                     "the logs; their hashes are in the record)")
     spec = receipt.get("speculative")
     if spec:
         conf = ", ".join(f"{k}={v}" for k, v in spec.items())

@@ -4,7 +4,7 @@ throughput/interactivity trade-off of several runbooks."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -88,13 +88,21 @@ def short_table(client: ClientResult, speculative: bool = False) -> dict[str, An
                 acc = number(point.metrics.get("spec_decode_acceptance"))
                 if acc is None:
                     cells[0] += " untrusted"
-                cells.insert(1, "none captured" if acc is None else f"{acc * 100:.1f} %")
+                cells.insert(1, _acceptance(point.metrics, acc))
             row += cells
         else:
             row += [point.status] + [DASH] * (len(header) - len(vars_) - 1)
         rows.append(row)
     return {"header": header, "aligns": ["---"] * len(vars_) + ["--:"] * (len(header) - len(vars_)),
             "rows": rows}
+
+
+def _acceptance(metrics: Mapping[str, Any], acc: float | None) -> str:
+    """The acceptance cell: the rate; "0 drafts" when the counters were read and the drafter
+    made none; "none captured" when there were no counters to read."""
+    if acc is not None:
+        return f"{acc * 100:.1f} %"
+    return "0 drafts" if metrics.get("spec_decode_draft_tokens_delta") == 0 else "none captured"
 
 
 def full_table(client: ClientResult, show_accept: bool) -> dict[str, Any]:
