@@ -218,7 +218,8 @@ def test_the_receipt_counts_the_result_files_it_hashed() -> None:
 
     rec = read_record(Path(__file__).resolve().parents[1] / "runbooks/sm90-llama1b-kv-variants"
                       / "20261201T153245.030Z-31e021aa-f9cac659.json")
-    hashed = [f for f in rec.receipt["files"] if f["path"].startswith(".artifacts/")]
-    assert all(f["path"].endswith(".json") for f in hashed)  # result files, not logs
+    hashed = [f["path"] for f in rec.receipt["files"] if f["path"].startswith(".artifacts/")]
+    results = [p for p in hashed if not p.endswith(".log")]
+    assert len(results) == 24 and len(hashed) == 52  # the run's result files, and its logs
     line = next(ln for ln in receipts.receipt_lines(rec) if "of the run under" in ln)
-    assert line.startswith(f"- {len(hashed)} result files of the run under ")
+    assert line.startswith("- 24 result files and 28 other files of the run under ")

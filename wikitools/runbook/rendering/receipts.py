@@ -224,10 +224,14 @@ def receipt_lines(rec: Record) -> list[str]:
         lines.append(f"- {md_text(f.get('role'))}: {md_code(f.get('path'))} "
                      f"{md_code(f.get('sha256'))}")
     if len(kept) < len(files):
-        n = len(files) - len(kept)
-        lines.append(f"- {n} result file{'s' if n != 1 else ''} of the run under "
-                     f"{md_code(f'{rec.artifacts_dir}/')} (kept on the host that ran it, beside "
-                     "the logs; their hashes are in the record)")
+        results = {s.result_file for v in rec.each_variant() for c in v.clients
+                   for p in c.points for s in p.samples if s.result_file}
+        n = sum(1 for f in files if f.get("path") in results)
+        others = len(files) - len(kept) - n
+        also = f" and {others} other file{'s' if others != 1 else ''}" if others else ""
+        lines.append(f"- {n} result file{'s' if n != 1 else ''}{also} of the run under "
+                     f"{md_code(f'{rec.artifacts_dir}/')} (kept on the host that ran it; their "
+                     "hashes are in the record)")
     spec = receipt.get("speculative")
     if spec:
         conf = ", ".join(f"{k}={v}" for k, v in spec.items())
