@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import signal
 import subprocess
@@ -89,12 +90,27 @@ def make_handler(args: argparse.Namespace) -> type[BaseHTTPRequestHandler]:
                 State.drafts += n
                 State.draft_tokens += 3 * n
                 State.accepted += 2 * n
+            choice = {"index": 0, "text": " x" * n, "finish_reason": "length"}
+            if body.get("prompt_logprobs") is not None and isinstance(body.get("prompt"), list):
+                choice["prompt_logprobs"] = prompt_logprobs(body["prompt"], args.vocab)
             out = {"id": "cmpl-1", "object": "text_completion", "model": args.model,
-                   "choices": [{"index": 0, "text": " x" * n, "finish_reason": "length"}],
+                   "choices": [choice],
                    "usage": {"prompt_tokens": 3, "completion_tokens": n, "total_tokens": 3 + n}}
             self._send(200, json.dumps(out).encode())
 
     return Handler
+
+
+def prompt_logprobs(ids: list[int], vocab: int) -> list[dict | None]:
+    """vLLM's answer shape for `prompt_logprobs: -1`: per prompt token after the first, every
+    token of a `vocab`-token vocabulary with a log-probability that depends on the position."""
+    out: list[dict | None] = [None]
+    for pos in range(1, len(ids)):
+        weights = [1.0 + ((pos * 7 + v * 13) % 17) for v in range(vocab)]
+        total = sum(weights)
+        out.append({str(v): {"logprob": math.log(w / total), "rank": 1, "decoded_token": "x"}
+                    for v, w in enumerate(weights)})
+    return out
 
 
 def server_info(args: argparse.Namespace) -> dict:
@@ -136,6 +152,7 @@ def main() -> int:
     p.add_argument("--child", action="store_true", help="leave a child process in the group")
     p.add_argument("--spec", action="store_true", help="expose spec-decode counters")
     p.add_argument("--kv-tokens", type=int, default=123456)
+    p.add_argument("--vocab", type=int, default=8, help="tokens per prompt_logprobs position")
     p.add_argument("--flavour", choices=("vllm", "llama", "sglang"), default="vllm",
                    help="log lines and endpoints of vLLM, llama.cpp's llama-server or SGLang")
     args, _unknown = p.parse_known_args()

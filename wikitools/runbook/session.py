@@ -36,6 +36,7 @@ from wikitools.runbook.execution.processes import (
 )
 from wikitools.runbook.execution.receipt import build_receipt, cache_state, named_paths, snapshot
 from wikitools.runbook.execution.runstate import RunLock, remove_temp_files
+from wikitools.runbook.execution.steps import Event
 from wikitools.runbook.records.compare import Comparison, compare_variants, previous_comparable
 from wikitools.runbook.records.kld import keep_references, score_record
 from wikitools.runbook.records.record import (
@@ -182,7 +183,7 @@ def run_prepared(
         record = execute(prepared.plan, root=root, verdict=prepared.verdict, on_event=on_event,
                          started=prepared.started, handle_signals=handle_signals,
                          run_lock=lock)
-        record = finish_record(record, prepared, before, caches, handle_signals)
+        record = finish_record(record, prepared, before, caches, handle_signals, on_event)
     finally:
         lock.release()
     try:
@@ -212,25 +213,37 @@ def run_prepared(
                                        if previous is not None and record.ok else ()))
 
 
+# the steps after the last teardown, and what each does (the progress line, and the message of
+# a record that stopped there)
+FINISHING = {"kld scoring": "scoring the KLD captures",
+             "receipt": "hashing the files for the receipt"}
+
+
 def finish_record(record: Record, prepared: Prepared, before: dict[str, str],
-                  caches: list[dict[str, object]], handle_signals: bool = True) -> Record:
+                  caches: list[dict[str, object]], handle_signals: bool = True,
+                  on_event: EventSink | None = None) -> Record:
     """The record with its KLD scores (captures against the reference, kept under runbooks/
     when the record is written) and its receipt (file hashes, model snapshot, cache folders).
     An interruption or an error while scoring or hashing ends there: the record keeps what
     was measured and is marked failed at that step, so that nothing measured is lost."""
     runbook = prepared.runbook
     refs = {c.name: c.reference for c in runbook.clients}
+    emit = on_event or (lambda _e: None)
     step = "kld scoring"
     t0 = time.monotonic()
     try:
         with signals_raise(handle_signals):
-            record = score_record(record, prepared.root, lambda name: refs.get(name))
+            if any(c.kind == "kld" for v in record.each_variant() for c in v.clients):
+                emit(Event("note", step, message=FINISHING[step]))
+                record = score_record(record, prepared.root, lambda name: refs.get(name))
             step, t0 = "receipt", time.monotonic()
+            emit(Event("note", step, message=FINISHING[step]))
             receipt = build_receipt(prepared.plan, prepared.root, before, caches)
     except Interrupted as exc:
-        return _unfinished(record, step, f"interrupted by {exc} during the {step}", t0)
+        return _unfinished(record, step, f"interrupted by {exc} while {FINISHING[step]}", t0)
     except Exception as exc:  # noqa: BLE001 - a failure here must not lose the measurements
-        return _unfinished(record, step, f"the {step} failed: {type(exc).__name__}: {exc}", t0)
+        return _unfinished(record, step, f"failed while {FINISHING[step]}: "
+                           f"{type(exc).__name__}: {exc}", t0)
     kept = sorted({str(p.metrics["kld_reference"]): str(p.metrics["kld_reference_sha256"])
                    for v in record.each_variant() for c in v.clients for p in c.points
                    if "kld_reference" in p.metrics}.items())
