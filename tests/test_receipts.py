@@ -223,3 +223,29 @@ def test_the_receipt_counts_the_result_files_it_hashed() -> None:
     assert len(results) == 24 and len(hashed) == 52  # the run's result files, and its logs
     line = next(ln for ln in receipts.receipt_lines(rec) if "of the run under" in ln)
     assert line.startswith("- 24 result files and 28 other files of the run under ")
+
+
+def _timed(durations: list[float], least: float | None) -> ClientResult:
+    extra = {"min_duration_s": least} if least is not None else {}
+    samples = tuple(Sample("ok", {"output_throughput": 100.0 + i, "duration": d, **extra})
+                    for i, d in enumerate(durations))
+    point = Point("32", "ok", {"output_throughput": 101.0, "duration": sorted(durations)[1],
+                               **extra}, samples=samples)
+    return ClientResult("throughput", "serving", "vllm bench serve", "C", (point,),
+                        repeats=len(durations))
+
+
+def test_a_band_needs_runs_of_the_minimum_length_and_says_how_many_and_how_long() -> None:
+    steady = _timed([35.0, 36.0, 34.0], 30.0)
+    assert serving.short_table(steady)["rows"][0][1] == "101.0 ±1.0\u202f%"
+    note = serving.repeats_note(steady)
+    assert "median of 3 runs of 34.0–36.0 s each;" in note
+    assert "too short" not in note and "range, not a band" not in note
+    # the block asked for 40 s: the same runs are too short, and the headline shows no band
+    strict = _timed([35.0, 36.0, 34.0], 40.0)
+    assert serving.short_table(strict)["rows"][0][1] == "101.0 too short"
+    assert "32 (35.0 s, under 40 s)" in serving.repeats_note(strict)
+    # a record from before the rule: the default minimum, 10 s
+    assert serving.short_table(_timed([4.2, 4.0, 3.9], None))["rows"][0][1] == "101.0 too short"
+    assert "Two runs make a range, not a band: 3 or more" in serving.repeats_note(
+        _timed([35.0, 36.0], 30.0))

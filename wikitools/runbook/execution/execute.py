@@ -352,6 +352,9 @@ def _run_clients(variant: PlannedVariant, root: Path, st: RunState, vs: VariantS
                 st.steps.append(Step(label, result.status, result.seconds, result.message))
                 emit(Event("point-end", label, result.status, result.message, result.seconds,
                            index, total))
+                short = _too_short(client, result)
+                if short:
+                    emit(Event("note", label, message=f"{label}: {short}"))
                 if result.status != "ok":
                     killed = _server_killed(root, variant)
                     if killed is not None:
@@ -408,7 +411,19 @@ def _run_point(variant: PlannedVariant, client: PlannedClient, point: PlannedPoi
     metrics.update(server_api.spec_delta(srv, before, http_timeout))
     if client.kind == "serving":
         metrics.setdefault("spec_decode_acceptance", None)
+    if client.min_duration is not None:
+        metrics["min_duration_s"] = client.min_duration  # the rule the run was held to
     return Point(point.value, "ok", metrics, run.result_path or run.log_path, None, secs)
+
+
+def _too_short(client: PlannedClient, result: Point) -> str | None:
+    """Why a serving run's throughput is no steady number (None when it is)."""
+    took = result.metrics.get("duration")
+    if client.min_duration is None or not isinstance(took, int | float) or \
+            took >= client.min_duration:
+        return None
+    return (f"the benchmark ran {took:.1f} s, under the {client.min_duration:g} s minimum "
+            "(min_duration=): its throughput is no steady number; send more requests")
 
 
 def _server_down(st: VariantState, elapsed: float | None = None,

@@ -155,6 +155,7 @@ class PlannedClient:
     repeats: int  # measured runs of each point
     warmup: bool  # an unrecorded run before each point's measured runs
     points: tuple[PlannedPoint, ...]
+    min_duration: float | None = None  # serving: the shortest run counted as steady (s)
 
     @property
     def display_command(self) -> str:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from wikitools.core.errors import UsageError
-from wikitools.runbook.blocks.model import ClientBlock, Runbook
+from wikitools.runbook.blocks.model import DEFAULT_MIN_DURATION, ClientBlock, Runbook
 from wikitools.runbook.blocks.repository import RUN_DIR_VAR, with_copies
 from wikitools.runbook.blocks.sweep import Coords, Sweep, SweepError, point_name
 from wikitools.runbook.engines import catalog as engines
@@ -319,5 +319,6 @@ def _client(client: ClientBlock, variant: Coords, folder: str, ov: PlanOverrides
                                    result_path, f"{stem}{run}.log"))
         env = {**dict(variant), **dict(coords)}
         points.append(PlannedPoint(coords, value, label, env, mask_env(env), tuple(runs)))
+    least = (client.min_duration or DEFAULT_MIN_DURATION) if client.kind == "serving" else None
     return PlannedClient(client.name, client.kind, parser, client.timeout, sweep.vars, repeats,
-                         warmup, tuple(points))
+                         warmup, tuple(points), least)
