@@ -4,8 +4,8 @@ end to end against the fake engine (a `vllm` test double on PATH)."""
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 from dataclasses import replace
 from pathlib import Path
 

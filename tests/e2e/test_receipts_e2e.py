@@ -91,6 +91,10 @@ def test_kld_capacity_probes_and_receipt_end_to_end(tree: Path, random_model: Pa
     assert fm["kld_reference_sha256"] == m["kld_reference_sha256"]
     assert fm["kld_runs"] == 2 and fm["kld_mean"] > 1e-4 and fm["kld_run_sd"] is not None
     assert all(s["metrics"]["kld_mean"] > 0 for s in fpoint["samples"])
+    # The self-check: BF16's second capture is byte for byte the reference (the same settings:
+    # nothing to flag); FP32's differ, as a different dtype must.
+    assert m["kld_identical_runs"] == 1 and "kld_not_exercised" not in m
+    assert fm["kld_identical_runs"] == 0 and "kld_not_exercised" not in fm
 
     # Probes: random weights answer nothing right, and every failure is kept.
     for variant in (kb, kf):
@@ -119,6 +123,15 @@ def test_kld_capacity_probes_and_receipt_end_to_end(tree: Path, random_model: Pa
     assert rec["receipt"]["model"] == {"model": str(random_model), "snapshot": None,
                                        "from": "local folder: its files are hashed"}
     assert {c["name"] for c in rec["receipt"]["caches"]} >= {"vllm torch.compile", "triton"}
+    # One set of compile and kernel caches for the run, new with it: the first start found
+    # every one empty; each start says what it found.
+    shared = tree / rec["artifacts_dir"] / "caches"
+    assert all(c["shared"] and c["path"].startswith(shared.resolve().as_posix())
+               for c in rec["receipt"]["caches"])
+    first, later = (v["markers"]["caches_warm_at_start"] for v in rec["variants"])
+    assert set(first) == set(later) >= {"vllm torch.compile", "triton"}
+    assert not any(first.values())
+    assert later["torchinductor"] is True  # the CPU kernels the first start compiled
 
     page = (tree / "wiki/receipts.md").read_text()
     kld_rows = [ln for ln in _region(page, "kld").splitlines() if ln.startswith("| DTYPE=")]
@@ -128,3 +141,5 @@ def test_kld_capacity_probes_and_receipt_end_to_end(tree: Path, random_model: Pa
     cap = _region(page, "capacity")
     assert f"{kv_bf16:,}" in cap and f"{kv_fp32:,}" in cap and "no (max model length 512)" in cap
     assert _sha(tree / "benchmarks/probes/basic.jsonl") in _region(page, "receipt")
+    assert "- start of `DTYPE=bfloat16`: cold (every cache empty), ready in " in (
+        _region(page, "receipt"))

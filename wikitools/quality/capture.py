@@ -20,18 +20,21 @@ SGLang: `/generate` with `input_ids`, `return_logprob`, `logprob_start_len` and
 entry per input token from `logprob_start_len` on, the first `null` (no earlier token of the
 answer predicts it: `scheduler_output_processor_mixin.py` pads it), each later one the
 `[logprob, token id, text]` lists (resp. the triple) of the distribution that predicts that
-token; and `meta_info.cached_tokens`, the prompt tokens taken from its prefix cache. Its prefill attention uses the fresh keys and values of the tokens being
-computed and reads the KV cache only for a prefix already in it: a reused prefix (the radix
-cache) or the earlier chunks of a prompt longer than `--chunked-prefill-size`. The reuse is
-capped at `logprob_start_len` (`Req._compute_max_prefix_len` in
+token; and `meta_info.cached_tokens`, the prompt tokens taken from its prefix cache. Its prefill
+attention uses the fresh keys and values of the tokens being computed and reads the KV cache
+only for a prefix already in it (seen on an H200 with SGLang 0.5.17: captures with an FP8 KV
+cache were byte for byte those with BF16): a reused prefix (the radix cache) or the earlier
+chunks of a prompt longer than `--chunked-prefill-size` (`managers/scheduler.py` calls a chunked
+request's `init_next_round_input()` without the tree cache, so it keeps the earlier chunks as
+its prefix). The reuse is capped at `logprob_start_len` (`Req._compute_max_prefix_len` in
 `python/sglang/srt/managers/schedule_batch.py`: `min(input_len - 1, logprob_start_len)` when
 log-probabilities are asked), so one request with `logprob_start_len: 0` below one chunk never
 reads the cache, and an FP8 KV cache would score exactly as BF16. The capture therefore asks
-twice: the whole input from position 0 (which also leaves it in the radix cache), then the
-same input from its middle, whose second half is computed against the first half read back
-from the cache; the capture keeps the first half of the first answer and the second answer,
-and records where the cache was read from and how many tokens SGLang said it took from the
-cache (`cache_read`)."""
+twice: the whole input from position 0 (which also leaves it in the radix cache), then the same
+input from its middle, whose second half is computed against the first half read back from the
+cache; the capture keeps the first half of the first answer and the second answer, and records
+where the cache was read from and how many tokens SGLang said it took from the cache
+(`cache_read`)."""
 
 from __future__ import annotations
 

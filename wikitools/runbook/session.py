@@ -179,7 +179,7 @@ def run_prepared(
     try:
         removed = remove_temp_files(root, _written_targets(prepared))
         named = named_paths(prepared.plan)
-        before, caches = snapshot(root, named), cache_state(prepared.plan)
+        before, caches = snapshot(root, named), cache_state(prepared.plan, root)
         record = execute(prepared.plan, root=root, verdict=prepared.verdict, on_event=on_event,
                          started=prepared.started, handle_signals=handle_signals,
                          run_lock=lock)
@@ -241,7 +241,7 @@ def finish_record(record: Record, prepared: Prepared, before: dict[str, str],
             receipt = build_receipt(prepared.plan, prepared.root, before, caches)
     except Interrupted as exc:
         return _unfinished(record, step, f"interrupted by {exc} while {FINISHING[step]}", t0)
-    except Exception as exc:  # noqa: BLE001 - a failure here must not lose the measurements
+    except Exception as exc:
         return _unfinished(record, step, f"failed while {FINISHING[step]}: "
                            f"{type(exc).__name__}: {exc}", t0)
     kept = sorted({str(p.metrics["kld_reference"]): str(p.metrics["kld_reference_sha256"])

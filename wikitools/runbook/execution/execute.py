@@ -23,7 +23,7 @@ from wikitools.runbook.engines import clients as result_parsers
 from wikitools.runbook.engines import failure
 from wikitools.runbook.engines.markers import scan_markers
 from wikitools.runbook.execution import containers as docker
-from wikitools.runbook.execution import server_api
+from wikitools.runbook.execution import receipt, server_api
 from wikitools.runbook.execution.assemble import RunState, VariantState, build_record
 from wikitools.runbook.execution.folders import run_folder
 from wikitools.runbook.execution.host import gpu_memory_used, gpu_state, port_free
@@ -226,6 +226,8 @@ def _start(variant: PlannedVariant, root: Path, st: RunState, vs: VariantState,
         env = {**srv.env, TAG_VAR: st.tag,
                RUN_DIR_VAR: str((root / variant.artifacts_dir).resolve())}
         _write_copies(root, variant)
+        env.update(receipt.shared_cache_env(srv, root))
+        vs.markers["caches_warm_at_start"] = receipt.warm_caches(srv, root)
         if srv.container is not None:
             docker.write_files(root, srv.container)
             cwd = root / srv.container.workdir

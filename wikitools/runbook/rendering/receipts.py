@@ -238,11 +238,30 @@ def receipt_lines(rec: Record) -> list[str]:
         lines.append(f"- speculative decoding as configured: {md_text(conf)}")
     for c in receipt.get("caches") or ():
         state = "warm" if c.get("warm") else "cold (empty or absent)"
-        lines.append(f"- cache {md_text(c.get('name'))}: {md_code(c.get('path'))} — {state} "
-                     "at start")
+        where = ", the run's own, shared by its server starts" if c.get("shared") else ""
+        lines.append(f"- cache {md_text(c.get('name'))}: {md_code(c.get('path'))}{where} — "
+                     f"{state} at the first start")
+    lines += start_lines(rec)
     if not receipt:
         lines.append("- this record predates receipts: no file hashes were kept")
     return [*lines, ""]
+
+
+def start_lines(rec: Record) -> list[str]:
+    """Per server start: warm (which of its caches already held something) or cold, and how
+    long it took to be ready; nothing for a record made before starts were noted."""
+    out = []
+    for v in rec.each_variant():
+        warm = v.markers.get("caches_warm_at_start")
+        if not isinstance(warm, Mapping) or v.status == "skipped":
+            continue
+        filled = [str(name) for name, full in warm.items() if full is True]
+        state = f"warm ({', '.join(filled)})" if filled else "cold (every cache empty)"
+        ready = _num(v.timings.get("ready_s"))
+        took = f", ready in {ready:,.1f} s" if ready is not None else ""
+        label = md_code(v.name) if v.name else "the server"
+        out.append(f"- start of {label}: {md_text(state)}{took}")
+    return out
 
 
 def render(view: str, cfgs: Sequence[Config], attrs: Callable[[str], str | None],

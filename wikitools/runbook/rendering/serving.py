@@ -24,7 +24,6 @@ from wikitools.runbook.rendering.charts import (
 from wikitools.runbook.rendering.describe import DASH, fmt
 from wikitools.runbook.rendering.escape import md_text
 
-
 MIN_BAND_RUNS = DEFAULT_REPEATS["serving"]  # fewer runs per point: a range, not a spread
 
 # (header, metric key, format) of the full table, after the swept variable(s).
