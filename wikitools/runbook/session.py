@@ -241,7 +241,7 @@ def finish_record(record: Record, prepared: Prepared, before: dict[str, str],
             receipt = build_receipt(prepared.plan, prepared.root, before, caches)
     except Interrupted as exc:
         return _unfinished(record, step, f"interrupted by {exc} while {FINISHING[step]}", t0)
-    except Exception as exc:
+    except Exception as exc:  # a failure here must not lose what was measured
         return _unfinished(record, step, f"failed while {FINISHING[step]}: "
                            f"{type(exc).__name__}: {exc}", t0)
     kept = sorted({str(p.metrics["kld_reference"]): str(p.metrics["kld_reference_sha256"])

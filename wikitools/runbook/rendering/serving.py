@@ -61,6 +61,14 @@ def with_spread(spread: Spread | None, pattern: str) -> str:
     return text
 
 
+def throughput_cell(point: Point, spread: Spread | None) -> str:
+    """The output tok/s of a point with its band; `too short` instead of a band when its runs
+    were shorter than the minimum (they measured no steady state)."""
+    if spread is None or too_short(point) is None:
+        return with_spread(spread, "{:,.1f}")
+    return f"{spread.median:,.1f} too short"
+
+
 def _label(client: ClientResult, point: Point) -> list[str]:
     if client.grid:
         return [md_text(point.coord(v) or DASH) for v in client.sweep_vars]
@@ -86,9 +94,7 @@ def short_table(client: ClientResult, speculative: bool = False) -> dict[str, An
         row = _label(client, point)
         if point.status == "ok":
             cells = [with_spread(point.spread(key), pattern) for _, key, pattern in SHORT_COLUMNS]
-            if too_short(point) is not None:  # no band: the runs measured no steady state
-                sp = point.spread(SHORT_COLUMNS[0][1])
-                cells[0] = (SHORT_COLUMNS[0][2].format(sp.median) if sp else DASH) + " too short"
+            cells[0] = throughput_cell(point, point.spread(SHORT_COLUMNS[0][1]))
             if speculative:
                 acc = number(point.metrics.get("spec_decode_acceptance"))
                 if acc is None:
@@ -260,7 +266,7 @@ def grid_view(client: ClientResult) -> dict[str, Any] | None:
         for c in cols:
             point = at.get((r, c))
             sp = point.spread("output_throughput") if point and point.status == "ok" else None
-            line.append(with_spread(sp, "{:,.1f}") if point and point.status == "ok"
+            line.append(throughput_cell(point, sp) if point and point.status == "ok"
                         else (point.status if point else DASH))
             nums.append(sp.median if sp else None)
         matrix.append(line)
