@@ -4,7 +4,8 @@ record, failed at that step with everything measured, and leaves no file under r
 the record does not name. The server is the fake vLLM; the KLD client is the real
 `wiki kld capture`. The captures are large enough (full vocabulary) and the model folder holds a
 sparse file large enough that each phase lasts seconds: the signal is sent when the run says
-the phase began, and the record says which phase it stopped."""
+the phase began, and the record says which phase it stopped. A failure in either phase is an error the run records
+the same way."""
 
 from __future__ import annotations
 
@@ -31,11 +32,11 @@ title: Interrupted while finishing
 # Interrupted while finishing
 
 ```bash {{ #kld-rb .runbook-server engine=vllm gpus=0 ready_timeout=30 stop_timeout=3 }}
-vllm serve fake-model --port {port} --tokenizer weights/
+vllm serve ./model --port {port}
 ```
 
 ```bash {{ .runbook-client for=kld-rb name=kld kind=kld timeout=120 }}
-wiki kld capture --model fake-model --seed 0 --positions 300 --id-range 3-100 --top-k -1
+wiki kld capture --model ./model --seed 0 --positions 300 --id-range 3-100 --top-k -1
 ```
 """
 
@@ -44,8 +45,8 @@ def _tree(tmp_path: Path, big: int) -> tuple[Path, int]:
     port = free_port()
     (tmp_path / "wiki").mkdir()
     (tmp_path / "wiki/finish.md").write_text(PAGE.format(port=port))
-    (tmp_path / "weights").mkdir()
-    with (tmp_path / "weights/model.bin").open("wb") as f:
+    (tmp_path / "model").mkdir()
+    with (tmp_path / "model/model.safetensors").open("wb") as f:
         f.truncate(big)  # sparse: hashing reads `big` bytes of zeros
     return tmp_path, port
 
@@ -110,7 +111,7 @@ def test_sigint_while_scoring_still_writes_the_record(tmp_path: Path) -> None:
 
 
 def test_sigint_while_hashing_for_the_receipt_keeps_the_scores(tmp_path: Path) -> None:
-    root, port = _tree(tmp_path, 6 << 30)
+    root, port = _tree(tmp_path, 3 << 30)
     proc, out = _run_until(root, "hashing the files for the receipt")
     assert proc.returncode == 1, "".join(out)
     rec = _record(root)
@@ -126,3 +127,25 @@ def test_sigint_while_hashing_for_the_receipt_keeps_the_scores(tmp_path: Path) -
             if p.is_file()}
     assert kept == {f"runbooks/kld-rb/{rec['run_id']}.json", ref}
     assert port_free(port)
+
+
+def test_a_failure_while_hashing_is_recorded_with_the_scores(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    from wikitools.cli import main
+    from wikitools.runbook import session
+
+    def broken(*_a: object, **_k: object) -> None:
+        raise OSError(5, "Input/output error")
+
+    root, _port = _tree(tmp_path, 1 << 10)
+    monkeypatch.setenv("PATH", f"{FAKE_BIN}:{WIKI.parent}:{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_SERVER_ARGS", "--vocab 8")
+    monkeypatch.setattr(session, "build_receipt", broken)
+    assert main(["runbook", "run", "kld-rb", "--root", str(root), "--yes", "--repeats", "2",
+                 "--no-warmup", "--no-render"]) == 1
+    rec = _record(root)
+    assert rec["failed_step"] == "receipt" and rec["message"] == (
+        "failed while hashing the files for the receipt: OSError: [Errno 5] Input/output error")
+    assert rec["clients"][0]["points"][0]["metrics"]["kld_runs"] == 1
+    assert (root / rec["clients"][0]["points"][0]["metrics"]["kld_reference"]).is_file()

@@ -174,7 +174,7 @@ def main() -> int:
     compiled = os.environ.get("VLLM_CACHE_ROOT")
     if compiled:  # as vLLM's torch.compile does: its cache under VLLM_CACHE_ROOT
         os.makedirs(os.path.join(compiled, "torch_compile_cache"), exist_ok=True)
-        with open(os.path.join(compiled, "torch_compile_cache", f"fake-{args.model}"), "w") as f:
+        with open(os.path.join(compiled, "torch_compile_cache", "fake"), "w") as f:
             f.write("compiled\n")
     log("vLLM API server version 0.0.0+fake")
     log(f"non-default args: {{'model': '{args.model}', 'port': {args.port}}}")
