@@ -4,8 +4,8 @@ record, failed at that step with everything measured, and leaves no file under r
 the record does not name. The server is the fake vLLM; the KLD client is the real
 `wiki kld capture`. The captures are large enough (full vocabulary) and the model folder holds a
 sparse file large enough that each phase lasts seconds: the signal is sent when the run says
-the phase began, and the record says which phase it stopped. A failure in either phase is an error the run records
-the same way."""
+the phase began, and the record says which phase it stopped. A failure in either phase is
+recorded the same way."""
 
 from __future__ import annotations
 

@@ -17,6 +17,7 @@ from wikitools.runbook.execution.receipt import model_snapshot, snapshot
 from wikitools.runbook.records.kld import keep_references, score_record
 from wikitools.runbook.records.record import ClientResult, Point, Record, Sample, write_record
 from wikitools.runbook.rendering import receipts, serving
+from wikitools.runbook.rendering.escape import md_text
 
 
 def _write_capture(path: Path, probs: list[float], top_k: int = 3) -> str:
@@ -189,7 +190,7 @@ def test_a_kv_format_variant_captured_byte_for_byte_as_the_reference_is_not_exer
         "reference: auto) must change the outputs")
     rows, _refs = receipts.kld_rows(receipts.configs([rec], {}, ()))
     assert rows[0][:2] == ["KV=auto", "0"]
-    assert rows[1][:3] == ["KV=fp8", cell_text(fp8["kld_not_exercised"]), "–"]
+    assert rows[1][:3] == ["KV=fp8", md_text(fp8["kld_not_exercised"]), "–"]
     # Scoring wrote nothing: the reference is kept only when the record is written.
     assert not (tmp_path / "runbooks").exists()
     assert keep_references(tmp_path, rec) == [auto["kld_reference"]]
@@ -207,10 +208,6 @@ def test_a_variant_that_changes_the_outputs_scores_a_number(tmp_path: Path) -> N
     mem = _variant_record(tmp_path, 'vllm serve m --gpu-memory-utilization "${MEM:-0.5}"',
                           {"0.5": [[0.7, 0.2, 0.1]], "0.3": [[0.7, 0.2, 0.1]]}, var="MEM")
     assert "kld_not_exercised" not in mem.variants[1].clients[0].points[0].metrics
-
-
-def cell_text(text: str) -> str:
-    return receipts.cell(text)
 
 
 def test_the_receipt_counts_the_result_files_it_hashed() -> None:
