@@ -26,7 +26,7 @@ from wikitools.fleet.select import ARCH_SHARE, demand, fits, is_stale, never_run
 from wikitools.runbook.blocks.extract import load_runbooks
 from wikitools.runbook.execution import locks
 from wikitools.runbook.execution.execute import execute
-from wikitools.runbook.execution.model import Verdict
+from wikitools.runbook.execution.planned import Verdict
 from wikitools.runbook.records.record import Record, dumps, write_record
 
 TREE = Path(__file__).resolve().parent / "fleet" / "tree"

@@ -12,15 +12,15 @@ from harness import free_port
 from wikitools.cli import main
 from wikitools.core.errors import UsageError
 from wikitools.pages.parse import parse_page, read_page
+from wikitools.runbook.blocks.declared import Runbook
 from wikitools.runbook.blocks.extract import extract_runbooks
-from wikitools.runbook.blocks.model import Runbook
 from wikitools.runbook.blocks.sweep import parse_sweep
 from wikitools.runbook.engines.catalog import MULTICAST_OFF
 from wikitools.runbook.engines.secrets import mask_command, mask_env
 from wikitools.runbook.execution.containers import DockerFacts
 from wikitools.runbook.execution.host import HostFacts
-from wikitools.runbook.execution.model import Plan, PlannedClient, PlannedPoint, PlannedRun
 from wikitools.runbook.execution.plan import PlanOverrides, artifacts_dir_for, make_plan
+from wikitools.runbook.execution.planned import Plan, PlannedClient, PlannedPoint, PlannedRun
 from wikitools.runbook.execution.plantext import format_plan, format_summary, format_verdict
 from wikitools.runbook.execution.preflight import preflight
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from wikitools.pages.parse import parse_page
+from wikitools.runbook.blocks.declared import Runbook
 from wikitools.runbook.blocks.extract import extract_runbooks
-from wikitools.runbook.blocks.model import Runbook
 from wikitools.runbook.execution.containers import DockerFacts
 from wikitools.runbook.execution.host import (
     HostFacts,

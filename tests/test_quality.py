@@ -12,7 +12,7 @@ import pytest
 
 from wikitools.core.errors import InputError, UsageError
 from wikitools.quality import capture as cap
-from wikitools.quality import kld
+from wikitools.quality import divergence
 from wikitools.quality.probe import load_probes
 from wikitools.quality.tokens import TokenInput, from_file, from_seed, input_hash
 
@@ -32,9 +32,9 @@ def test_full_vocabulary_kld_is_the_closed_form_and_renormalises_rounding() -> N
     # rounded log-probabilities whose probabilities sum to 1.003: renormalised first
     ref = _capture([[(i, lp + 0.003) for i, lp in enumerate(_lp(*p))]], top_k=-1)
     cand = _capture([[(i, lp) for i, lp in enumerate(_lp(*q))]], top_k=-1)
-    div = kld.divergence(ref, cand)
+    div = divergence.divergence(ref, cand)
     assert div.per_position[0] == pytest.approx(want, rel=1e-9)
-    assert kld.divergence(ref, ref).per_position == (0.0,)
+    assert divergence.divergence(ref, ref).per_position == (0.0,)
 
 
 def test_top_k_folds_the_tail_into_one_bucket_and_is_a_lower_bound() -> None:
@@ -43,7 +43,7 @@ def test_top_k_folds_the_tail_into_one_bucket_and_is_a_lower_bound() -> None:
     ref = _capture([[(0, math.log(0.6)), (1, math.log(0.3))]])
     cand = _capture([[(0, math.log(0.5)), (1, math.log(0.3))]])
     folded = 0.6 * math.log(0.6 / 0.5) + 0.1 * math.log(0.1 / 0.2)
-    got = kld.divergence(ref, cand).per_position[0]
+    got = divergence.divergence(ref, cand).per_position[0]
     assert got == pytest.approx(folded, rel=1e-9)
     assert 0 < got < full
 
@@ -51,7 +51,7 @@ def test_top_k_folds_the_tail_into_one_bucket_and_is_a_lower_bound() -> None:
 def test_a_reference_token_missing_from_the_candidates_top_k_is_estimated_and_counted() -> None:
     ref = _capture([[(0, math.log(0.6)), (1, math.log(0.3))]])
     cand = _capture([[(0, math.log(0.5)), (2, math.log(0.2))]])
-    div = kld.divergence(ref, cand)
+    div = divergence.divergence(ref, cand)
     # token 1's q: the leftover 0.3 shared by one missing token, capped at the k-th (0.2)
     q1 = 0.2
     want = (0.6 * math.log(0.6 / 0.5) + 0.3 * math.log(0.3 / q1)
@@ -62,19 +62,20 @@ def test_a_reference_token_missing_from_the_candidates_top_k_is_estimated_and_co
 
 
 def test_summary_means_run_sd_and_position_sd() -> None:
-    runs = [kld.Divergence((0.1, 0.3), 2, 0), kld.Divergence((0.3, 0.5), 1, 0)]
-    s = kld.summarise(runs, 20)
+    runs = [divergence.Divergence((0.1, 0.3), 2, 0), divergence.Divergence((0.3, 0.5), 1, 0)]
+    s = divergence.summarise(runs, 20)
     assert s.mean == pytest.approx(0.3)
     assert s.run_sd == pytest.approx(math.sqrt(0.02))  # means 0.2 and 0.4
     assert s.position_sd == pytest.approx(0.1)  # per-position means 0.2 and 0.4
     assert (s.positions, s.runs, s.top_k) == (2, 2, 20)
     assert s.top1_agreement == pytest.approx(0.75)
-    assert kld.summarise(runs[:1], 20).run_sd is None
+    assert divergence.summarise(runs[:1], 20).run_sd is None
 
 
 def test_captures_of_different_inputs_are_refused() -> None:
     with pytest.raises(InputError, match="not the same tokens"):
-        kld.divergence(_capture([[(0, 0.0)]], sha="sha256:a"), _capture([[(0, 0.0)]], sha="b"))
+        divergence.divergence(_capture([[(0, 0.0)]], sha="sha256:a"),
+                              _capture([[(0, 0.0)]], sha="b"))
 
 
 def test_capture_files_round_trip(tmp_path: Path) -> None:
@@ -190,7 +191,7 @@ def test_sglang_captures_read_the_kv_cache_for_the_second_half(
     assert len(fp8.positions) == len(ids) - 1
     # the first half was computed fresh (equal to BF16), the second against the FP8 cache
     assert fp8.positions[:5] == bf16.positions[:5]
-    div = kld.divergence(bf16, fp8)
+    div = divergence.divergence(bf16, fp8)
     assert all(v == 0 for v in div.per_position[:5]) and all(v > 0 for v in div.per_position[5:])
     path = tmp_path / "c.json"
     path.write_text(cap.dumps(fp8))

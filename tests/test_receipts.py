@@ -14,7 +14,7 @@ import pytest
 from wikitools.quality import capture as cap
 from wikitools.runbook.engines.command import parse_server_command
 from wikitools.runbook.execution.receipt import model_snapshot, snapshot
-from wikitools.runbook.records.kld import keep_references, score_record
+from wikitools.runbook.records.kld_scores import keep_references, score_record
 from wikitools.runbook.records.record import ClientResult, Point, Record, Sample, write_record
 from wikitools.runbook.rendering import receipts, serving
 from wikitools.runbook.rendering.escape import md_text

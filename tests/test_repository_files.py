@@ -19,7 +19,7 @@ from wikitools.core.config import load_config
 from wikitools.fleet.select import is_stale
 from wikitools.pages.load import load_pages
 from wikitools.runbook.blocks.extract import extract_runbooks, load_runbooks
-from wikitools.runbook.execution import runstate
+from wikitools.runbook.execution import runlock
 from wikitools.runbook.execution.host import HostFacts
 from wikitools.runbook.records.record import ClientResult, Point, Record, Step, write_record
 from wikitools.runbook.rendering.render import render_pages
@@ -176,7 +176,7 @@ def test_the_hash_is_one_through_every_reader_and_follows_the_repository_file(
 def test_a_run_executes_the_copy_the_plan_read(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", f"{FAKE_BIN}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setattr(runstate, "_port_locks_dir", lambda: tmp_path / "port-locks")
+    monkeypatch.setattr(runlock, "_port_locks_dir", lambda: tmp_path / "port-locks")
     port = free_port()
     root = _tree(tmp_path, "# P\n\n```bash { #r .runbook-server engine=vllm gpus=0 "
                  "ready_timeout=30 stop_timeout=3 }\n"

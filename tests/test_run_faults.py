@@ -19,14 +19,14 @@ import pytest
 from harness import free_port
 
 from wikitools.cli import main
-from wikitools.runbook.execution import runstate
+from wikitools.runbook.execution import runlock
 from wikitools.runbook.execution.processes import (
     has_tag,
     listeners,
     process_state,
     tagged_pids,
 )
-from wikitools.runbook.execution.runstate import RunLock
+from wikitools.runbook.execution.runlock import RunLock
 from wikitools.runbook.records.record import make_run_id
 
 FAKE_BIN = Path(__file__).parent / "fakes" / "bin"
@@ -64,7 +64,7 @@ def fake_engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("FAKE_SERVER_ARGS", raising=False)
     monkeypatch.delenv("FAKE_BENCH_ARGS", raising=False)
     locks = tmp_path / "port-locks"
-    monkeypatch.setattr(runstate, "_port_locks_dir", lambda: locks)
+    monkeypatch.setattr(runlock, "_port_locks_dir", lambda: locks)
 
 
 def listening(port: int) -> bool:
@@ -170,7 +170,7 @@ def test_kill_9_of_the_runner_leaves_no_server_client_or_temp_file(tmp_path: Pat
          "wiki/fake.md#fake-rb", "--root", str(root), "--yes"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=root,
     )
-    lock = root / runstate.LOCKS_DIR / "fake-rb.json"
+    lock = root / runlock.LOCKS_DIR / "fake-rb.json"
     try:
         assert wait_for(lambda: listening(port), 60), "the fake server came up"
         assert wait_for(lambda: any(

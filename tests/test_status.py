@@ -12,7 +12,7 @@ from wikitools.cli import main
 from wikitools.core.config import load_config
 from wikitools.pages.load import load_pages
 from wikitools.runbook.blocks.extract import extract_runbooks
-from wikitools.runbook.rendering.status import badge, measurements
+from wikitools.runbook.rendering.measured import badge, measurements
 from wikitools.site.chips import measured_line
 
 PAGE = """---

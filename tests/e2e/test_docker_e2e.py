@@ -327,7 +327,7 @@ def test_next_run_stops_the_container_a_killed_run_labelled(tmp_path: Path) -> N
     """A runner killed with SIGKILL cannot stop its detached container; the next run of the
     runbook in the same checkout stops the containers that carry the dead run's label, and no
     other."""
-    from wikitools.runbook.execution.runstate import RunLock
+    from wikitools.runbook.execution.runlock import RunLock
 
     dead = RunLock(tmp_path, "rb-dead", None, "20261130T000000.000Z-deadbeef-0000")
 

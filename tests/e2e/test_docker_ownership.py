@@ -22,7 +22,7 @@ from wikitools.runbook.blocks.extract import extract_runbooks
 from wikitools.runbook.execution import containers as docker
 from wikitools.runbook.execution.plan import make_plan
 from wikitools.runbook.execution.processes import TAG_VAR, spawn, stop_group
-from wikitools.runbook.execution.runstate import LOCKS_DIR, RunLock
+from wikitools.runbook.execution.runlock import LOCKS_DIR, RunLock
 
 IMAGE = "wiki-test/bookworm:minbase-v1"
 

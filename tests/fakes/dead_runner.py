@@ -12,14 +12,14 @@ import sys
 import time
 from pathlib import Path
 
-from wikitools.runbook.execution import runstate
+from wikitools.runbook.execution import runlock
 from wikitools.runbook.execution.processes import die_with
 
 
 def main() -> None:
     root, runbook, port, locks = sys.argv[1:5]
-    runstate._port_locks_dir = lambda: Path(locks)  # the test's own folder
-    state = runstate.RunLock(Path(root), runbook, int(port), "20261130T100000Z-dead")
+    runlock._port_locks_dir = lambda: Path(locks)  # the test's own folder
+    state = runlock.RunLock(Path(root), runbook, int(port), "20261130T100000Z-dead")
     state.acquire()
     preexec = None if "--no-pdeathsig" in sys.argv else die_with(os.getpid())
     child = subprocess.Popen(

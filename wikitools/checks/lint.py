@@ -34,7 +34,7 @@ from wikitools.core.diagnostics import Diagnostic, Severity, closest, did_you_me
 
 if TYPE_CHECKING:
     from wikitools.pages.parse import Page
-    from wikitools.runbook.blocks.model import RunbookSet
+    from wikitools.runbook.blocks.declared import RunbookSet
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 _LIST_KEYS = ("tags",)
@@ -65,7 +65,7 @@ def status_findings(
     runbooks (callers may pass just those pages, and their runbooks when they have read
     them), and every page's entry for the hubs."""
     from wikitools.runbook.blocks.extract import extract_runbooks
-    from wikitools.runbook.rendering.status import check_runbook_claims
+    from wikitools.runbook.rendering.measured import check_runbook_claims
 
     pages = list(runbook_pages)
     if runbooks is None:

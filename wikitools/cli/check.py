@@ -24,7 +24,7 @@ from wikitools.pages.glossary import load_glossary
 from wikitools.pages.parse import Page
 
 if TYPE_CHECKING:
-    from wikitools.runbook.blocks.model import RunbookSet
+    from wikitools.runbook.blocks.declared import RunbookSet
 
 
 def add_parser(sub: Any) -> None:

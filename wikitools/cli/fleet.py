@@ -14,8 +14,8 @@ from wikitools.core.config import load_config
 from wikitools.core.errors import UsageError
 from wikitools.fleet.select import demand, select
 from wikitools.pages.load import load_pages
+from wikitools.runbook.blocks.declared import Runbook
 from wikitools.runbook.blocks.extract import extract_runbooks
-from wikitools.runbook.blocks.model import Runbook
 from wikitools.runbook.records.record import RecordError, write_record
 from wikitools.runbook.session import render_runbook_pages
 

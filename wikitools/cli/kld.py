@@ -13,7 +13,7 @@ from typing import Any
 from wikitools.core.errors import UsageError
 from wikitools.core.fsio import write_if_changed
 from wikitools.quality import capture as cap
-from wikitools.quality import kld
+from wikitools.quality import divergence
 from wikitools.quality.tokens import TokenInput, from_file, from_seed
 
 
@@ -99,8 +99,8 @@ def run_capture(args: argparse.Namespace) -> int:
 
 def run_score(args: argparse.Namespace) -> int:
     ref = cap.load(args.reference)
-    runs = [kld.divergence(ref, cap.load(p)) for p in args.candidates]
-    summary = kld.summarise(runs, ref.top_k)
+    runs = [divergence.divergence(ref, cap.load(p)) for p in args.candidates]
+    summary = divergence.summarise(runs, ref.top_k)
     data = {**summary.to_dict(), "reference": str(args.reference),
             "reference_sha256": cap.file_hash(args.reference)}
     if args.json:

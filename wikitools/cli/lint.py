@@ -12,7 +12,7 @@ from wikitools.core.config import list_pages, load_config
 from wikitools.core.diagnostics import Diagnostic, Severity, sort_diagnostics, summary
 
 if TYPE_CHECKING:
-    from wikitools.runbook.blocks.model import RunbookSet
+    from wikitools.runbook.blocks.declared import RunbookSet
 
 
 def add_parser(sub: Any) -> None:

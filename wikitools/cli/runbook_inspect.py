@@ -18,8 +18,8 @@ from wikitools.core.fsio import write_if_changed
 from wikitools.pages.load import load_pages
 from wikitools.pages.parse import Page, parse_page, read_page
 from wikitools.runbook.blocks.adopt import adopt_page, keep_layout, modernise_fences
+from wikitools.runbook.blocks.declared import Runbook
 from wikitools.runbook.blocks.extract import extract_runbooks, load_runbooks
-from wikitools.runbook.blocks.model import Runbook
 from wikitools.runbook.blocks.scan import Suggestion, merged_suggestions, scan_wiki
 from wikitools.runbook.blocks.sources import runbook_unset
 from wikitools.runbook.engines.secrets import mask_env

@@ -15,7 +15,7 @@ from typing import Any
 
 from wikitools.core.errors import InputError
 from wikitools.fleet.records import opening_record
-from wikitools.runbook.blocks.model import Runbook
+from wikitools.runbook.blocks.declared import Runbook
 from wikitools.runbook.execution import locks
 from wikitools.runbook.execution.execute import Event
 from wikitools.runbook.execution.host import free_port, port_free

@@ -18,15 +18,15 @@ from wikitools.core.errors import InputError, UsageError
 from wikitools.core.fsio import write_if_changed
 from wikitools.pages.load import load_pages
 from wikitools.pages.parse import Page
+from wikitools.runbook.blocks.declared import Runbook, RunbookSet
 from wikitools.runbook.blocks.extract import extract_runbooks
-from wikitools.runbook.blocks.model import Runbook, RunbookSet
 from wikitools.runbook.blocks.sources import runbook_unset
 from wikitools.runbook.blocks.sweep import Sweep, SweepError, parse_sweep
 from wikitools.runbook.blocks.variables import unset_variables
 from wikitools.runbook.execution.execute import EventSink, execute
 from wikitools.runbook.execution.host import HostFacts, gather_host
-from wikitools.runbook.execution.model import Plan, Verdict
 from wikitools.runbook.execution.plan import PlanOverrides, artifacts_dir_for, make_plan
+from wikitools.runbook.execution.planned import Plan, Verdict
 from wikitools.runbook.execution.preflight import preflight
 from wikitools.runbook.execution.processes import (
     Interrupted,
@@ -35,10 +35,10 @@ from wikitools.runbook.execution.processes import (
     signals_raise,
 )
 from wikitools.runbook.execution.receipt import build_receipt, cache_state, named_paths, snapshot
-from wikitools.runbook.execution.runstate import RunLock, remove_temp_files
+from wikitools.runbook.execution.runlock import RunLock, remove_temp_files
 from wikitools.runbook.execution.steps import Event
 from wikitools.runbook.records.compare import Comparison, compare_variants, previous_comparable
-from wikitools.runbook.records.kld import keep_references, score_record
+from wikitools.runbook.records.kld_scores import keep_references, score_record
 from wikitools.runbook.records.record import (
     RECORDS_DIR,
     Record,

@@ -148,7 +148,7 @@ class WikiPlugin(BasePlugin[WikiPluginConfig]):
 
     def _measurements(self) -> dict[str, Any]:
         if self._measured is None:
-            from wikitools.runbook.rendering.status import measurements
+            from wikitools.runbook.rendering.measured import measurements
 
             assert self.wiki is not None
             self._measured = measurements(self._runbook_set(), self.wiki.root)

@@ -14,9 +14,7 @@ from wikitools.core.diagnostics import Diagnostic, did_you_mean
 from wikitools.pages.parse import CodeBlock, Page
 from wikitools.runbook.blocks.attributes import Ctx, number, options, parse_env, sweep_value
 from wikitools.runbook.blocks.copies import find_originals
-from wikitools.runbook.blocks.flagcheck import flag_findings
-from wikitools.runbook.blocks.literals import reserved_refusals, variables_refusals
-from wikitools.runbook.blocks.model import (
+from wikitools.runbook.blocks.declared import (
     ClientBlock,
     FileBlock,
     Requirements,
@@ -25,6 +23,8 @@ from wikitools.runbook.blocks.model import (
     ServerBlock,
     run_files,
 )
+from wikitools.runbook.blocks.flagcheck import flag_findings
+from wikitools.runbook.blocks.literals import reserved_refusals, variables_refusals
 from wikitools.runbook.blocks.refusals import static_refusals
 from wikitools.runbook.blocks.repository import Repository, read_repository, repository_refusals
 from wikitools.runbook.blocks.sources import assigned_values

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from wikitools.pages.parse import CodeBlock
-from wikitools.runbook.blocks.model import RepoFile
+from wikitools.runbook.blocks.declared import RepoFile
 from wikitools.runbook.blocks.refusals import (
     _ENGINE_REF,
     _LAUNCH,

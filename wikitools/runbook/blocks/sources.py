@@ -14,8 +14,8 @@ from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass
 
 from wikitools.pages.page import CodeBlock, Page
+from wikitools.runbook.blocks.declared import Runbook
 from wikitools.runbook.blocks.literals import variables_refusals
-from wikitools.runbook.blocks.model import Runbook
 from wikitools.runbook.blocks.refusals import (
     UNSET_CODE,
     Refusal,

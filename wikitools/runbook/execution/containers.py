@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from wikitools.runbook.engines.shell import shell_join, shell_quote
-from wikitools.runbook.execution.model import PlannedContainer
+from wikitools.runbook.execution.planned import PlannedContainer
 from wikitools.runbook.execution.processes import TAG_VAR, spawn, stop_group
 
 DOCKER_TIMEOUT_S = 30.0  # any single docker CLI call

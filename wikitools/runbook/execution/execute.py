@@ -28,7 +28,7 @@ from wikitools.runbook.execution.assemble import RunState, VariantState, build_r
 from wikitools.runbook.execution.folders import run_folder
 from wikitools.runbook.execution.host import gpu_memory_used, gpu_state, port_free
 from wikitools.runbook.execution.logwatch import LogWatcher, tail_file
-from wikitools.runbook.execution.model import (
+from wikitools.runbook.execution.planned import (
     Plan,
     PlannedClient,
     PlannedPoint,
@@ -46,7 +46,7 @@ from wikitools.runbook.execution.processes import (
     spawn,
     stop_group,
 )
-from wikitools.runbook.execution.runstate import RunLock
+from wikitools.runbook.execution.runlock import RunLock
 from wikitools.runbook.execution.steps import Event, EventSink, StepFailed, step
 from wikitools.runbook.execution.teardown import CLIENT_GRACE_S, image_facts, teardown
 from wikitools.runbook.records.record import RUN_ID, Point, Record, Step, make_run_id

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from wikitools.core.errors import UsageError
-from wikitools.runbook.blocks.model import DEFAULT_MIN_DURATION, ClientBlock, Runbook
+from wikitools.runbook.blocks.declared import DEFAULT_MIN_DURATION, ClientBlock, Runbook
 from wikitools.runbook.blocks.repository import RUN_DIR_VAR, with_copies
 from wikitools.runbook.blocks.sweep import Coords, Sweep, SweepError, point_name
 from wikitools.runbook.engines import catalog as engines
@@ -30,7 +30,7 @@ from wikitools.runbook.engines.container_edits import (
 from wikitools.runbook.engines.launcher import append_args
 from wikitools.runbook.engines.secrets import mask_command, mask_env
 from wikitools.runbook.execution.containers import RUN_LABEL
-from wikitools.runbook.execution.model import (
+from wikitools.runbook.execution.planned import (
     Plan,
     PlannedClient,
     PlannedContainer,

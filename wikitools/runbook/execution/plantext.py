@@ -10,8 +10,8 @@ from pathlib import PurePosixPath
 from wikitools.runbook.blocks.sweep import coords_label
 from wikitools.runbook.engines.shell import shell_join, shell_quote
 from wikitools.runbook.execution.containers import RUN_LABEL
-from wikitools.runbook.execution.model import Plan, PlannedClient, PlannedVariant, Verdict
 from wikitools.runbook.execution.plan import with_values
+from wikitools.runbook.execution.planned import Plan, PlannedClient, PlannedVariant, Verdict
 from wikitools.runbook.execution.processes import TAG_VAR
 
 

@@ -19,7 +19,7 @@ from typing import Any
 from wikitools.runbook.engines import catalog as engines
 from wikitools.runbook.engines.shell import ShellSyntaxError, tokenize
 from wikitools.runbook.engines.types import EngineCommand
-from wikitools.runbook.execution.model import Plan, PlannedServer
+from wikitools.runbook.execution.planned import Plan, PlannedServer
 
 MAX_FOLDER_FILES = 64  # a folder named by a command: its files (not below), at most this many
 _EXT = re.compile(r"\.[A-Za-z0-9]{1,12}$")

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from wikitools.core.diagnostics import Diagnostic, Severity, did_you_mean
 from wikitools.pages.parse import Page
+from wikitools.runbook.blocks.declared import Runbook, RunbookSet
 from wikitools.runbook.blocks.extract import extract_runbooks
-from wikitools.runbook.blocks.model import Runbook, RunbookSet
 from wikitools.runbook.blocks.regions import (
     Region,
     edited_diagnostic,

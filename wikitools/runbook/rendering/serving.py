@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from wikitools.runbook.blocks.model import DEFAULT_MIN_DURATION
+from wikitools.runbook.blocks.declared import DEFAULT_MIN_DURATION
 from wikitools.runbook.execution.plan import DEFAULT_REPEATS
 from wikitools.runbook.records.record import ClientResult, Point, Record
 from wikitools.runbook.records.stats import NOISY_SPREAD, Spread, number

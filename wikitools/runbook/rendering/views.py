@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from wikitools.runbook.blocks.model import Runbook
+from wikitools.runbook.blocks.declared import Runbook
 from wikitools.runbook.blocks.regions import (
     Region,
 )

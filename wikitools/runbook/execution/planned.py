@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from wikitools.runbook.blocks.model import Runbook
+from wikitools.runbook.blocks.declared import Runbook
 from wikitools.runbook.blocks.sweep import Coords
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from wikitools.core.errors import InputError
 from wikitools.quality import capture as cap
-from wikitools.quality import kld
+from wikitools.quality import divergence
 from wikitools.runbook.engines import catalog as engines
 from wikitools.runbook.engines.command import parse_server_command
 from wikitools.runbook.records.record import (
@@ -128,7 +128,7 @@ def _reference(root: Path, runbook_id: str, points: Sequence[Point],
 
 
 def _scored(root: Path, point: Point, ref: Reference) -> Point:
-    runs: list[kld.Divergence] = []
+    runs: list[divergence.Divergence] = []
     samples: list[Sample] = []
     problem: str | None = None
     identical = 0
@@ -140,7 +140,7 @@ def _scored(root: Path, point: Point, ref: Reference) -> Point:
             samples.append(replace(s, metrics={**s.metrics, "kld_reference_run": True}))
             continue
         try:
-            div = kld.divergence(ref.capture, cap.load(root / s.result_file, s.result_file))
+            div = divergence.divergence(ref.capture, cap.load(root / s.result_file, s.result_file))
             same = cap.file_hash(root / s.result_file) == ref.sha256
         except (InputError, OSError) as exc:
             problem = problem or str(exc)
@@ -152,7 +152,7 @@ def _scored(root: Path, point: Point, ref: Reference) -> Point:
     metrics: dict[str, Any] = {**point.metrics, "kld_reference": ref.path,
                                "kld_reference_sha256": ref.sha256}
     if runs:
-        metrics.update(kld.summarise(runs, ref.capture.top_k).to_dict())
+        metrics.update(divergence.summarise(runs, ref.capture.top_k).to_dict())
         metrics["kld_identical_runs"] = identical  # captures byte for byte the reference
     elif problem is None:
         metrics["kld_note"] = "the reference run; no other run to compare with it"

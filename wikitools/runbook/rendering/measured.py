@@ -11,7 +11,7 @@ from pathlib import Path
 
 from wikitools.core.diagnostics import Diagnostic
 from wikitools.pages.parse import Page
-from wikitools.runbook.blocks.model import Runbook, RunbookSet
+from wikitools.runbook.blocks.declared import Runbook, RunbookSet
 from wikitools.runbook.engines import catalog as engines
 from wikitools.runbook.records.record import Record, RecordError, load_records
 from wikitools.runbook.rendering.describe import record_archs

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from wikitools.runbook.execution import locks, runstate
+from wikitools.runbook.execution import locks, runlock
 from wikitools.runbook.execution.processes import has_tag, process_state, tagged_pids
-from wikitools.runbook.execution.runstate import RunLock, RunLocked
+from wikitools.runbook.execution.runlock import RunLock, RunLocked
 
 RUNNER = Path(__file__).parent / "fakes" / "dead_runner.py"
 
@@ -23,7 +23,7 @@ RUNNER = Path(__file__).parent / "fakes" / "dead_runner.py"
 @pytest.fixture(autouse=True)
 def port_locks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     folder = tmp_path / "port-locks"
-    monkeypatch.setattr(runstate, "_port_locks_dir", lambda: folder)
+    monkeypatch.setattr(runlock, "_port_locks_dir", lambda: folder)
     return folder
 
 
@@ -78,7 +78,7 @@ def _start_runner(tmp_path: Path, port_locks: Path, *flags: str) -> tuple[subpro
 
 
 def _tag(tmp_path: Path) -> str:
-    return json.loads((tmp_path / runstate.LOCKS_DIR / "rb.json").read_text())["tag"]
+    return json.loads((tmp_path / runlock.LOCKS_DIR / "rb.json").read_text())["tag"]
 
 
 def test_children_die_with_the_runner_and_leftovers_are_stopped_by_the_next_run(
@@ -122,7 +122,7 @@ def test_without_parent_death_signal_the_next_run_stops_the_recorded_server(
 def test_a_pid_reused_by_another_process_is_never_signalled(tmp_path: Path) -> None:
     stranger = subprocess.Popen(["sleep", "30"])
     try:
-        lock = tmp_path / runstate.LOCKS_DIR / "rb.json"
+        lock = tmp_path / runlock.LOCKS_DIR / "rb.json"
         lock.parent.mkdir(parents=True)
         lock.write_text(json.dumps({"state": "running", "tag": "20261130T000000Z-gone-1234",
                                     "processes": [{"role": "server", "pid": stranger.pid}]}))
@@ -162,7 +162,7 @@ def test_copied_checkout_never_stops_the_originals_live_server(tmp_path: Path,
 def test_symlinked_lock_file_is_refused_and_its_target_left_alone(tmp_path: Path) -> None:
     target = tmp_path / "precious"
     target.write_text("keep me\n")
-    lock = tmp_path / runstate.LOCKS_DIR / "rb.json"
+    lock = tmp_path / runlock.LOCKS_DIR / "rb.json"
     lock.parent.mkdir(parents=True)
     lock.symlink_to(target)
     with pytest.raises(locks.LockPathError, match=r"rb\.json: a symlink where a lock file "
@@ -181,7 +181,7 @@ def test_symlinked_port_lock_planted_by_another_user_is_never_written_through(
         RunLock(tmp_path, "rb", 18007, "20261201T000000Z-a").acquire()
     assert target.read_text() == "keep me\n"
     # The runbook's own lock was let go: nothing is left held.
-    assert not locks.is_held(tmp_path / runstate.LOCKS_DIR / "rb.json")
+    assert not locks.is_held(tmp_path / runlock.LOCKS_DIR / "rb.json")
 
 
 def test_lock_folder_writable_by_others_or_not_ours_is_refused(tmp_path: Path,
@@ -193,7 +193,7 @@ def test_lock_folder_writable_by_others_or_not_ours_is_refused(tmp_path: Path,
         RunLock(tmp_path, "rb", 18008, "20261201T000000Z-a").acquire()
 
 
-@pytest.mark.parametrize("where", [".artifacts", runstate.LOCKS_DIR])
+@pytest.mark.parametrize("where", [".artifacts", runlock.LOCKS_DIR])
 def test_file_where_a_lock_folder_belongs_is_a_located_error(tmp_path: Path, where: str) -> None:
     (tmp_path / where).parent.mkdir(parents=True, exist_ok=True)
     (tmp_path / where).write_text("not a folder\n")
@@ -203,7 +203,7 @@ def test_file_where_a_lock_folder_belongs_is_a_located_error(tmp_path: Path, whe
 
 
 def test_folder_where_a_lock_file_belongs_is_a_located_error(tmp_path: Path) -> None:
-    (tmp_path / runstate.LOCKS_DIR / "rb.json").mkdir(parents=True)
+    (tmp_path / runlock.LOCKS_DIR / "rb.json").mkdir(parents=True)
     with pytest.raises(locks.LockPathError, match=r"rb\.json: a folder where a lock file "
                        "belongs; move it away"):
         RunLock(tmp_path, "rb", None, "20261201T000000Z-a").acquire()
@@ -220,12 +220,12 @@ def test_port_locks_live_in_a_private_folder_of_the_user(monkeypatch: pytest.Mon
 
 
 def test_group_writable_checkout_folders_of_a_umask_002_user_are_accepted(tmp_path: Path) -> None:
-    (tmp_path / runstate.LOCKS_DIR).mkdir(parents=True)
+    (tmp_path / runlock.LOCKS_DIR).mkdir(parents=True)
     (tmp_path / ".artifacts").chmod(0o775)
-    (tmp_path / runstate.LOCKS_DIR).chmod(0o775)
+    (tmp_path / runlock.LOCKS_DIR).chmod(0o775)
     run = RunLock(tmp_path, "rb", None, "20261201T000000Z-a")
     assert run.acquire() == []
     run.release()
-    (tmp_path / runstate.LOCKS_DIR).chmod(0o777)
+    (tmp_path / runlock.LOCKS_DIR).chmod(0o777)
     with pytest.raises(locks.LockPathError, match="writable by others"):
         RunLock(tmp_path, "rb", None, "20261201T000000Z-b").acquire()
