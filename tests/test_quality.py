@@ -205,3 +205,24 @@ def test_sglang_without_its_prefix_cache_captures_nothing_of_the_kv_format(
     fp8 = _sglang_capture(monkeypatch, _SGLangStandIn(fp8=True, radix=False), ids)
     assert fp8.cache_read == {"from_position": 5, "cached_tokens": 0}
     assert fp8.positions == bf16.positions  # what the byte-identity check then reports
+
+
+def test_an_sglang_answer_that_does_not_fit_the_input_is_a_capture_error(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    class Shifted(_SGLangStandIn):
+        def handle(self, request: httpx.Request) -> httpx.Response:
+            meta = json.loads(super().handle(request).content)["meta_info"]
+            meta["input_token_logprobs"] = meta["input_token_logprobs"][:1] + [
+                [lp, (t + 1) % self.VOCAB, s] for lp, t, s in meta["input_token_logprobs"][1:]]
+            return httpx.Response(200, json={"meta_info": meta})
+
+    with pytest.raises(cap.CaptureError, match="not the last tokens of the input"):
+        _sglang_capture(monkeypatch, Shifted(fp8=False), (1, 3, 0, 2, 2, 1))
+
+    class Broken(_SGLangStandIn):
+        def handle(self, request: httpx.Request) -> httpx.Response:
+            return httpx.Response(200, json={"meta_info": {
+                "input_top_logprobs": [None, "x"], "input_token_logprobs": [None, [0.0, 0]]}})
+
+    with pytest.raises(cap.CaptureError, match=r"\[logprob, token id, text\]"):
+        _sglang_capture(monkeypatch, Broken(fp8=False), (1, 3, 0))

@@ -197,19 +197,21 @@ def _sglang_positions(meta: dict[str, Any], ids: list[int],
     """(the first capture position the answer covers, its positions). SGLang's lists run from
     `logprob_start_len` to the end, with a `null` where no earlier token predicts one; each
     entry of `input_token_logprobs` names the token it scores, which places the list."""
-    tops = [e for e in meta["input_top_logprobs"] if e is not None]
-    scored = [e for e in meta.get("input_token_logprobs") or () if e and e[0] is not None]
-    if len(scored) != len(tops) or not tops:
-        raise CaptureError("input_top_logprobs and input_token_logprobs disagree in length")
-    first = len(ids) - 1 - len(tops)
-    if [int(e[1]) for e in scored] != ids[first + 1:]:
-        raise CaptureError("the scored tokens are not the last tokens of the input")
-    out = []
-    for entry in tops:
-        if not isinstance(entry, list):
-            raise CaptureError("an input_top_logprobs entry is not a list")
-        out.append(_top([(int(e[1]), float(e[0])) for e in entry], top_k))
-    return first, tuple(out)
+    try:
+        tops = [e for e in meta["input_top_logprobs"] if e is not None]
+        scored = [int(e[1]) for e in meta.get("input_token_logprobs") or ()
+                  if e and e[0] is not None]
+        first = len(ids) - 1 - len(tops)
+        if len(scored) != len(tops) or not tops or first < 0:
+            raise CaptureError("input_top_logprobs and input_token_logprobs do not cover the "
+                               "input's last tokens")
+        if scored != ids[first + 1:]:
+            raise CaptureError("the scored tokens are not the last tokens of the input")
+        out = tuple(_top([(int(e[1]), float(e[0])) for e in entry], top_k) for entry in tops)
+    except (TypeError, ValueError, IndexError, KeyError):
+        raise CaptureError("an input_top_logprobs or input_token_logprobs entry is not "
+                           "[logprob, token id, text]") from None
+    return first, out
 
 
 def _sglang(http: httpx.Client, base: str, tokens: TokenInput,
@@ -222,10 +224,7 @@ def _sglang(http: httpx.Client, base: str, tokens: TokenInput,
     first, whole = _sglang_positions(_sglang_ask(http, base, ids, top_k, 0), ids, top_k)
     if first != 0:
         raise CaptureError(f"asked from position 0, SGLang answered from {first + 1}")
-    split = len(ids) // 2
-    if split < 1:
-        return whole, {"from_position": len(whole), "cached_tokens": 0}
-    meta = _sglang_ask(http, base, ids, top_k, split)
+    meta = _sglang_ask(http, base, ids, top_k, len(ids) // 2)  # at least 1: two ids or more
     start, tail = _sglang_positions(meta, ids, top_k)
     cached = meta.get("cached_tokens")
     read = {"from_position": start,

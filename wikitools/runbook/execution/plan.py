@@ -292,7 +292,7 @@ def _server(runbook: Runbook, coords: Coords, folder: str, ov: PlanOverrides,
         container=container,
         container_env=mask_env(dict(cmd.docker_env)) if container else {},
         copies=tuple(copies),
-        caches=caches if not cmd.docker else (),
+        caches=caches,
     )
 
 
