@@ -262,6 +262,20 @@ def test_ids_are_unique_across_the_wiki(tmp_path: Path) -> None:
     assert sorted(runbooks.ids()) == ["same-model-tp2", "same-model-tp2-2", "same-model-tp2-3"]
 
 
+def test_scan_lists_every_block_of_pages_that_share_line_numbers(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    launch = "# P\n\n```bash\nvllm serve org/Same-Model --tp 2\n```\n"
+    root = _wiki(tmp_path, {"a.md": launch, "b.md": launch, "c.md": launch})
+    assert main(["runbook", "scan", "--root", str(root)]) == 0
+    listed = [line.split(": ", 1)[0] + " " + line.split("#", 1)[1].split(" ", 1)[0]
+              for line in capsys.readouterr().out.splitlines()]
+    assert listed == ["docs/a.md:3:1 same-model-tp2", "docs/b.md:3:1 same-model-tp2-2",
+                      "docs/c.md:3:1 same-model-tp2-3"]
+    assert main(["runbook", "scan", "--write", "--root", str(root)]) == 0
+    assert sorted(load_runbooks(root)[0].ids()) == ["same-model-tp2", "same-model-tp2-2",
+                                                    "same-model-tp2-3"]
+
+
 def test_scan_write_adds_a_results_region_and_check_passes_after(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     root = _wiki(tmp_path, {"m.md": (

@@ -263,3 +263,8 @@ def test_markers_from_real_vllm_logs_and_metrics():
     assert metrics["metrics_kv_cache_tokens"] == 1274576
     assert metrics["cache_config"]["kv_cache_max_concurrency"] == "622.3515625"
     assert markers.spec_counters((FIX / "engines" / "vllm-metrics.txt").read_text()) is not None
+
+
+def test_metrics_with_a_nan_block_count_give_no_block_count():
+    text = "vllm:num_gpu_blocks NaN\nvllm:num_gpu_blocks +Inf\n"
+    assert "num_gpu_blocks" not in markers.metrics_markers(text)

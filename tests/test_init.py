@@ -4,6 +4,9 @@ acronyms without a policy): afterwards `wiki check` reports only the real page e
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -118,3 +121,39 @@ def test_index_is_not_written_until_asked(tmp_path: Path,
     assert main(["index", "--root", str(root)]) == 0
     assert (root / "INDEX.md").read_bytes() != index
     capsys.readouterr()
+
+
+def test_init_refuses_folder_names_that_are_not_utf8(tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    root = _tree(tmp_path / "wiki")
+    os.makedirs(os.path.join(os.fsencode(root), b"notes-\xff"))
+    (root / os.fsdecode(b"notes-\xff") / "a.md").write_text("# A\n")
+    assert main(["init", "--root", str(root)]) == 2
+    err = capsys.readouterr().err
+    assert "notes-\\xff: folder name is not valid UTF-8" in err and "Traceback" not in err
+    assert not (root / "wiki.yml").exists()
+
+
+def test_init_refuses_page_names_that_are_not_utf8(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    root = _tree(tmp_path / "wiki")
+    (root / "models" / os.fsdecode(b"b\xfe.md")).write_text("# B\n\nTP again.\n")
+    assert main(["init", "--root", str(root)]) == 2
+    err = capsys.readouterr().err
+    assert "models/b\\xfe.md: file name is not valid UTF-8" in err
+    assert not (root / "wiki.yml").exists() and not (root / ".acronyms-baseline.json").exists()
+
+
+@pytest.mark.parametrize("kind", ["folder", "fifo"])
+def test_init_refuses_a_wiki_yml_that_is_not_a_file(tmp_path: Path, kind: str) -> None:
+    root = _tree(tmp_path / "wiki")
+    if kind == "folder":
+        (root / "wiki.yml").mkdir()
+    else:
+        os.mkfifo(root / "wiki.yml")
+    # A subprocess with a deadline: opening a FIFO for reading waits for a writer forever.
+    done = subprocess.run([sys.executable, "-m", "wikitools", "init", "--root", str(root)],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == ("wiki: error: wiki.yml: not a regular file (a folder, FIFO, device or "
+                           "broken link); remove it or move it away, then run wiki init again\n")

@@ -184,3 +184,25 @@ def test_a_backtick_the_parser_fails_on_is_read_as_text(tmp_path: Path) -> None:
     assert "wiki/a.md:3:23: PG008 warning: this backtick closes no code span" in done.stdout
     assert done.stderr == "0 errors, 1 warning in 1 file (2 pages)\n", done.stderr  # no panic
     assert done.returncode == 0
+
+
+LINKED_RUNBOOK_PAGE = ("# A\n\n```bash { #a-rb .runbook-server engine=vllm gpus=0 }\n"
+                "vllm serve org/m --port 8000\n```\n")
+
+
+@pytest.mark.parametrize(("target", "why"), [
+    ("missing.md", "broken symbolic link"), ("loop.md", "symbolic link that loops")],
+    ids=["broken", "looping"])
+def test_runbook_list_and_plan_report_a_page_that_is_a_bad_symlink(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], target: str, why: str) -> None:
+    root = make_wiki(tmp_path, {"wiki/a.md": LINKED_RUNBOOK_PAGE})
+    (root / "wiki" / "loop.md").symlink_to(root / "wiki" / target)
+    assert main(["runbook", "list", "--root", str(root)]) == 0  # a warning, as in `wiki check`
+    out, err = capsys.readouterr()
+    assert "wiki/a.md#a-rb" in out
+    assert f"wiki/loop.md:1:1: PG004 warning: {why}" in err
+    main(["runbook", "plan", "a-rb", "--root", str(root)])
+    assert f"wiki/loop.md:1:1: PG004 warning: {why}" in capsys.readouterr().err
+    assert main(["runbook", "plan", "wiki/loop.md#x", "--root", str(root)]) == 2
+    err = capsys.readouterr().err
+    assert "unknown runbook 'x'" in err and f"wiki/loop.md:1:1: PG004 warning: {why}" in err

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 import math
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-import httpx
 import pytest
 
 from wikitools.core.errors import InputError, UsageError
@@ -116,9 +117,6 @@ def test_probe_files_are_read_with_located_errors(tmp_path: Path) -> None:
         load_probes(f, "p.jsonl")
 
 
-_HTTPX_CLIENT = httpx.Client
-
-
 class _SGLangStandIn:
     """Answers `/generate` as SGLang's code reads (see wikitools.quality.capture): a prefix is
     taken from its radix cache only up to `min(len - 1, logprob_start_len)` tokens, the answer
@@ -147,8 +145,7 @@ class _SGLangStandIn:
             best = max(best, n)
         return best
 
-    def handle(self, request: httpx.Request) -> httpx.Response:
-        body = json.loads(request.content)
+    def answer(self, body: dict) -> dict:
         self.requests.append(body)
         ids, start, k = body["input_ids"], body["logprob_start_len"], body["top_logprobs_num"]
         prefix = self._prefix(ids, start)
@@ -165,14 +162,35 @@ class _SGLangStandIn:
         self.cached.append(ids)
         meta = {"input_top_logprobs": tops, "input_token_logprobs": scored,
                 "cached_tokens": prefix}
-        return httpx.Response(200, json={"text": "x", "meta_info": meta})
+        return {"text": "x", "meta_info": meta}
 
 
-def _sglang_capture(monkeypatch: pytest.MonkeyPatch, server: _SGLangStandIn,
-                    ids: tuple[int, ...]) -> cap.Capture:
-    monkeypatch.setattr(cap.httpx, "Client", lambda timeout: _HTTPX_CLIENT(
-        transport=httpx.MockTransport(server.handle), timeout=timeout))
-    return cap.capture("http://sglang", "m", from_list(ids), 3, api="sglang")
+def _sglang_capture(stand_in: _SGLangStandIn, ids: tuple[int, ...]) -> cap.Capture:
+    """A capture of `ids` from `stand_in`, served over HTTP on 127.0.0.1 for the one call."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *_a: object) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            data = json.dumps(stand_in.answer(body)).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        return cap.capture(f"http://127.0.0.1:{server.server_address[1]}", "m", from_list(ids),
+                           3, api="sglang", timeout=30)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
 
 
 def from_list(ids: tuple[int, ...]) -> TokenInput:
@@ -180,11 +198,11 @@ def from_list(ids: tuple[int, ...]) -> TokenInput:
 
 
 def test_sglang_captures_read_the_kv_cache_for_the_second_half(
-        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+        tmp_path: Path) -> None:
     ids = (1, 3, 0, 2, 2, 1, 3, 0, 1, 2)
-    bf16 = _sglang_capture(monkeypatch, _SGLangStandIn(fp8=False), ids)
+    bf16 = _sglang_capture(_SGLangStandIn(fp8=False), ids)
     fp8_server = _SGLangStandIn(fp8=True)
-    fp8 = _sglang_capture(monkeypatch, fp8_server, ids)
+    fp8 = _sglang_capture(fp8_server, ids)
     # two requests: from 0, then from the middle, whose prefix came from the cache
     assert [r["logprob_start_len"] for r in fp8_server.requests] == [0, 5]
     assert fp8.cache_read == {"from_position": 5, "cached_tokens": 5}
@@ -198,31 +216,29 @@ def test_sglang_captures_read_the_kv_cache_for_the_second_half(
     assert cap.load(path) == fp8
 
 
-def test_sglang_without_its_prefix_cache_captures_nothing_of_the_kv_format(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_sglang_without_its_prefix_cache_captures_nothing_of_the_kv_format() -> None:
     ids = (1, 3, 0, 2, 2, 1, 3, 0, 1, 2)
-    bf16 = _sglang_capture(monkeypatch, _SGLangStandIn(fp8=False), ids)
-    fp8 = _sglang_capture(monkeypatch, _SGLangStandIn(fp8=True, radix=False), ids)
+    bf16 = _sglang_capture(_SGLangStandIn(fp8=False), ids)
+    fp8 = _sglang_capture(_SGLangStandIn(fp8=True, radix=False), ids)
     assert fp8.cache_read == {"from_position": 5, "cached_tokens": 0}
     assert fp8.positions == bf16.positions  # what the byte-identity check then reports
 
 
-def test_an_sglang_answer_that_does_not_fit_the_input_is_a_capture_error(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_sglang_answer_that_does_not_fit_the_input_is_a_capture_error() -> None:
     class Shifted(_SGLangStandIn):
-        def handle(self, request: httpx.Request) -> httpx.Response:
-            meta = json.loads(super().handle(request).content)["meta_info"]
+        def answer(self, body: dict) -> dict:
+            meta = super().answer(body)["meta_info"]
             meta["input_token_logprobs"] = meta["input_token_logprobs"][:1] + [
                 [lp, (t + 1) % self.VOCAB, s] for lp, t, s in meta["input_token_logprobs"][1:]]
-            return httpx.Response(200, json={"meta_info": meta})
+            return {"meta_info": meta}
 
     with pytest.raises(cap.CaptureError, match="not the last tokens of the input"):
-        _sglang_capture(monkeypatch, Shifted(fp8=False), (1, 3, 0, 2, 2, 1))
+        _sglang_capture(Shifted(fp8=False), (1, 3, 0, 2, 2, 1))
 
     class Broken(_SGLangStandIn):
-        def handle(self, request: httpx.Request) -> httpx.Response:
-            return httpx.Response(200, json={"meta_info": {
-                "input_top_logprobs": [None, "x"], "input_token_logprobs": [None, [0.0, 0]]}})
+        def answer(self, body: dict) -> dict:
+            return {"meta_info": {
+                "input_top_logprobs": [None, "x"], "input_token_logprobs": [None, [0.0, 0]]}}
 
-    with pytest.raises(cap.CaptureError, match=r"\[logprob, token id, text\]"):
-        _sglang_capture(monkeypatch, Broken(fp8=False), (1, 3, 0))
+    with pytest.raises(cap.CaptureError, match=r"not a list of \[log-probability, token id"):
+        _sglang_capture(Broken(fp8=False), (1, 3, 0))

@@ -6,6 +6,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -13,6 +15,7 @@ import pytest
 
 from wikitools.quality import capture as cap
 from wikitools.runbook.engines.command import parse_server_command
+from wikitools.runbook.execution import receipt
 from wikitools.runbook.execution.receipt import model_snapshot, snapshot
 from wikitools.runbook.records.kld_scores import keep_references, score_record
 from wikitools.runbook.records.record import ClientResult, Point, Record, Sample, write_record
@@ -246,3 +249,37 @@ def test_a_band_needs_runs_of_the_minimum_length_and_says_how_many_and_how_long(
     assert serving.short_table(_timed([4.2, 4.0, 3.9], None))["rows"][0][1] == "101.0 too short"
     assert "Two runs make a range, not a band: 3 or more" in serving.repeats_note(
         _timed([35.0, 36.0], 30.0))
+
+
+def test_receipt_does_not_hash_a_sparse_1_tib_model_file(tmp_path: Path) -> None:
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model/config.json").write_text("{}")
+    with (tmp_path / "model/weights.bin").open("wb") as f:
+        f.truncate(2**40)  # sparse: no disk used, but reading it would take minutes
+    code = ("import json, sys; from pathlib import Path; "
+            "from wikitools.runbook.execution.receipt import snapshot; "
+            "print(json.dumps(snapshot(Path(sys.argv[1]), ['model'])))")
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
+                          text=True, timeout=120, check=True)  # a deadline: it used to hash on
+    got = json.loads(done.stdout)
+    assert got["model/config.json"] == "sha256:" + hashlib.sha256(b"{}").hexdigest()
+    assert got["model/weights.bin"] == ("not hashed: 1,024.0 GiB, over the 16.0 GiB a file may "
+                                        "have to be hashed for the receipt")
+
+
+def test_receipt_hashing_stops_when_its_time_is_spent(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model/a.bin").write_bytes(b"x" * 10)
+    monkeypatch.setattr(receipt, "HASH_BUDGET_S", -1.0)  # already spent when hashing starts
+    assert snapshot(tmp_path, ["model"]) == {
+        "model/a.bin": "not hashed: 10 bytes; the -1 s the receipt may spend hashing ran out"}
+
+
+def test_a_file_not_hashed_is_shown_so_in_the_receipt(tmp_path: Path) -> None:
+    rec = _record(tmp_path, "nh", [[0.5, 0.3, 0.2]])
+    entry = receipt._entry("model/w.bin", "not hashed: 2.0 GiB, over the limit", None)
+    assert entry == {"path": "model/w.bin", "sha256": None, "role": "read",
+                     "not_hashed": "2.0 GiB, over the limit"}
+    lines = receipts.receipt_lines(replace(rec, receipt={"files": [entry]}))
+    assert "- read: `model/w.bin` not hashed (2.0 GiB, over the limit)" in lines

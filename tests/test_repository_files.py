@@ -386,3 +386,91 @@ def test_a_repository_script_that_sources_another_is_refused(tmp_path: Path,
     assert [d.format()[:59] for d in diags] == [
         "docs/p.md:4:1: RB016 error: runs scripts/run-server.sh, whi"]
     assert f"({nested} at its line 2)" in diags[0].message
+
+
+@pytest.mark.parametrize(("script", "near"), [
+    ('#!/bin/bash\nhere=${0%/*}\n. "$here/common.sh"\nexec vllm serve org/Model-7B --port 8000\n',
+     "${0%"),
+    ('#!/bin/bash\nsource "$(realpath "$0" | xargs dirname)/common.sh"\n'
+     "exec vllm serve org/Model-7B --port 8000\n", 'realpath "$0'),
+], ids=["param-expansion", "realpath"])
+def test_a_script_that_finds_its_folder_by_another_spelling_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], script: str, near: str) -> None:
+    root = _tree(tmp_path, "# P\n\n```bash\nscripts/run-server.sh\n```\n",
+                 {"scripts/run-server.sh": script, "scripts/common.sh": "export A=1\n"})
+    assert main(["runbook", "scan", "--root", str(root)]) == 0
+    assert _out(capsys).splitlines()[0] == (
+        "docs/p.md:4:1: RB016 warning: not proposed as a runbook: runs scripts/run-server.sh, "
+        f"which reads files beside itself ({near} at its line 2): a run executes a copy in its "
+        "own folder, where they are not")
+
+
+@pytest.mark.parametrize(("extra", "near"), [
+    ("    env_file: ../secrets.env\n", "env_file: ../secrets.env at its line 6"),
+    ("    volumes:\n      - ./models:/models\n", "volumes: ./models:/models at its line 7"),
+    ("    volumes:\n      - type: bind\n        source: ../data\n        target: /data\n",
+     "volumes: ../data at its line 8"),
+], ids=["env-file", "bind-mount", "long-bind-mount"])
+def test_a_compose_file_that_reads_files_beside_itself_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: str, near: str) -> None:
+    compose = ("services:\n  server:\n    image: vllm/vllm-openai:v0.10.0\n"
+               "    network_mode: host\n    command: [\"org/Model-7B\", \"--port\", \"8300\"]\n"
+               + extra)
+    root = _tree(tmp_path, "# P\n\n```bash { #m .runbook-server engine=vllm gpus=1 }\n"
+                 "docker compose -f compose/m.yml up -d\n```\n", {"compose/m.yml": compose})
+    assert main(["runbook", "list", "--root", str(root)]) == 1
+    assert (f"docs/p.md:4:19: RB016 error: runs compose/m.yml, which reads files beside itself "
+            f"({near}): a run executes a copy in its own folder, where they are not"
+            ) in _out(capsys)
+
+
+def test_a_compose_file_with_named_volumes_and_absolute_mounts_is_accepted(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    compose = ("services:\n  server:\n    image: vllm/vllm-openai:v0.10.0\n"
+               "    network_mode: host\n    command: [\"org/Model-7B\", \"--port\", \"8300\"]\n"
+               "    volumes:\n      - cache:/root/.cache\n      - /models:/models\n"
+               "      - ${HOME}/.cache:/c\n    env_file: /etc/vllm.env\n")
+    root = _tree(tmp_path, "# P\n\n```bash { #m .runbook-server engine=vllm gpus=1 }\n"
+                 "docker compose -f compose/m.yml up -d\n```\n", {"compose/m.yml": compose})
+    assert main(["runbook", "list", "--root", str(root)]) == 0, _out(capsys)
+
+
+def test_a_repository_script_of_200_mb_is_refused_without_reading_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = _tree(tmp_path, "# P\n\n```bash { #big .runbook-server engine=vllm gpus=0 }\n"
+                 "scripts/big.sh\n```\n", {})
+    (root / "scripts").mkdir()
+    with (root / "scripts" / "big.sh").open("w") as f:
+        f.write("#!/bin/bash\nexec vllm serve org/m --port 8000\n")
+        f.truncate(200 * 1000 * 1000)  # sparse: the size is there, the disk stays free
+    assert main(["runbook", "list", "--root", str(root)]) == 1
+    assert ("docs/p.md:4:1: RB016 error: runs scripts/big.sh, a file of the repository that "
+            "cannot be read: it is 200.0 MB, over the 1 MiB a script or compose file of a "
+            "runbook may hold") in _out(capsys)
+
+
+@pytest.mark.parametrize("wait", [
+    "for i in $(seq 1 30); do\n  curl -sf http://127.0.0.1:9000/health && break\n  sleep 1\n"
+    "done\n",
+    "curl --retry 30 --retry-connrefused -sf http://127.0.0.1:9000/health/\n",
+], ids=["loop", "retry"])
+def test_a_launcher_script_that_polls_health_before_exec_is_read_as_a_launcher(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], wait: str) -> None:
+    script = f"#!/bin/bash\nset -e\n{wait}exec vllm serve org/Model-7B --port 8000\n"
+    root = _tree(tmp_path, "# P\n\n```bash { #m .runbook-server engine=vllm gpus=0 }\n"
+                 "scripts/serve.sh\n```\n", {"scripts/serve.sh": script})
+    assert main(["runbook", "list", "--root", str(root)]) == 0
+    out = _out(capsys)
+    assert "docs/p.md#m  vllm    org/Model-7B" in out and "RB007" not in out
+
+
+def test_a_client_that_only_polls_health_is_still_a_client(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    page = ("# P\n\n```bash { #m .runbook-server engine=vllm gpus=0 }\n"
+            "vllm serve org/Model-7B --port 8000\n```\n\n"
+            "```bash { .runbook-client for=m name=up }\ncurl -sf http://127.0.0.1:8000/health\n"
+            "```\n")
+    root = _tree(tmp_path, page, {})
+    assert main(["runbook", "show", "m", "--root", str(root)]) == 0
+    out = _out(capsys)
+    assert "    tool:                    curl\n    launcher:                curl\n" in out

@@ -279,3 +279,29 @@ def test_a_committed_symlink_under_artifacts_is_never_followed(
     assert list(outside.iterdir()) == []  # no server log, no script copy, no lock
     assert not listening(port)
     assert not (root / "runbooks").exists()
+
+
+@pytest.mark.parametrize(("line", "marker"), [
+    ("Maximum concurrency for 2,048 tokens per request: .x", "max_concurrency"),
+    ("GPU KV cache size: " + "9" * 5000 + " tokens", "kv_cache_tokens"),
+], ids=["concurrency-dot", "kv-size-5000-digits"])
+def test_unreadable_capacity_log_line_fails_the_ready_step_and_keeps_the_record(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], line: str, marker: str
+) -> None:
+    port = free_port()
+    root = make_wiki(tmp_path, port, prefix=f"echo '{line}'\n")
+    assert run(root) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    (path,) = (root / "runbooks" / "fake-rb").glob("*.json")
+    data = json.loads(path.read_text())
+    assert data["failed_step"] == "ready"
+    ready = next(s for s in data["steps"] if s["name"] == "ready")
+    assert ready["status"] == "failed"
+    log = next(s for s in data["steps"] if s["name"] == "start")  # the server log's path
+    assert ready["message"].startswith(".artifacts/fake-rb/"), ready["message"]
+    assert f"/server.log:1: cannot read {marker} from the engine's log line" in ready["message"]
+    assert len(ready["message"]) < 400  # 5,000 digits are not copied into the record
+    assert log["status"] == "ok"
+    assert next(s for s in data["steps"] if s["name"] == "teardown")["status"] == "ok"
+    assert not listening(port)

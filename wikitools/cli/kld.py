@@ -45,7 +45,8 @@ def add_parser(sub: Any) -> None:
     c.add_argument("--expect-input", metavar="SHA256",
                    help="refuse an input whose hash differs (sha256:<hex> or <hex>)")
     c.add_argument("--out", type=Path, default=Path("kld-capture.json"), help="capture file")
-    c.add_argument("--timeout", type=float, default=600.0, help="HTTP timeout (s)")
+    c.add_argument("--timeout", type=float, default=600.0,
+                   help="seconds the server's whole answer may take")
     c.set_defaults(handler=run_capture)
 
     s = kld_sub.add_parser(

@@ -26,14 +26,16 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--concurrency", type=int, default=8, help="requests in flight")
     p.add_argument("--chat", action="store_true", help="use /v1/chat/completions")
     p.add_argument("--out", type=Path, default=Path("probe-result.json"), help="result file")
-    p.add_argument("--timeout", type=float, default=300.0, help="HTTP timeout per request (s)")
+    p.add_argument("--timeout", type=float, default=300.0,
+                   help="seconds each request's whole answer may take")
     p.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     probes = load_probes(args.file)
     model = args.model or served_model(args.base_url, args.timeout)
-    result = run_probes(args.base_url, model, probes, args.concurrency, args.chat, args.timeout)
+    result = run_probes(args.base_url, model, probes, args.concurrency, args.chat, args.timeout,
+                        args.file.as_posix())
     result["probe_file"] = args.file.as_posix()
     write_if_changed(args.out, json.dumps(result, sort_keys=True, indent=2) + "\n")
     print(f"{result['correct']}/{result['total']} correct at c{result['concurrency']}",

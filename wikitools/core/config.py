@@ -309,7 +309,9 @@ def _spec(patterns: tuple[str, ...]) -> pathspec.GitIgnoreSpec:
     import pathspec
 
     try:
-        return pathspec.GitIgnoreSpec.from_lines(patterns)
+        # Python's own regular expressions: pathspec would pick RE2 where it is installed (the
+        # probes need it), and RE2 refuses a file name that is not UTF-8 instead of matching it.
+        return pathspec.GitIgnoreSpec.from_lines(patterns, backend="simple")
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"{CONFIG_NAME}: bad exclude pattern: {exc}") from None
 
@@ -349,6 +351,11 @@ class PageFiles:
     def __post_init__(self) -> None:
         if len(self.rels) != len(self.paths):
             raise ValueError("PageFiles: one relative path per path")
+
+
+# The codes of page files left out unread (check_file): broken, looping or outward links,
+# files that are not regular.
+PAGE_FILE_CODES = frozenset({"PG004", "PG005"})
 
 
 def _skip(rel: str, code: str, message: str) -> Diagnostic:

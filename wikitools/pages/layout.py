@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from wikitools.core.config import DEFAULT_EXCLUDE, folder_title, mkdocs_docs_dir
+from wikitools.core.errors import ConfigError
 
 # Folders that hold attachments, not pages, whatever a stray Markdown file in them says.
 ASSET_FOLDERS = frozenset({"assets", "attachments", "data", "datasets", "images", "img", "imgs",
@@ -72,6 +73,21 @@ def _glossary(root: Path, docs: Path) -> str | None:
     return None
 
 
+def shown_name(name: str) -> str:
+    """A file name as text: bytes that are not UTF-8 as `\\xff` escapes."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def require_utf8(rel: str, what: str) -> None:
+    """wiki.yml and the baseline name folders and pages as UTF-8 text: a name that is not
+    UTF-8 cannot be written there, so it is a configuration error naming what to rename."""
+    try:
+        rel.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ConfigError(f"{shown_name(rel)}: {what} name is not valid UTF-8, so wiki init "
+                          "cannot write it down; rename it") from None
+
+
 def find_layout(root: Path) -> Layout:
     docs_dir = _docs_dir(root)
     docs = root / docs_dir
@@ -81,6 +97,7 @@ def find_layout(root: Path) -> Layout:
     for folder in sorted(p for p in docs.iterdir() if p.is_dir()):
         if folder.name in _SKIP or folder.name.startswith("."):
             continue
+        require_utf8(folder.relative_to(root).as_posix(), "folder")
         md, _files = _md_count(folder)
         if folder.name.lower() in ASSET_FOLDERS or md == 0:
             excluded.append(folder.name + "/")

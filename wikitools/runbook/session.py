@@ -12,14 +12,14 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-from wikitools.core.config import load_config
+from wikitools.core.config import PAGE_FILE_CODES, load_config
 from wikitools.core.diagnostics import Diagnostic, Severity, sort_diagnostics
 from wikitools.core.errors import InputError, UsageError
 from wikitools.core.fsio import write_if_changed
-from wikitools.pages.load import load_pages
 from wikitools.pages.parse import Page
 from wikitools.runbook.blocks.declared import Runbook, RunbookSet
-from wikitools.runbook.blocks.extract import extract_runbooks
+from wikitools.runbook.blocks.extract import load_runbooks
+from wikitools.runbook.blocks.regions import unshown_runbooks
 from wikitools.runbook.blocks.sources import runbook_unset
 from wikitools.runbook.blocks.sweep import Sweep, SweepError, parse_sweep
 from wikitools.runbook.blocks.variables import unset_variables
@@ -119,11 +119,11 @@ def prepare(
     if options.repeats is not None and not 1 <= options.repeats <= 100:
         raise UsageError(f"--repeats {options.repeats}: expected 1-100")
     config = load_config(root)
-    pages = load_pages(config)
-    runbooks, diags = extract_runbooks(pages, config.root)
+    runbooks, diags, pages = load_runbooks(config.root)
     if not selector.strip("#").strip():
         raise UsageError("name a runbook: ID or path/to/page.md#ID")
-    runbook = runbooks.get(selector)
+    unread = [d for d in diags if d.code in PAGE_FILE_CODES]
+    runbook = _find(runbooks, selector, unread)
     block_errors(runbook, diags)
     sweep = option_sweep("--sweep", options.sweep)
     variants = option_sweep("--variant", options.variant)
@@ -136,9 +136,24 @@ def prepare(
                               warmup=options.warmup)
     plan = make_plan(runbook, root=config.root, artifacts_dir=artifacts_dir_for(runbook, run_id),
                      overrides=overrides, verdict=verdict)
-    warnings = tuple(d for d in sort_diagnostics(diags) if d.path == runbook.page)
+    shown = [*diags, *unshown_runbooks(pages, [runbook])]
+    warnings = tuple(d for d in sort_diagnostics(shown)
+                     if d.path == runbook.page or d.code in PAGE_FILE_CODES)
     return Prepared(config.root, options, runbook, runbooks, tuple(pages), verdict, plan,
                     started, run_id, unset_here(runbook, pages), warnings)
+
+
+def _find(runbooks: RunbookSet, selector: str, unread: list[Diagnostic]) -> Runbook:
+    """The runbook `selector` names; an unknown one on a page that could not be read (a broken
+    or looping link) says so."""
+    try:
+        return runbooks.get(selector)
+    except UsageError as exc:
+        page = selector.rpartition("#")[0].removeprefix("./")
+        why = next((d for d in unread if page and d.path == page), None)
+        if why is None:
+            raise
+        raise UsageError(f"{exc}; {why.format()}") from None
 
 
 def unset_here(runbook: Runbook, pages: list[Page]) -> tuple[tuple[str, str], ...]:

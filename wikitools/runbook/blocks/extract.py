@@ -25,6 +25,7 @@ from wikitools.runbook.blocks.declared import (
 )
 from wikitools.runbook.blocks.flagcheck import flag_findings
 from wikitools.runbook.blocks.literals import reserved_refusals, variables_refusals
+from wikitools.runbook.blocks.mistakes import mistakes
 from wikitools.runbook.blocks.refusals import static_refusals
 from wikitools.runbook.blocks.repository import Repository, read_repository, repository_refusals
 from wikitools.runbook.blocks.sources import assigned_values
@@ -197,11 +198,6 @@ def _server(ctx: Ctx, files: dict[str, str], page_env: dict[str, str], repo: Rep
             ctx.error("RB004", f"bad value for variants: {len(variants)} variants (at most "
                       f"{MAX_VARIANTS}: each starts a server of its own)", opts["variants"][1])
             variants = Sweep()
-        for var in variants.vars:
-            if not re.search(r"\$(?:\{" + var + r"\b|" + var + r"\b)", block.content):
-                ctx.error("RB004", f"bad value for variants: the server command does not read "
-                          f"${var} (write ${{{var}:-default}} where the setting goes)",
-                          opts["variants"][1])
     engine = engine_attr or cmd.engine
     return ServerBlock(
         runbook_id=rid,
@@ -422,15 +418,17 @@ def extract_runbooks(pages: Iterable[Page], root: Path | None,
     )
     return RunbookSet(runbooks, tuple(sorted(broken.items())),
                       tuple((rid, tuple(places)) for rid, places in sorted(duplicates.items()))
-                      ), diags
+                      ), [*diags, *mistakes(runbooks)]
 
 
 def load_runbooks(root: Path) -> tuple[RunbookSet, list[Diagnostic], list[Page]]:
-    """Read the wiki at `root` (wiki.yml honoured) and extract its runbooks."""
-    from wikitools.core.config import load_config
+    """Read the wiki at `root` (wiki.yml honoured) and extract its runbooks; the diagnostics
+    include the page files left unread (PG004, PG005), as `wiki check` reports them."""
+    from wikitools.core.config import list_pages, load_config
     from wikitools.pages.load import load_pages
 
     config = load_config(root)
-    pages = load_pages(config)
+    files = list_pages(config)
+    pages = load_pages(config, list(files.paths))
     runbooks, diags = extract_runbooks(pages, config.root)
-    return runbooks, diags, pages
+    return runbooks, [*files.problems, *diags], pages

@@ -24,7 +24,7 @@ from wikitools.runbook.blocks.refusals import (
     _code_lines,
     position,
 )
-from wikitools.runbook.engines.compose import compose_call
+from wikitools.runbook.engines.compose import beside_paths, compose_call, looks_like_compose
 from wikitools.runbook.engines.docker_cli import COMPOSE_START_SUBCOMMANDS
 from wikitools.runbook.engines.launcher import top_level_launches
 from wikitools.runbook.engines.shell import (
@@ -42,10 +42,14 @@ RUN_DIR_VAR = "WIKI_RUN_DIR"
 _PATHLIKE = re.compile(r"^(?:\./)?[\w.-]+(?:/[\w.-]+)+$|^\./[\w.-]+$")
 _RELATIVE = re.compile(r"[\w.-]+(?:/[\w.-]+)*")
 _FILE_FLAGS = ("-f", "--file")
-# A script that finds files by its own place (`$(dirname "$0")`, `$BASH_SOURCE`) or reads
-# another file by a relative path (`source ./env.sh`, `. lib/common.sh`).
-_BESIDE = re.compile(r"""dirname\s+["']?\$(?:0|\{0\})|\$\{?BASH_SOURCE"""
+# A script that finds files by its own place (`$(dirname "$0")`, `${0%/*}`, `realpath "$0"`,
+# `$BASH_SOURCE`) or reads another file by a relative path (`source ./env.sh`, `. lib/x.sh`).
+_BESIDE = re.compile(r"""(?:dirname|realpath|readlink\s+-f)\s+["']?\$(?:0|\{0\})"""
+                     r"""|\$\{0[%#/:]|\$\{?BASH_SOURCE"""
                      r"""|(?:^|[;&|]\s*)(?:source|\.)\s+["']?(?!/|\$|~)[\w.-]+/?[\w./-]*""")
+# The most a script or compose file the runbook runs may hold: it is read, hashed, shown by
+# `plan` and copied with the runbook, whatever command reads it.
+MAX_REPOSITORY_FILE = 1024 * 1024
 # A server script inside the image (`--entrypoint /usr/local/bin/serve-x.sh`, `exec /opt/…`).
 _IMAGE_SCRIPT = re.compile(r"(?:--entrypoint[ =]+|\bexec\s+|[\s'\"])"
                            r"((?:/opt|/usr/local/bin|/workspace)/[\w./-]+)")
@@ -148,18 +152,47 @@ def read_repository(root: Path | None, page: str, text: str) -> Repository:
         rel = repository_file(root, page, text, word.spelled)
         if rel is None or word.spelled in files:
             continue
-        try:
-            content = (root / rel).read_text(encoding="utf-8")
-        except UnicodeDecodeError:
-            bad.append((word, rel, "it is not UTF-8 text"))
-            continue
-        except OSError as exc:
-            bad.append((word, rel, exc.strerror or "it cannot be read"))
+        content, why = _read_bounded(root / rel)
+        if content is None:
+            bad.append((word, rel, why))
             continue
         files[word.spelled] = RepoFile(word.spelled, rel, content)
     missing = tuple(w.spelled for w in run_words(text) if "/" in w.spelled
                     and repository_file(root, page, text, w.spelled) is None)
     return Repository(tuple(files.values()), tuple(bad), missing)
+
+
+def _read_bounded(path: Path) -> tuple[str | None, str]:
+    """(the file's text, "") or (None, why it is not read): no more than MAX_REPOSITORY_FILE
+    bytes are read, so a huge file costs neither the time nor the memory of reading it."""
+    try:
+        with path.open("rb") as f:
+            data = f.read(MAX_REPOSITORY_FILE + 1)
+    except OSError as exc:
+        return None, exc.strerror or "it cannot be read"
+    if len(data) > MAX_REPOSITORY_FILE:
+        size = path.stat().st_size
+        return None, (f"it is {size / 1e6:,.1f} MB, over the {MAX_REPOSITORY_FILE / 2**20:g} MiB a "
+                      "script or compose file of a runbook may hold")
+    try:
+        return data.decode("utf-8"), ""
+    except UnicodeDecodeError:
+        return None, "it is not UTF-8 text"
+
+
+def _beside(f: RepoFile) -> tuple[int, str] | None:
+    """(0-based line, what) of the first place a script or compose file reads a file beside
+    itself: by a path relative to its own folder, which names another file when the run
+    executes its copy under the run's folder. One rule for scripts and compose files."""
+    if looks_like_compose(f.content):
+        first = next(iter(beside_paths(f.content)), None)
+        if first is None:
+            return None
+        key, path = first
+        at = f.content.find(path)
+        return (f.content.count("\n", 0, at) if at >= 0 else 0), f"{key}: {path}"
+    return next(((i, m[0]) for i, code, _b in _code_lines(f.content)
+                 for m in [_BESIDE.search(code)] if m), None)
 
 
 _FUNCTION = re.compile(
@@ -266,8 +299,7 @@ def repository_refusals(block: CodeBlock, repo: Repository) -> list[Refusal]:
                                "runs and leave the results current; run it from the server "
                                "block itself (`bash "
                                f"{spelled} && …`), where it is read and hashed"))
-        near = next(((i, m[0]) for i, code, _b in _code_lines(f.content)
-                     for m in [_BESIDE.search(code)] if m), None)
+        near = _beside(f)
         if near is not None and not nested:
             out.append(Refusal(line, col, REPOSITORY_CODE, "repository",
                                f"runs {f.path}, which reads files beside itself ({near[1]} at "

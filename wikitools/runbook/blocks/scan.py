@@ -100,10 +100,10 @@ _FOR = re.compile(r"(?<=\bfor=)[\w.,-]+")
 
 def merged_suggestions(suggestions: Sequence[Suggestion]) -> list[Suggestion]:
     """One suggestion per block: a block of variables several runbooks read is a file block
-    of each (`for=a,b`)."""
-    out: dict[tuple[int, bool], Suggestion] = {}
+    of each (`for=a,b`). Blocks are told apart by page and line: pages share line numbers."""
+    out: dict[tuple[str, int, bool], Suggestion] = {}
     for s in suggestions:
-        key = (s.line, bool(s.insert))
+        key = (s.path, s.line, bool(s.insert))
         prev = out.get(key)
         if prev is None or s.insert or s.role != "file" or prev.role != "file":
             out[key] = s

@@ -320,6 +320,8 @@ CLIENT_TOOLS: dict[str, ClientTool] = {t.name: t for t in (
     ),
 )}
 TEXT_RESULT = ResultFormat("text", "text")
+# The readiness paths of every engine: a `curl` of one is a wait for a server, not a client run.
+HEALTH_PATHS = frozenset(e.health_path for e in ENGINES.values())
 # The flags the executor adds to a client command to say where its result goes, each followed
 # by its value (a run's own path: commands are compared without them).
 RESULT_PATH_FLAGS = frozenset(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from urllib.parse import urlsplit
 
 from wikitools.runbook.engines import catalog as engines
 from wikitools.runbook.engines import docker_cli
@@ -228,6 +229,7 @@ def find_in_script(script: str, depth: int = 0, scope: Scope | None = None,
     env: list[tuple[str, str]] = []
     cmds = split_commands(script)
     first_problem: Found | None = None
+    first_poll: tuple[Found, list[tuple[str, str]]] | None = None
     for index, cmd in enumerate(cmds):
         argv = cmd.argv
         if not argv:
@@ -268,6 +270,9 @@ def find_in_script(script: str, depth: int = 0, scope: Scope | None = None,
         if hit is not None and hit.kind == "none":
             first_problem = first_problem or hit
             continue
+        if hit is not None and _health_poll(hit):  # waits for a server: a later one is the launch
+            first_poll = first_poll or (hit, list(env))
+            continue
         if hit is not None:
             hit.rest = _arrays(hit.rest, scope)
             if any(_FORWARD.match(a) for a in hit.rest):
@@ -278,7 +283,16 @@ def find_in_script(script: str, depth: int = 0, scope: Scope | None = None,
             return hit, env
     if first_problem is not None:
         return first_problem, env
-    return None
+    return first_poll
+
+
+def _health_poll(hit: Found) -> bool:
+    """A `curl` of an engine's readiness path (`curl -sf http://…:8000/health`): a script
+    waiting for a server, not the command it runs."""
+    if hit.kind != "client" or hit.tool != "curl":
+        return False
+    urls = [a for a in hit.rest if "://" in a]
+    return any(urlsplit(u).path.rstrip("/") in engines.HEALTH_PATHS for u in urls)
 
 
 def _script_word(argv: list[str], lead: int) -> int:

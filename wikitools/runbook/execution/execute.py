@@ -21,7 +21,7 @@ import httpx
 from wikitools.runbook.blocks.repository import RUN_DIR_VAR
 from wikitools.runbook.engines import clients as result_parsers
 from wikitools.runbook.engines import failure
-from wikitools.runbook.engines.markers import scan_markers
+from wikitools.runbook.engines.markers import MarkerError, scan_markers
 from wikitools.runbook.execution import containers as docker
 from wikitools.runbook.execution import receipt, server_api
 from wikitools.runbook.execution.assemble import RunState, VariantState, build_record
@@ -302,10 +302,13 @@ def _wait_ready(variant: PlannedVariant, root: Path, st: RunState, vs: VariantSt
             emit(Event("waiting", name, state, elapsed=now - t_start))
             time.sleep(POLL_S)
         vs.timings["ready_s"] = out.seconds = out.elapsed = round(time.monotonic() - t_start, 3)
+        watcher.poll()
+        try:
+            vs.markers.update(scan_markers(watcher.lines))
+        except MarkerError as exc:
+            raise failed(time.monotonic(), f"{srv.log_path}:{exc.line}: {exc}") from None
     if vs.containers is not None:
         image_facts(vs)
-    watcher.poll()
-    vs.markers.update(scan_markers(watcher.lines))
     version, facts = server_api.scrape_server(srv, http_timeout)
     vs.markers.update(facts)
     vs.engine_version = version or vs.markers.get("engine_version")

@@ -12,6 +12,7 @@ import hashlib
 import os
 import re
 import tempfile
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,11 @@ from wikitools.runbook.engines.types import EngineCommand
 from wikitools.runbook.execution.planned import Plan, PlannedServer
 
 MAX_FOLDER_FILES = 64  # a folder named by a command: its files (not below), at most this many
+# Bounds on the hashing before the server starts (and again after the run): a file larger than
+# MAX_HASH_BYTES is named with its size only, and no more than HASH_BUDGET_S is spent in all.
+MAX_HASH_BYTES = 16 * 2**30
+HASH_BUDGET_S = 30.0
+NOT_HASHED = "not hashed: "
 _EXT = re.compile(r"\.[A-Za-z0-9]{1,12}$")
 _HUB_SNAPSHOT = re.compile(r"/snapshots/([0-9a-f]{7,64})(?:/|$)")
 _HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
@@ -83,21 +89,40 @@ def _files(root: Path, named: str) -> list[tuple[str, Path]]:
     return []
 
 
-def file_hash(path: Path) -> str:
+def _size(n: int) -> str:
+    return f"{n / 2**30:,.1f} GiB" if n >= 2**30 else f"{n:,} bytes"
+
+
+def file_hash(path: Path, deadline: float) -> str:
+    """"sha256:<hex>" of the file, or "not hashed: why" for a file over MAX_HASH_BYTES (known
+    from its size, before reading) or one whose hashing would pass `deadline` (monotonic)."""
+    size = path.stat().st_size
+    if size > MAX_HASH_BYTES:
+        return (f"{NOT_HASHED}{_size(size)}, over the {_size(MAX_HASH_BYTES)} a file may have "
+                "to be hashed for the receipt")
     h = hashlib.sha256()
     with path.open("rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
+            if time.monotonic() > deadline:
+                return (f"{NOT_HASHED}{_size(size)}; the {HASH_BUDGET_S:g} s the receipt may "
+                        "spend hashing ran out")
             h.update(block)
     return "sha256:" + h.hexdigest()
 
 
-def snapshot(root: Path, named: list[str]) -> dict[str, str]:
-    """{shown path: sha256} of every file the named paths reach now."""
+def snapshot(root: Path, named: list[str], unhashed: frozenset[str] = frozenset()
+             ) -> dict[str, str]:
+    """{shown path: sha256 or "not hashed: why"} of every file the named paths reach now,
+    within HASH_BUDGET_S in all (a model folder may hold hundreds of GiB); the paths in
+    `unhashed` (not hashed before the run) are left out."""
     out: dict[str, str] = {}
+    deadline = time.monotonic() + HASH_BUDGET_S
     for n in named:
         for shown, path in _files(root, n):
+            if shown in unhashed:
+                continue
             try:
-                out[shown] = file_hash(path)
+                out[shown] = file_hash(path, deadline)
             except OSError:
                 continue
     return out
@@ -194,15 +219,27 @@ def model_snapshot(cmd: EngineCommand, root: Path,
     return {"model": model, "snapshot": None, "from": "local folder: its files are hashed"}
 
 
+def _entry(path: str, old: str | None, new: str | None) -> dict[str, Any]:
+    """A file of the receipt: read (the same before and after the run) or written, with its
+    hash, or with why it was not hashed (a file not hashed before the run is not hashed after:
+    it counts as read)."""
+    if old is not None and old.startswith(NOT_HASHED):
+        return {"path": path, "sha256": None, "role": "read",
+                "not_hashed": old.removeprefix(NOT_HASHED)}
+    role = "read" if old is not None and old == new else "written"
+    if new is not None and new.startswith(NOT_HASHED):
+        return {"path": path, "sha256": None, "role": role,
+                "not_hashed": new.removeprefix(NOT_HASHED)}
+    return {"path": path, "sha256": new or old, "role": role}
+
+
 def build_receipt(plan: Plan, root: Path, before: Mapping[str, str],
                   caches: list[dict[str, Any]]) -> dict[str, Any]:
     """The receipt, from the files hashed `before` the run and now."""
-    after = snapshot(root, named_paths(plan))
-    files = []
-    for path in sorted(set(before) | set(after)):
-        old, new = before.get(path), after.get(path)
-        role = "read" if old is not None and old == new else "written"
-        files.append({"path": path, "sha256": new or old, "role": role})
+    unhashed = frozenset(p for p, why in before.items() if why.startswith(NOT_HASHED))
+    after = snapshot(root, named_paths(plan), unhashed)
+    files = [_entry(path, before.get(path), after.get(path))
+             for path in sorted(set(before) | set(after))]
     cmd = plan.runbook.server.command
     model = model_snapshot(cmd, root, {**os.environ, **plan.server.env})
     receipt: dict[str, Any] = {"files": files, "model": model, "caches": caches}

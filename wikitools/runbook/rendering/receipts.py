@@ -221,8 +221,9 @@ def receipt_lines(rec: Record) -> list[str]:
     files = list(receipt.get("files") or ())
     kept = [f for f in files if not str(f.get("path", "")).startswith(".artifacts/")]
     for f in kept:
-        lines.append(f"- {md_text(f.get('role'))}: {md_code(f.get('path'))} "
-                     f"{md_code(f.get('sha256'))}")
+        digest = (md_code(f.get("sha256")) if f.get("sha256") is not None
+                  else f"not hashed ({md_text(f.get('not_hashed'))})")
+        lines.append(f"- {md_text(f.get('role'))}: {md_code(f.get('path'))} {digest}")
     if len(kept) < len(files):
         results = {s.result_file for v in rec.each_variant() for c in v.clients
                    for p in c.points for s in p.samples if s.result_file}

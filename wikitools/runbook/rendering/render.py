@@ -17,6 +17,7 @@ from wikitools.runbook.blocks.regions import (
     find_regions,
     indent_body,
     replace_regions,
+    unshown_runbooks,
 )
 from wikitools.runbook.records.record import Record, RecordError, load_records
 from wikitools.runbook.rendering.views import for_region, render_region
@@ -153,6 +154,10 @@ def _unknown_runbook(region: Region, by_id: Mapping[str, Runbook],
 
 def check_regions(pages: Iterable[Page], root: Path,
                   runbooks: RunbookSet | None = None) -> list[Diagnostic]:
-    """For `wiki check`: every region problem, including RGN004 where a region would change."""
+    """For `wiki check`: every region problem, including RGN004 where a region would change,
+    and RGN007 for a runbook that no region shows."""
+    pages = list(pages)
+    if runbooks is None:
+        runbooks, _ = extract_runbooks(pages, root)
     _changes, diags = render_pages(pages, root, check=True, runbooks=runbooks)
-    return diags
+    return [*diags, *unshown_runbooks(pages, runbooks)]
