@@ -149,3 +149,19 @@ def test_a_failure_while_hashing_is_recorded_with_the_scores(
         "failed while hashing the files for the receipt: OSError: [Errno 5] Input/output error")
     assert rec["clients"][0]["points"][0]["metrics"]["kld_runs"] == 1
     assert (root / rec["clients"][0]["points"][0]["metrics"]["kld_reference"]).is_file()
+
+
+def test_a_run_that_returns_its_record_still_keeps_the_reference_it_names(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fleet node returns the record to the driver instead of writing it: the reference the
+    record names is kept in the node's checkout all the same."""
+    from wikitools.runbook.session import RunOptions, prepare, run_prepared
+
+    root, _port = _tree(tmp_path, 1 << 10)
+    monkeypatch.setenv("PATH", f"{FAKE_BIN}:{WIKI.parent}:{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_SERVER_ARGS", "--vocab 8")
+    result = run_prepared(prepare("kld-rb", root, RunOptions(repeats=2, warmup=False,
+                                                             render=False, write=False)))
+    assert result.record_path is None and result.record.ok, result.record.message
+    ref = result.record.clients[0].points[0].metrics["kld_reference"]
+    assert (root / ref).is_file() and not list((root / "runbooks/kld-rb").glob("*.json"))

@@ -207,7 +207,12 @@ def run_prepared(
         earlier = []
     previous = previous_comparable(earlier, record)
     base = RunResult(masked(record), None, (), (), tuple(leftovers), tuple(removed))
-    if not options.write:
+    if not options.write:  # a fleet node: the driver writes the record; the reference stays here
+        try:
+            with signals_ignored(handle_signals):
+                keep_references(root, record)
+        except OSError as exc:
+            return replace(base, record_error=f"the KLD reference could not be kept: {exc}")
         return base
     if record.failed_step == "preflight":  # measured nothing: not history, only a local note
         return _kept(base, root / prepared.plan.artifacts_dir, None)
