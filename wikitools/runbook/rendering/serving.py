@@ -166,9 +166,9 @@ def short_runs(client: ClientResult) -> str:
     if not short:
         return ""
     var = f"{client.sweep_var} = " if client.sweep_var and not client.grid else ""
-    return (" Runs shorter than the block's minimum (`min_duration=`, 10 s unless it says "
-            "otherwise) measure start-up and tail rather than a steady state; their points show "
-            f"no ± and read `too short`: {var}{', '.join(short)}.")
+    return (f" Runs shorter than the block's minimum (`min_duration=`, {DEFAULT_MIN_DURATION:g} s "
+            "unless it says otherwise) measure start-up and tail rather than a steady state; "
+            f"their points show no ± and read `too short`: {var}{', '.join(short)}.")
 
 
 def run_lengths(client: ClientResult) -> str:
