@@ -308,8 +308,11 @@ def test_curl_smoke() -> None:
 
 
 def test_unknown_client() -> None:
-    c = parse_client_command("/root/llm-inference-bench/llm_decode_bench.py --port 8000")
+    c = parse_client_command("/root/bench/throughput_probe.py --port 8000")
     assert c.tool is None and c.default_kind is None and c.problems
+    # the community's decode benchmark is a known client (tests/test_decode_bench.py)
+    assert parse_client_command("/root/llm-inference-bench/llm_decode_bench.py").tool == \
+        "llm-decode-bench"
 
 
 # --------------------------------------------------------------------------- additions

@@ -169,7 +169,7 @@ class WikiPlugin(BasePlugin[WikiPluginConfig]):
         assert self.wiki is not None
         parsed = parse_page(markdown, self._rel(page))
         changes, _diags = render_pages([parsed], self.wiki.root, runbooks=self._runbook_set())
-        return changes[0].new if changes else markdown
+        return next((c.new for c in changes if c.path == parsed.path), markdown)
 
     def on_page_content(self, html: str, *, page: MkPage, config: MkDocsConfig,
                         files: Files) -> str:

@@ -87,9 +87,10 @@ class Engine:
 class ResultFormat:
     """How a client tool's result is read. kind: serving (one JSON object, or the last line of
     an appended file) | task-scores (per-task metric scores, newest results_*.json below a
-    folder) | text (the output kept as text)."""
+    folder) | text (the output kept as text) | decode-matrix (the community's decode benchmark:
+    one cell per concurrency and context length, and its prefill runs)."""
 
-    kind: str  # serving | task-scores | text | kld-capture | probe
+    kind: str  # serving | task-scores | text | kld-capture | probe | decode-matrix
     label: str  # the record's metrics["tool"]
     what: str = ""  # named in errors: "not <what> result" ("a vllm bench serve")
     extra_keys: tuple[str, ...] = ()  # copied beside SERVING_KEYS
@@ -311,6 +312,18 @@ CLIENT_TOOLS: dict[str, ClientTool] = {t.name: t for t in (
         capture_args=("--out", "{path}"),
         base_url_flag="--base-url",
     ),
+    # The community's decode benchmark, `llm_decode_bench.py` of voipmonitor/llm-inference-bench:
+    # every number the community publishes comes from its `--output` JSON (`metadata`, a
+    # `results` cell per concurrency × context, `prefill` per prompt length). It reaches the
+    # server through its own `--host`/`--port`, so the page's command names them.
+    ClientTool(
+        name="llm-decode-bench",
+        default_kind="serving",
+        launchers=(Launcher(script="llm_decode_bench.py"),),
+        result=ResultFormat("decode-matrix", "llm-decode-bench", "an llm_decode_bench.py"),
+        result_suffix=".json",
+        capture_args=("--output", "{path}"),
+    ),
     ClientTool(
         name="curl",
         default_kind="smoke",
@@ -379,7 +392,7 @@ def launchers() -> list[tuple[str, str, Launcher]]:
 SERVER_EXAMPLES = ("vllm serve", "python -m vllm.entrypoints.openai.api_server",
                    "python -m sglang.launch_server")
 CLIENT_EXAMPLES = ("vllm bench serve", "python -m sglang.bench_serving", "lm_eval", "curl",
-                   "wiki kld capture", "wiki probe")
+                   "wiki kld capture", "wiki probe", "llm_decode_bench.py")
 
 
 def engine_names() -> str:

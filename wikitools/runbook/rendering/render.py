@@ -20,6 +20,7 @@ from wikitools.runbook.blocks.regions import (
     unshown_runbooks,
 )
 from wikitools.runbook.records.record import Record, RecordError, load_records
+from wikitools.runbook.rendering.reported.region import is_data_region, render_data_region
 from wikitools.runbook.rendering.views import for_region, render_region
 
 
@@ -58,13 +59,16 @@ def render_pages(
 ) -> tuple[list[Change], list[Diagnostic]]:
     """Render every results region of `pages`. Returns the pages whose text would change and the
     diagnostics: RGN001/RGN005 markers, RB009 unknown runbook, RGN002 hand-edited (left alone),
-    RGN003 stale (warning), and with `check` RGN004 for each region that would change."""
+    RGN003 stale (warning), RGN007/RGN008 for data regions (a kept file changed, or cannot be
+    used), and with `check` RGN004 for each region that would change. A data region's chart
+    file comes after the pages, as a change of its own."""
     pages = list(pages)
     if runbooks is None:
         runbooks, _ = extract_runbooks(pages, root)
     by_id: Mapping[str, Runbook] = {r.id: r for r in runbooks}
     store = _Records(root)
     changes: list[Change] = []
+    files: dict[str, str] = {}  # chart files of data regions
     diags: list[Diagnostic] = []
     for page in pages:
         regions, problems = find_regions(page)
@@ -73,6 +77,16 @@ def render_pages(
         bodies: dict[int, str] = {}
         for region in regions:
             if region.start in bad_starts:
+                continue
+            if is_data_region(region):
+                if region.edited:
+                    diags.append(edited_diagnostic(region))
+                    continue
+                out = render_data_region(region, root)
+                diags.extend(out.diagnostics)
+                files.update(out.charts)
+                if out.body is not None:
+                    _changed(region, out.body, bodies, check, diags)
                 continue
             runbook = by_id.get(region.runbook or "")
             if runbook is None:
@@ -111,20 +125,44 @@ def render_pages(
                 continue
             body = render_region(region, runbook, records, ref=runbook.ref, others=others,
                                  hashes={rid: by_id[rid].blocks_hash for rid in region.compared})
-            new_body = indent_body(body, region.indent)
-            if new_body != region.body or region.sum is None:
-                bodies[region.start] = body
-                if check:
-                    diags.append(Diagnostic(
-                        region.path, region.start, region.col, "RGN004",
-                        "results region is out of date (run `wiki runbook render`)",
-                    ))
+            _changed(region, body, bodies, check, diags)
         if bodies:
             stored = stored_text(root, page)
             new_text = replace_regions(stored, bodies, regions)
             if new_text != stored:
                 changes.append(Change(page.path, stored, new_text))
+    changes.extend(_file_changes(root, files, check, diags))
     return changes, diags
+
+
+def _changed(region: Region, body: str, bodies: dict[int, str], check: bool,
+             diags: list[Diagnostic]) -> bool:
+    """Note `body` as the region's new body when it differs from the page's (RGN004 under
+    `check`)."""
+    if indent_body(body, region.indent) == region.body and region.sum is not None:
+        return False
+    bodies[region.start] = body
+    if check:
+        diags.append(Diagnostic(region.path, region.start, region.col, "RGN004",
+                                "results region is out of date (run `wiki runbook render`)"))
+    return True
+
+
+def _file_changes(root: Path, files: Mapping[str, str], check: bool,
+                  diags: list[Diagnostic]) -> list[Change]:
+    out = []
+    for path, new in sorted(files.items()):
+        try:
+            old = (root / path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            old = ""
+        if old != new:
+            out.append(Change(path, old, new))
+            if check:
+                diags.append(Diagnostic(path, 1, 1, "RGN004",
+                                        "chart of a data region is out of date (run "
+                                        "`wiki runbook render`)"))
+    return out
 
 
 def stored_text(root: Path, page: Page) -> str:

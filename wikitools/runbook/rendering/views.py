@@ -18,6 +18,7 @@ from wikitools.runbook.records.record import (
 )
 from wikitools.runbook.rendering import receipts, serving
 from wikitools.runbook.rendering.charts import XY, Chart, Series, figure, render_chart
+from wikitools.runbook.rendering.decode import decode_grid
 from wikitools.runbook.rendering.describe import (
     DASH,
     day,
@@ -103,7 +104,8 @@ def serving_table(record: Record, client_name: str | None) -> dict[str, Any]:
                 "acceptance rate measured over the same run, and one without an acceptance "
                 "rate is untrusted. " + note).strip()
     shown.update(full, short=serving.short_table(client, bool(spec)),
-                 charts=serving.sweep_charts(client), grid=serving.grid_view(client), note=note)
+                 charts=serving.sweep_charts(client),
+                 grid=serving.grid_view(client) or decode_grid(client), note=note)
     return shown
 
 
