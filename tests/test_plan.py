@@ -377,5 +377,6 @@ def test_plan_summary_comes_first_and_names_unset_variables(tmp_path: Path, caps
         "runbook wiki/p.md#r", "verdict: ok", "runs: one server; 8 client runs",
         "unset: QWEN35_35B_AWQ (read by the server command): set it before the run"]
     assert lines.index("details:") > lines.index("  client b (serving): 2 points (C=1,2), each "
-                                                 "warm-up + 3 runs")
+                                                 "warm-up + 3 runs; a run under 10 s is too "
+                                                 "short (min_duration=)")
     assert lines[-1] == "verdict: ok"

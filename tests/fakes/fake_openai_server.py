@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import signal
 import subprocess
@@ -65,8 +66,11 @@ def make_handler(args: argparse.Namespace) -> type[BaseHTTPRequestHandler]:
                 State.drafts += n
                 State.draft_tokens += 3 * n
                 State.accepted += 2 * n
+            choice = {"index": 0, "text": " x" * n, "finish_reason": "length"}
+            if body.get("prompt_logprobs") is not None and isinstance(body.get("prompt"), list):
+                choice["prompt_logprobs"] = prompt_logprobs(body["prompt"], args.vocab)
             out = {"id": "cmpl-1", "object": "text_completion", "model": args.model,
-                   "choices": [{"index": 0, "text": " x" * n, "finish_reason": "length"}],
+                   "choices": [choice],
                    "usage": {"prompt_tokens": 3, "completion_tokens": n, "total_tokens": 3 + n}}
             self._send(200, json.dumps(out).encode())
 
@@ -115,6 +119,18 @@ def _flavour_answer(args: argparse.Namespace, path: str) -> Answer | None:
     return None
 
 
+def prompt_logprobs(ids: list[int], vocab: int) -> list[dict | None]:
+    """vLLM's answer shape for `prompt_logprobs: -1`: per prompt token after the first, every
+    token of a `vocab`-token vocabulary with a log-probability that depends on the position."""
+    out: list[dict | None] = [None]
+    for pos in range(1, len(ids)):
+        weights = [1.0 + ((pos * 7 + v * 13) % 17) for v in range(vocab)]
+        total = sum(weights)
+        out.append({str(v): {"logprob": math.log(w / total), "rank": 1, "decoded_token": "x"}
+                    for v, w in enumerate(weights)})
+    return out
+
+
 def server_info(args: argparse.Namespace) -> dict:
     """The part of SGLang's /server_info the executor reads (server arguments, version, states)."""
     return {"model_path": args.model, "attention_backend": "triton", "kv_cache_dtype": "auto",
@@ -155,6 +171,7 @@ def main() -> int:
     p.add_argument("--spec", action="store_true", help="expose spec-decode counters")
     p.add_argument("--kv-tokens", type=int, default=123456)
     p.add_argument("--log-requests", action="store_true", help="log each answer it gives")
+    p.add_argument("--vocab", type=int, default=8, help="tokens per prompt_logprobs position")
     p.add_argument("--flavour", choices=("vllm", "llama", "sglang"), default="vllm",
                    help="log lines and endpoints of vLLM, llama.cpp's llama-server or SGLang")
     args, _unknown = p.parse_known_args()
@@ -173,6 +190,11 @@ def main() -> int:
         return serve_like_llama(args)
     if args.flavour == "sglang":
         return serve_like_sglang(args)
+    compiled = os.environ.get("VLLM_CACHE_ROOT")
+    if compiled:  # as vLLM's torch.compile does: its cache under VLLM_CACHE_ROOT
+        os.makedirs(os.path.join(compiled, "torch_compile_cache"), exist_ok=True)
+        with open(os.path.join(compiled, "torch_compile_cache", "fake"), "w") as f:
+            f.write("compiled\n")
     log("vLLM API server version 0.0.0+fake")
     log(f"non-default args: {{'model': '{args.model}', 'port': {args.port}}}")
     log("Using max model len 2048")

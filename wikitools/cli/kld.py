@@ -28,7 +28,9 @@ def add_parser(sub: Any) -> None:
         description="Send a fixed token input to a running server (vLLM's /v1/completions with "
         "prompt_logprobs, or SGLang's /generate) and write the top-k log-probabilities of every "
         "position to a JSON capture. The input is a file of token ids or ids drawn from a seed; "
-        "either way the capture names its SHA-256.")
+        "either way the capture names its SHA-256. SGLang is asked twice, the second time from "
+        "the middle of the input, so that the second half is computed against keys and values "
+        "read back from its KV cache.")
     c.add_argument("--base-url", default="http://127.0.0.1:8000", help="the server")
     c.add_argument("--model", help="served model name (default: the first of /v1/models)")
     c.add_argument("--api", choices=cap.APIS, default="vllm", help="the engine's API")
@@ -85,6 +87,14 @@ def run_capture(args: argparse.Namespace) -> int:
     k = "all" if result.top_k == -1 else str(result.top_k)
     print(f"{args.out}: {len(result.positions)} positions, top-k {k}, input {tokens.sha256}",
           file=sys.stderr)
+    read = result.cache_read
+    if read is not None and read["cached_tokens"] > 0:
+        print(f"positions from {read['from_position'] + 1} on were computed against "
+              f"{read['cached_tokens']} tokens read back from the server's KV cache",
+              file=sys.stderr)
+    elif read is not None:
+        print("warning: the server took no token from its prefix cache (started with "
+              "--disable-radix-cache?): this capture never read the KV cache", file=sys.stderr)
     return 0
 
 

@@ -17,7 +17,13 @@ from wikitools.runbook.records.compare import (
     compare_variants,
     last_two,
 )
-from wikitools.runbook.records.record import Record, RecordError, load_records, read_record
+from wikitools.runbook.records.record import (
+    Record,
+    RecordError,
+    VariantResult,
+    load_records,
+    read_record,
+)
 from wikitools.runbook.records.stats import Spread
 from wikitools.runbook.records.variance import card_of, point_variance
 from wikitools.runbook.rendering.describe import engine_text, short_hardware
@@ -164,43 +170,62 @@ def run_history(args: argparse.Namespace) -> int:
         print(f"{rid} on {hw}")
         previous: Record | None = None
         for rec in comparable(groups[hw]) or groups[hw]:
-            cells = []
-            for client in rec.clients:
-                if client.kind != "serving":
-                    continue
-                for p in client.points:
-                    sp = p.spread("output_throughput") if p.status == "ok" else None
-                    if sp is None:
-                        continue
-                    text = f"{p.value or 'run'}: {sp.median:,.0f}"
-                    old = _old_median(previous, client.name, p.coords)
-                    if old:
-                        text += f" ({(sp.median - old) / old * 100:+.0f} %)"
-                    cells.append(text)
-            card = card_of(rec)
-            if previous is not None and previous.blocks_hash != rec.blocks_hash:
-                cells.append("commands changed since the run before")
-            print(f"  {rec.started_at[:10]}  {rec.run_id}  {engine_text(rec)}  "
-                  f"card {card[:12] + '…' if card else '(not recorded)'}  output tok/s "
-                  + ("; ".join(cells) or "–"))
+            for v in rec.each_variant():
+                _history_line(rec, v, previous)
             previous = rec
-        _variance(groups[hw])
+        for coords in dict.fromkeys(v.coords for r in groups[hw] for v in r.each_variant()):
+            _variance([f for r in groups[hw] if (f := _flat(r, coords)) is not None],
+                      f" [{','.join(f'{k}={x}' for k, x in coords)}]" if coords else "")
     return 0
+
+
+def _flat(rec: Record | None, coords: Any) -> Record | None:
+    """The record as one server's (its variant at `coords`); None when it has none there."""
+    v = rec.variant(coords) if rec is not None else None
+    return rec.flat(v) if rec is not None and v is not None else None
+
+
+def _history_line(rec: Record, variant: VariantResult, previous: Record | None) -> None:
+    """One run (one server variant of it): date, run, engine, card and the median output
+    tok/s of each serving point, with the change from the run before."""
+    flat, before = rec.flat(variant), _flat(previous, variant.coords)
+    cells = []
+    for client in flat.clients:
+        if client.kind != "serving":
+            continue
+        for p in client.points:
+            sp = p.spread("output_throughput") if p.status == "ok" else None
+            if sp is None:
+                continue
+            text = f"{p.value or 'run'}: {sp.median:,.0f}"
+            old = _old_median(before, client.name, p.coords)
+            if old:
+                text += f" ({(sp.median - old) / old * 100:+.0f} %)"
+            cells.append(text)
+    card = card_of(flat)
+    if previous is not None and previous.blocks_hash != rec.blocks_hash:
+        cells.append("commands changed since the run before")
+    label = f" [{variant.name}]" if variant.coords else ""
+    print(f"  {rec.started_at[:10]}  {rec.run_id}{label}  {engine_text(flat)}  "
+          f"card {card[:12] + '…' if card else '(not recorded)'}  output tok/s "
+          + ("; ".join(cells) or "–"))
 
 
 def _pct(value: float | None, why: str) -> str:
     return f"±{value * 100:.1f} %" if value is not None else why
 
 
-def _variance(records: list[Record]) -> None:
+def _variance(records: list[Record], label: str = "") -> None:
     """Per point: how far the same commands' output tok/s moves within a run, between runs on
     one card, between cards and between days (± half the range, as the tables print it)."""
+    if not records:
+        return
     newest = records[-1]
     same = [r for r in records if r.blocks_hash == newest.blocks_hash]
     rows = point_variance(same)
     if not rows:
         return
-    print(f"  spread of output tok/s over the {len(same)} run(s) of the newest commands "
+    print(f"  spread of output tok/s{label} over the {len(same)} run(s) of the newest commands "
           f"(blocks {newest.blocks_hash.split(':', 1)[-1][:8]}):")
     for v in rows:
         print(f"    {v.client} {v.point}: within a run {_pct(v.within_run, 'one run each')}; "

@@ -88,6 +88,9 @@ class _Progress:
             self.progress.update(self.task, description=e.step)
         elif e.kind == "point-start":
             self.progress.update(self.task, description=f"{e.step} ({e.index}/{e.total})")
+        elif e.kind == "note":
+            self.console.print(mask_text(f"{'':>7}  {e.message}"), markup=False,
+                               highlight=False)
         elif e.kind in ("step-end", "point-end"):
             if e.kind == "point-end":
                 self.progress.advance(self.task)

@@ -10,9 +10,31 @@ likely tokens plus the prompt's own token. K is capped by the server's `--max-lo
 server started with `--max-logprobs -1`. A log-probability of -inf is returned as -9999.0, and
 streaming is refused with prompt log-probabilities.
 
-SGLang: `/generate` with `input_ids`, `return_logprob`, `logprob_start_len: 0` and
-`top_logprobs_num: K` answers `meta_info.input_top_logprobs`, one list of
-`[logprob, token id, text]` per position, the first `null`."""
+vLLM's attention reads what it compares: its FlashAttention backend
+(`vllm/v1/attention/backends/flash_attn.py`) writes each step's keys and values into the paged
+KV cache and then computes attention from `key_cache`/`value_cache`, also during a prefill, so a
+capture of one request sees an FP8 cache.
+
+SGLang: `/generate` with `input_ids`, `return_logprob`, `logprob_start_len` and
+`top_logprobs_num: K` answers `meta_info.input_top_logprobs` and `input_token_logprobs`, one
+entry per input token from `logprob_start_len` on, the first `null` (no earlier token of the
+answer predicts it: `scheduler_output_processor_mixin.py` pads it), each later one the
+`[logprob, token id, text]` lists (resp. the triple) of the distribution that predicts that
+token; and `meta_info.cached_tokens`, the prompt tokens taken from its prefix cache. Its prefill
+attention uses the fresh keys and values of the tokens being computed and reads the KV cache
+only for a prefix already in it (seen on an H200 with SGLang 0.5.17: captures with an FP8 KV
+cache were byte for byte those with BF16): a reused prefix (the radix cache) or the earlier
+chunks of a prompt longer than `--chunked-prefill-size` (`managers/scheduler.py` calls a chunked
+request's `init_next_round_input()` without the tree cache, so it keeps the earlier chunks as
+its prefix). The reuse is capped at `logprob_start_len` (`Req._compute_max_prefix_len` in
+`python/sglang/srt/managers/schedule_batch.py`: `min(input_len - 1, logprob_start_len)` when
+log-probabilities are asked), so one request with `logprob_start_len: 0` below one chunk never
+reads the cache, and an FP8 KV cache would score exactly as BF16. The capture therefore asks
+twice: the whole input from position 0 (which also leaves it in the radix cache), then the same
+input from its middle, whose second half is computed against the first half read back from the
+cache; the capture keeps the first half of the first answer and the second answer, and records
+where the cache was read from and how many tokens SGLang said it took from the cache
+(`cache_read`)."""
 
 from __future__ import annotations
 
@@ -49,9 +71,12 @@ class Capture:
     input_sha256: str
     input_source: str
     positions: tuple[tuple[tuple[int, float], ...], ...]
+    # SGLang: {"from_position": first position computed against the cache, "cached_tokens":
+    # what the engine said it took from its cache}; None where one request reads the cache.
+    cache_read: Mapping[str, int] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "format": FORMAT,
             "model": self.model,
             "api": self.api,
@@ -60,6 +85,9 @@ class Capture:
             "input_source": self.input_source,
             "positions": [[[i, lp] for i, lp in pos] for pos in self.positions],
         }
+        if self.cache_read is not None:
+            out["cache_read"] = dict(self.cache_read)
+        return out
 
 
 def dumps(capture: Capture) -> str:
@@ -113,8 +141,11 @@ def load(path: Path, shown: str | None = None) -> Capture:
             _position([pair(i, lp, f"{where}: positions[{n}]") for i, lp in pos],
                       f"{where}: positions[{n}]")
             for n, pos in enumerate(data["positions"]))
+        read = data.get("cache_read")
+        cache_read = {str(k): int(v) for k, v in read.items()} if read is not None else None
         return Capture(str(data["model"]), str(data["api"]), int(data["top_k"]),
-                       str(data["input_sha256"]), str(data.get("input_source", "")), positions)
+                       str(data["input_sha256"]), str(data.get("input_source", "")), positions,
+                       cache_read)
     except CaptureError as exc:
         raise InputError(str(exc)) from None
     except (KeyError, TypeError, ValueError) as exc:
@@ -129,16 +160,17 @@ def capture(base_url: str, model: str, tokens: TokenInput, top_k: int, api: str 
         raise InputError(f"--top-k {top_k}: expected a positive number, or -1 for the whole "
                          "vocabulary")
     base = base_url.rstrip("/").removesuffix("/v1")
+    cache_read: dict[str, int] | None = None
     if api == "vllm":
         positions = _vllm(base, model, tokens, top_k, timeout)
     elif api == "sglang":
-        positions = _sglang(base, tokens, top_k, timeout)
+        positions, cache_read = _sglang(base, tokens, top_k, timeout)
     else:
         raise InputError(f"--api {api}: expected one of {', '.join(APIS)}")
     if len(positions) != len(tokens.ids) - 1:
         raise CaptureError(f"the server gave {len(positions)} positions for "
                            f"{len(tokens.ids)} tokens")
-    return Capture(model, api, top_k, tokens.sha256, tokens.source, positions)
+    return Capture(model, api, top_k, tokens.sha256, tokens.source, positions, cache_read)
 
 
 def _post(url: str, body: Mapping[str, Any], timeout: float) -> Any:
@@ -192,29 +224,69 @@ def _vllm(base: str, model: str, tokens: TokenInput, top_k: int,
     return tuple(out)
 
 
+Positions = tuple[tuple[tuple[int, float], ...], ...]
+
+
+def _sglang_ask(url: str, ids: list[int], top_k: int, start: int,
+                timeout: float) -> dict[str, Any]:
+    """SGLang's `meta_info` for the input's log-probabilities from position `start` on."""
+    body = {"input_ids": ids, "sampling_params": {"max_new_tokens": 1, "temperature": 0},
+            "return_logprob": True, "logprob_start_len": start, "top_logprobs_num": top_k}
+    data = _post(url, body, timeout)
+    if isinstance(data, list):
+        data = data[0] if data else {}
+    meta = data.get("meta_info") if isinstance(data, dict) else None
+    if not isinstance(meta, dict) or not isinstance(meta.get("input_top_logprobs"), list):
+        raise CaptureError(f"{url}: the answer has no meta_info.input_top_logprobs")
+    return meta
+
+
+def _sglang_top(entry: Any, top_k: int, where: str) -> tuple[tuple[int, float], ...]:
+    if not isinstance(entry, list):
+        raise CaptureError(f"{where}: not a list of [log-probability, token id, text]")
+    pairs = []
+    for j, e in enumerate(entry):
+        if not isinstance(e, list) or len(e) < 2:
+            raise CaptureError(f"{where}[{j}]: not a [log-probability, token id, …] list")
+        pairs.append(pair(e[1], e[0], f"{where}[{j}]"))
+    return _top(list(_position(pairs, where)), top_k)
+
+
+def _sglang_positions(meta: dict[str, Any], ids: list[int], top_k: int,
+                      url: str) -> tuple[int, Positions]:
+    """(the first capture position the answer covers, its positions). SGLang's lists run from
+    `logprob_start_len` to the end, with a `null` where no earlier token predicts one; each
+    entry of `input_token_logprobs` names the token it scores, which places the list."""
+    tops = [e for e in meta["input_top_logprobs"] if e is not None]
+    scored = meta.get("input_token_logprobs")
+    scored = [e[1] for e in scored if isinstance(e, list) and len(e) > 1 and e[0] is not None] \
+        if isinstance(scored, list) else []
+    first = len(ids) - 1 - len(tops)
+    if len(scored) != len(tops) or not tops or first < 0:
+        raise CaptureError(f"{url}: input_top_logprobs and input_token_logprobs do not cover "
+                           "the input's last tokens")
+    if scored != ids[first + 1:]:
+        raise CaptureError(f"{url}: the scored tokens are not the last tokens of the input")
+    where = f"{url}: meta_info.input_top_logprobs"
+    return first, tuple(_sglang_top(e, top_k, f"{where}[{n}]") for n, e in enumerate(tops, 1))
+
+
 def _sglang(base: str, tokens: TokenInput, top_k: int,
-            timeout: float) -> tuple[tuple[tuple[int, float], ...], ...]:
+            timeout: float) -> tuple[Positions, dict[str, int]]:
+    """Two requests (the module's docstring says why): the whole input from position 0, then
+    from its middle against the first half read back from the cache."""
     if top_k == -1:
         raise InputError("--top-k -1: SGLang's API gives top-k log-probabilities only")
-    body = {"input_ids": list(tokens.ids),
-            "sampling_params": {"max_new_tokens": 1, "temperature": 0},
-            "return_logprob": True, "logprob_start_len": 0, "top_logprobs_num": top_k}
-    url = f"{base}/generate"
-    data = _post(url, body, timeout)
-    path: tuple[str | int, ...] = ("meta_info", "input_top_logprobs")
-    entries = _entries(data, (0, *path) if isinstance(data, list) else path, url)
-    out = []
-    for n, entry in enumerate(entries, 1):
-        where = f"{url}: meta_info.input_top_logprobs[{n}]"
-        if not isinstance(entry, list):
-            raise CaptureError(f"{where}: not a list of [log-probability, token id, text]")
-        pairs = []
-        for j, e in enumerate(entry):
-            if not isinstance(e, list) or len(e) < 2:
-                raise CaptureError(f"{where}[{j}]: not a [log-probability, token id, …] list")
-            pairs.append(pair(e[1], e[0], f"{where}[{j}]"))
-        out.append(_top(list(_position(pairs, where)), top_k))
-    return tuple(out)
+    ids, url = list(tokens.ids), f"{base}/generate"
+    first, whole = _sglang_positions(_sglang_ask(url, ids, top_k, 0, timeout), ids, top_k, url)
+    if first != 0:
+        raise CaptureError(f"{url}: asked from position 0, SGLang answered from {first + 1}")
+    meta = _sglang_ask(url, ids, top_k, len(ids) // 2, timeout)  # at least 1: two ids or more
+    start, tail = _sglang_positions(meta, ids, top_k, url)
+    cached = meta.get("cached_tokens")
+    read = {"from_position": start,
+            "cached_tokens": cached if type(cached) is int and cached >= 0 else 0}
+    return whole[:start] + tail, read
 
 
 def served_model(base_url: str, timeout: float = 30.0) -> str:

@@ -6,6 +6,7 @@ elsewhere when it cannot be written) and re-render the pages that show it. Never
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -27,15 +28,22 @@ from wikitools.runbook.execution.host import HostFacts, gather_host
 from wikitools.runbook.execution.plan import PlanOverrides, artifacts_dir_for, make_plan
 from wikitools.runbook.execution.planned import Plan, Verdict
 from wikitools.runbook.execution.preflight import preflight
-from wikitools.runbook.execution.processes import Leftover
+from wikitools.runbook.execution.processes import (
+    Interrupted,
+    Leftover,
+    signals_ignored,
+    signals_raise,
+)
 from wikitools.runbook.execution.receipt import build_receipt, cache_state, named_paths, snapshot
 from wikitools.runbook.execution.runlock import RunLock, remove_temp_files
+from wikitools.runbook.execution.steps import Event
 from wikitools.runbook.records.compare import Comparison, compare_variants, previous_comparable
-from wikitools.runbook.records.kld_scores import score_record
+from wikitools.runbook.records.kld_scores import keep_references, score_record
 from wikitools.runbook.records.record import (
     RECORDS_DIR,
     Record,
     RecordError,
+    Step,
     dumps,
     load_records,
     make_run_id,
@@ -186,11 +194,11 @@ def run_prepared(
     try:
         removed = remove_temp_files(root, _written_targets(prepared))
         named = named_paths(prepared.plan)
-        before, caches = snapshot(root, named), cache_state(prepared.plan)
+        before, caches = snapshot(root, named), cache_state(prepared.plan, root)
         record = execute(prepared.plan, root=root, verdict=prepared.verdict, on_event=on_event,
                          started=prepared.started, handle_signals=handle_signals,
                          run_lock=lock)
-        record = finish_record(record, prepared, before, caches)
+        record = finish_record(record, prepared, before, caches, handle_signals, on_event)
     finally:
         lock.release()
     try:
@@ -199,13 +207,20 @@ def run_prepared(
         earlier = []
     previous = previous_comparable(earlier, record)
     base = RunResult(masked(record), None, (), (), tuple(leftovers), tuple(removed))
-    if not options.write:
+    if not options.write:  # a fleet node: the driver writes the record; the reference stays here
+        try:
+            with signals_ignored(handle_signals):
+                keep_references(root, record)
+        except OSError as exc:
+            return replace(base, record_error=f"the KLD reference could not be kept: {exc}")
         return base
     if record.failed_step == "preflight":  # measured nothing: not history, only a local note
         return _kept(base, root / prepared.plan.artifacts_dir, None)
     try:
-        path = write_record(root, record)
-    except RecordError as exc:
+        with signals_ignored(handle_signals):  # the record and what it names, or nothing
+            keep_references(root, record)
+            path = write_record(root, record)
+    except (RecordError, OSError) as exc:
         return _kept(base, root / prepared.plan.artifacts_dir, str(exc))
     rendered: tuple[str, ...] = ()
     diags: list[Diagnostic] = []
@@ -218,20 +233,51 @@ def run_prepared(
                                        if previous is not None and record.ok else ()))
 
 
+# the steps after the last teardown, and what each does (the progress line, and the message of
+# a record that stopped there)
+FINISHING = {"kld scoring": "scoring the KLD captures",
+             "receipt": "hashing the files for the receipt"}
+
+
 def finish_record(record: Record, prepared: Prepared, before: dict[str, str],
-                  caches: list[dict[str, object]]) -> Record:
-    """The record with its KLD scores (captures against the reference, which is kept under
-    runbooks/) and its receipt (file hashes, model snapshot, cache folders)."""
+                  caches: list[dict[str, object]], handle_signals: bool = True,
+                  on_event: EventSink | None = None) -> Record:
+    """The record with its KLD scores (captures against the reference, kept under runbooks/
+    when the record is written) and its receipt (file hashes, model snapshot, cache folders).
+    An interruption or an error while scoring or hashing ends there: the record keeps what
+    was measured and is marked failed at that step, so that nothing measured is lost."""
     runbook = prepared.runbook
     refs = {c.name: c.reference for c in runbook.clients}
-    record = score_record(record, prepared.root, lambda name: refs.get(name))
-    receipt = build_receipt(prepared.plan, prepared.root, before, caches)
+    emit = on_event or (lambda _e: None)
+    step = "kld scoring"
+    t0 = time.monotonic()
+    try:
+        with signals_raise(handle_signals):
+            if any(c.kind == "kld" for v in record.each_variant() for c in v.clients):
+                emit(Event("note", step, message=FINISHING[step]))
+                record = score_record(record, prepared.root, lambda name: refs.get(name))
+            step, t0 = "receipt", time.monotonic()
+            emit(Event("note", step, message=FINISHING[step]))
+            receipt = build_receipt(prepared.plan, prepared.root, before, caches)
+    except Interrupted as exc:
+        return _unfinished(record, step, f"interrupted by {exc} while {FINISHING[step]}", t0)
+    except Exception as exc:  # a failure here must not lose what was measured
+        return _unfinished(record, step, f"failed while {FINISHING[step]}: "
+                           f"{type(exc).__name__}: {exc}", t0)
     kept = sorted({str(p.metrics["kld_reference"]): str(p.metrics["kld_reference_sha256"])
                    for v in record.each_variant() for c in v.clients for p in c.points
                    if "kld_reference" in p.metrics}.items())
     files = receipt["files"] + [{"path": path, "sha256": sha, "role": "kld reference"}
                                 for path, sha in kept]
     return replace(record, receipt={**receipt, "files": files})
+
+
+def _unfinished(record: Record, step: str, message: str, t0: float) -> Record:
+    """The record of a run whose finishing stopped at `step`: failed there (unless an earlier
+    step failed first), with everything measured before."""
+    done = Step(step, "failed", round(time.monotonic() - t0, 3), message)
+    return replace(record, status="failed", failed_step=record.failed_step or step,
+                   message=record.message or message, steps=(*record.steps, done))
 
 
 def _kept(base: RunResult, folder: Path, error: str | None) -> RunResult:

@@ -40,6 +40,9 @@ class ServerBlock:
     variants: Sweep = field(default_factory=Sweep)
 
 
+DEFAULT_MIN_DURATION = 10.0  # seconds: the shortest serving run whose throughput is steady
+
+
 @dataclass(frozen=True, slots=True)
 class ClientBlock:
     runbook_id: str
@@ -56,6 +59,9 @@ class ClientBlock:
     # kind=kld: the reference capture (a file under runbooks/, another runbook's id, or a
     # variant such as `KV=auto`); None: the first run of the first configuration
     reference: str | None = None
+    # kind=serving: the shortest run (seconds) whose throughput counts as steady; a shorter run
+    # measures start-up and tail. None: DEFAULT_MIN_DURATION
+    min_duration: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -46,7 +46,8 @@ DISPLAY_ATTRS = ("title", "linenums", "hl_lines")
 SERVER_ATTRS = ("engine", "gpus", "arch", "min_mem_gib", "port", "ready_timeout", "stop_timeout",
                 "env", "variants", *DISPLAY_ATTRS)
 MAX_VARIANTS = 32  # each variant starts a server of its own
-CLIENT_ATTRS = ("for", "name", "kind", "sweep", "timeout", "reference", *DISPLAY_ATTRS)
+CLIENT_ATTRS = ("for", "name", "kind", "sweep", "timeout", "reference", "min_duration",
+                *DISPLAY_ATTRS)
 KINDS = ("serving", "quality", "smoke", "kld", "probe")
 DEFAULT_READY_TIMEOUT = 900.0
 DEFAULT_STOP_TIMEOUT = 20.0
@@ -258,6 +259,7 @@ class _PendingClient:
     timeout: float
     sweep: Sweep = field(default_factory=Sweep)
     reference: str | None = None
+    min_duration: float | None = None
 
 
 def _client(ctx: Ctx) -> _PendingClient | None:
@@ -287,7 +289,12 @@ def _client(ctx: Ctx) -> _PendingClient | None:
     reference = opts["reference"][0] if "reference" in opts else None
     if reference is not None and kind not in (None, "kld"):
         ctx.error("RB004", "reference= belongs to kind=kld clients", opts["reference"][1])
-    return _PendingClient(ctx, for_id, for_col, name, name_col, kind, timeout, sweep, reference)
+    least = (number(ctx, "min_duration", *opts["min_duration"], allow_zero=False)
+             if "min_duration" in opts else None)
+    if least is not None and kind not in (None, "serving"):
+        ctx.error("RB004", "min_duration= belongs to serving clients", opts["min_duration"][1])
+    return _PendingClient(ctx, for_id, for_col, name, name_col, kind, timeout, sweep, reference,
+                          least)
 
 
 # Which of several server blocks sharing a runbook id is the original and which are copies: the
@@ -511,7 +518,7 @@ def _clients(found: _Found) -> dict[str, list[ClientBlock]]:
             sweep=pc.sweep, timeout=pc.timeout, page=ctx.page.path,
             line=ctx.block.line, col=ctx.block.col, content=ctx.block.content,
             info=ctx.block.info, command=cmd, reference=pc.reference,
-        ))
+            min_duration=pc.min_duration))
     return clients
 
 

@@ -403,6 +403,11 @@ def engine_names() -> str:
 
 # --------------------------------------------------------------------------- flags
 
+# settings of a server that change the model's outputs (a KLD between two of them cannot be
+# exactly 0 unless the capture misses the setting): the EngineCommand field or canonical flag,
+# and its name in a sentence
+OUTPUT_SETTINGS = (("kv_cache_dtype", "KV cache format"), ("quantization", "quantisation"),
+                   ("--dtype", "dtype"))
 # engine flags (all spellings) → the EngineCommand field they set (every engine)
 SERVER_FLAG_ALIASES = {
     "--tensor-parallel-size": "tp", "-tp": "tp", "--tp": "tp", "--tp-size": "tp",

@@ -23,7 +23,7 @@ from wikitools.runbook.engines import clients as result_parsers
 from wikitools.runbook.engines import failure
 from wikitools.runbook.engines.markers import MarkerError, scan_markers
 from wikitools.runbook.execution import containers as docker
-from wikitools.runbook.execution import server_api
+from wikitools.runbook.execution import receipt, server_api
 from wikitools.runbook.execution.assemble import RunState, VariantState, build_record
 from wikitools.runbook.execution.folders import run_folder
 from wikitools.runbook.execution.host import gpu_memory_used, gpu_state, port_free
@@ -95,10 +95,16 @@ def execute(
     if st.failed_step is not None:
         st.steps.append(Step("teardown", "skipped", 0.0, "nothing was started"))
     else:
-        for variant in plan.variants:
-            if not _run_variant(plan, variant, root, st, emit, verdict, http_timeout,
-                                handle_signals):
-                break
+        with signals_raise(handle_signals):  # also between one variant's teardown and the next
+            try:
+                for variant in plan.variants:
+                    if not _run_variant(plan, variant, root, st, emit, verdict, http_timeout,
+                                        handle_signals):
+                        break
+            except Interrupted as exc:
+                msg = f"interrupted by {exc} between server variants"
+                st.fail("between variants", msg)
+                st.steps.append(Step("between variants", "failed", 0.0, msg))
     if len(plan.variants) == 1:
         st.v.timings["total_s"] = round(time.monotonic() - t0, 3)
     finished = datetime.now(UTC)
@@ -220,6 +226,8 @@ def _start(variant: PlannedVariant, root: Path, st: RunState, vs: VariantState,
         env = {**srv.env, TAG_VAR: st.tag,
                RUN_DIR_VAR: str((root / variant.artifacts_dir).resolve())}
         _write_copies(root, variant)
+        env.update(receipt.shared_cache_env(srv, root))
+        vs.markers["caches_warm_at_start"] = receipt.warm_caches(srv, root)
         if srv.container is not None:
             docker.write_files(root, srv.container)
             cwd = root / srv.container.workdir
@@ -355,6 +363,9 @@ def _run_clients(variant: PlannedVariant, root: Path, st: RunState, vs: VariantS
                 st.steps.append(Step(label, result.status, result.seconds, result.message))
                 emit(Event("point-end", label, result.status, result.message, result.seconds,
                            index, total))
+                short = _too_short(client, result)
+                if short:
+                    emit(Event("note", label, message=f"{label}: {short}"))
                 if result.status != "ok":
                     killed = _server_killed(root, variant)
                     if killed is not None:
@@ -411,7 +422,19 @@ def _run_point(variant: PlannedVariant, client: PlannedClient, point: PlannedPoi
     metrics.update(server_api.spec_delta(srv, before, http_timeout))
     if client.kind == "serving":
         metrics.setdefault("spec_decode_acceptance", None)
+    if client.min_duration is not None:
+        metrics["min_duration_s"] = client.min_duration  # the rule the run was held to
     return Point(point.value, "ok", metrics, run.result_path or run.log_path, None, secs)
+
+
+def _too_short(client: PlannedClient, result: Point) -> str | None:
+    """Why a serving run's throughput is no steady number (None when it is)."""
+    took = result.metrics.get("duration")
+    if client.min_duration is None or not isinstance(took, int | float) or \
+            took >= client.min_duration:
+        return None
+    return (f"the benchmark ran {took:.1f} s, under the {client.min_duration:g} s minimum "
+            "(min_duration=): its throughput is no steady number; send more requests")
 
 
 def _server_down(st: VariantState, elapsed: float | None = None,

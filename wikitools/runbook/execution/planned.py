@@ -112,6 +112,9 @@ class PlannedServer:
     # the container's own environment (`-e`, compose `environment:`), secrets masked
     container_env: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
     copies: tuple[PlannedCopy, ...] = ()  # of the repository files the command runs
+    # (variable, folder relative to the root): the compile and kernel caches every variant of
+    # the run shares, a fresh folder per run, set where the block and the environment set none
+    caches: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +158,7 @@ class PlannedClient:
     repeats: int  # measured runs of each point
     warmup: bool  # an unrecorded run before each point's measured runs
     points: tuple[PlannedPoint, ...]
+    min_duration: float | None = None  # serving: the shortest run counted as steady (s)
 
     @property
     def display_command(self) -> str:

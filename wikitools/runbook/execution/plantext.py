@@ -32,7 +32,9 @@ def _client_line(c: PlannedClient) -> str:
         what = f"{len(c.points)} point{'s' * (len(c.points) != 1)} ({sweep})"
     else:
         what = "1 point"
-    return f"  client {c.name} ({c.kind}): {what}, each {runs}"
+    least = (f"; a run under {c.min_duration:g} s is too short (min_duration=)"
+             if c.min_duration else "")
+    return f"  client {c.name} ({c.kind}): {what}, each {runs}{least}"
 
 
 def format_summary(plan: Plan, unset: Sequence[tuple[str, str]] | None = None) -> str:

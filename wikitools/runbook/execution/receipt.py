@@ -20,7 +20,7 @@ from typing import Any
 from wikitools.runbook.engines import catalog as engines
 from wikitools.runbook.engines.shell import ShellSyntaxError, tokenize
 from wikitools.runbook.engines.types import EngineCommand
-from wikitools.runbook.execution.planned import Plan
+from wikitools.runbook.execution.planned import Plan, PlannedServer
 
 MAX_FOLDER_FILES = 64  # a folder named by a command: its files (not below), at most this many
 # Bounds on the hashing before the server starts (and again after the run): a file larger than
@@ -138,25 +138,56 @@ def _expand(template: str, env: Mapping[str, str]) -> str:
     return Path(text.replace("{xdg_cache}", xdg)).expanduser().as_posix()
 
 
-def cache_state(plan: Plan) -> list[dict[str, Any]]:
-    """The engine's cache folders as the server will see them, and whether each already holds
-    something (warm) before it starts. Nothing for a server in a container (its folders are the
-    container's)."""
-    eng = engines.engine(plan.server.engine)
-    if eng is None or plan.server.docker:
-        return []
-    env = {**os.environ, **plan.server.env}
-    out = []
-    for c in eng.cache_dirs:
-        base = env.get(c.env) or _expand(c.default, env)
-        folder = Path(base) / c.suffix if c.suffix else Path(base)
-        try:
-            entries = sum(1 for _ in folder.iterdir()) if folder.is_dir() else 0
-        except OSError:
-            entries = 0
-        out.append({"name": c.name, "path": folder.as_posix(), "env": c.env,
-                    "set": c.env in env, "warm": entries > 0})
+def shared_cache_env(server: PlannedServer, root: Path) -> dict[str, str]:
+    """The variables that place the run's shared compile and kernel caches, as absolute
+    paths (the folders are made here)."""
+    out = {}
+    for var, rel in server.caches:
+        folder = (root / rel).resolve()
+        folder.mkdir(parents=True, exist_ok=True)
+        out[var] = str(folder)
     return out
+
+
+def _cache_folders(server: PlannedServer, root: Path) -> list[tuple[engines.CacheDir, Path]]:
+    """Each compile/kernel cache of the server's engine and its folder as the server sees it."""
+    eng = engines.engine(server.engine)
+    env = {**os.environ, **server.env, **{v: (root / r).resolve().as_posix()
+                                            for v, r in server.caches}}
+    out = []
+    for c in eng.cache_dirs if eng is not None else ():
+        base = env.get(c.env) or _expand(c.default, env)
+        out.append((c, Path(base) / c.suffix if c.suffix else Path(base)))
+    return out
+
+
+def _filled(folder: Path) -> bool:
+    try:
+        return folder.is_dir() and any(True for _ in folder.iterdir())
+    except OSError:
+        return False
+
+
+def warm_caches(server: PlannedServer, root: Path) -> dict[str, bool]:
+    """{cache name: already holds something} just before a server starts; nothing for a
+    server in a container (its folders are the container's)."""
+    if server.docker:
+        return {}
+    return {c.name: _filled(folder) for c, folder in _cache_folders(server, root)}
+
+
+def cache_state(plan: Plan, root: Path) -> list[dict[str, Any]]:
+    """The engine's cache folders as the first server will see them, and whether each already
+    holds something (warm) before it starts; `shared`: the run's own folder, new with it.
+    Nothing for a server in a container (its folders are the container's)."""
+    srv = plan.server
+    if srv.docker:
+        return []
+    placed = {**os.environ, **srv.env}
+    shared = {v for v, _ in srv.caches}
+    return [{"name": c.name, "path": folder.as_posix(), "env": c.env,
+             "set": c.env in placed, "shared": c.env in shared, "warm": _filled(folder)}
+            for c, folder in _cache_folders(srv, root)]
 
 
 def model_snapshot(cmd: EngineCommand, root: Path,

@@ -11,7 +11,7 @@ engine's run-to-run noise, zero when the engine is deterministic."""
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,8 @@ from typing import Any
 from wikitools.core.errors import InputError
 from wikitools.quality import capture as cap
 from wikitools.quality import divergence
+from wikitools.runbook.engines import catalog as engines
+from wikitools.runbook.engines.command import parse_server_command
 from wikitools.runbook.records.record import (
     RECORDS_DIR,
     Point,
@@ -38,6 +40,7 @@ class Reference:
     sha256: str
     capture: cap.Capture
     source: str | None  # the artifacts file it was copied from (None: given by the block)
+    settings: Mapping[str, str] | None = None  # output settings of the server that made it
 
 
 def reference_path(runbook_id: str, sha256: str) -> str:
@@ -45,14 +48,32 @@ def reference_path(runbook_id: str, sha256: str) -> str:
 
 
 def _store(root: Path, runbook_id: str, source: str) -> Reference:
+    """The reference taken from a run's capture: named by where `keep_references` will keep
+    it, read from where the run wrote it (nothing is written until the record is)."""
     src = root / source
     digest = cap.file_hash(src)
-    rel = reference_path(runbook_id, digest)
-    dest = root / rel
-    if not dest.is_file():
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(src, dest)
-    return Reference(rel, digest, cap.load(dest, rel), source)
+    return Reference(reference_path(runbook_id, digest), digest, cap.load(src, source), source)
+
+
+def keep_references(root: Path, record: Record) -> list[str]:
+    """Copy each reference capture the record names from the run's artifacts to its place
+    under runbooks/ (the record is about to be written): the paths written."""
+    named = {str(p.metrics["kld_reference"]) for v in record.each_variant() for c in v.clients
+             for p in c.points if c.kind == "kld" and "kld_reference" in p.metrics}
+    written = []
+    for v in record.each_variant():
+        for c in v.clients:
+            for p in c.points if c.kind == "kld" else ():
+                for s in p.samples:
+                    if not s.metrics.get("kld_reference_run") or not s.result_file:
+                        continue
+                    src = root / s.result_file
+                    rel = reference_path(record.runbook, cap.file_hash(src))
+                    if rel in named and not (root / rel).is_file():
+                        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+                        shutil.copyfile(src, root / rel)
+                        written.append(rel)
+    return written
 
 
 def _given(root: Path, path: str) -> Reference:
@@ -88,7 +109,7 @@ def _of_runbook(root: Path, other: str) -> Reference:
                 for p in c.points if c.kind == "kld" else ():
                     path = p.metrics.get("kld_reference")
                     if isinstance(path, str):
-                        return _given(root, path)
+                        return replace(_given(root, path), settings=output_settings(v))
     raise InputError(f"reference={other}: that runbook has no successful KLD run yet; run it "
                      "first")
 
@@ -110,6 +131,7 @@ def _scored(root: Path, point: Point, ref: Reference) -> Point:
     runs: list[divergence.Divergence] = []
     samples: list[Sample] = []
     problem: str | None = None
+    identical = 0
     for s in point.samples:
         if s.status != "ok" or not s.result_file:
             samples.append(s)
@@ -119,16 +141,19 @@ def _scored(root: Path, point: Point, ref: Reference) -> Point:
             continue
         try:
             div = divergence.divergence(ref.capture, cap.load(root / s.result_file, s.result_file))
-        except InputError as exc:
+            same = cap.file_hash(root / s.result_file) == ref.sha256
+        except (InputError, OSError) as exc:
             problem = problem or str(exc)
             samples.append(s)
             continue
         runs.append(div)
+        identical += same
         samples.append(replace(s, metrics={**s.metrics, "kld_mean": div.mean}))
     metrics: dict[str, Any] = {**point.metrics, "kld_reference": ref.path,
                                "kld_reference_sha256": ref.sha256}
     if runs:
         metrics.update(divergence.summarise(runs, ref.capture.top_k).to_dict())
+        metrics["kld_identical_runs"] = identical  # captures byte for byte the reference
     elif problem is None:
         metrics["kld_note"] = "the reference run; no other run to compare with it"
     if problem is not None:
@@ -149,6 +174,32 @@ def _ordered(variants: Sequence[VariantResult], reference: str | None) -> list[i
     return order
 
 
+def output_settings(variant: VariantResult) -> dict[str, str]:
+    """The settings of a variant's server that change the model's outputs (engines'
+    OUTPUT_SETTINGS), its variant values filled in; "default" where the command sets none."""
+    cmd = parse_server_command(str(variant.server.get("command", "")), dict(variant.coords))
+    out = {}
+    for name, label in engines.OUTPUT_SETTINGS:
+        value = cmd.flag(name) if name.startswith("-") else getattr(cmd, name)
+        out[label] = str(value) if value else "default"
+    return out
+
+
+def not_exercised(point: Point, settings: Mapping[str, str],
+                  reference: Mapping[str, str] | None) -> str | None:
+    """Why a KLD of 0 would mislead: every capture of a server whose output settings differ
+    from the reference's is byte for byte the reference (None when it is not so)."""
+    runs, same = point.metrics.get("kld_runs"), point.metrics.get("kld_identical_runs")
+    if reference is None or not runs or same != runs:
+        return None
+    differ = [f"{k} {settings[k]} (the reference: {reference[k]})" for k in settings
+              if k in reference and reference[k] != settings[k]]
+    if not differ:
+        return None
+    return ("not exercised: the capture equals the reference, although " + " and ".join(differ)
+            + " must change the outputs")
+
+
 def score_record(record: Record, root: Path, reference_of: Callable[[str], str | None]) -> Record:
     """The record with every kld client's points scored, in every variant, against one
     reference (`reference_of(client name)` gives the block's `reference=`); unchanged when it
@@ -161,12 +212,16 @@ def score_record(record: Record, root: Path, reference_of: Callable[[str], str |
                  for ci, c in enumerate(variants[vi].clients) if c.name == name
                  for pi in range(len(c.points))]
         points = [variants[vi].clients[ci].points[pi] for vi, ci, pi in where]
-        scored, _ref, problem = score_points(root, record.runbook, points,
-                                             None if reference and "=" in reference
-                                             else reference)
+        scored, ref, problem = score_points(root, record.runbook, points,
+                                            None if reference and "=" in reference
+                                            else reference)
+        ref_settings = _reference_settings(ref, variants, _ordered(variants, reference))
         for (vi, ci, pi), point in zip(where, scored, strict=True):
             if problem is not None:
                 point = replace(point, metrics={**point.metrics, "kld_problem": problem})
+            why = not_exercised(point, output_settings(variants[vi]), ref_settings)
+            if why is not None:
+                point = replace(point, metrics={**point.metrics, "kld_not_exercised": why})
             v = variants[vi]
             c = v.clients[ci]
             pts = list(c.points)
@@ -177,3 +232,14 @@ def score_record(record: Record, root: Path, reference_of: Callable[[str], str |
     if record.variants:
         return replace(record, variants=tuple(variants))
     return replace(record, clients=variants[0].clients)
+
+
+def _reference_settings(ref: Reference | None, variants: Sequence[VariantResult],
+                        order: Sequence[int]) -> Mapping[str, str] | None:
+    """The output settings of the server that made the reference: another runbook's (as its
+    record says), this run's first variant in `order`, or unknown (a capture file given)."""
+    if ref is None:
+        return None
+    if ref.settings is not None:
+        return ref.settings
+    return output_settings(variants[order[0]]) if ref.source is not None else None

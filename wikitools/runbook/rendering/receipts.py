@@ -112,8 +112,9 @@ def kld_rows(cfgs: Sequence[Config],
                     refs.append(ref) if ref not in refs else None
                 k = m.get("kld_top_k", m.get("top_k"))
                 top_k = "all" if k == -1 else (md_text(k) if k is not None else DASH)
-                if "kld_mean" not in m:
-                    note = m.get("kld_problem") or m.get("kld_note") or p.message or p.status
+                if "kld_mean" not in m or m.get("kld_not_exercised"):
+                    note = (m.get("kld_not_exercised") or m.get("kld_problem")
+                            or m.get("kld_note") or p.message or p.status)
                     rows.append([md_text(cfg.label), md_text(note), DASH, DASH, DASH,
                                  md_text(m.get("positions", DASH)), top_k, DASH])
                     continue
@@ -224,7 +225,12 @@ def receipt_lines(rec: Record) -> list[str]:
                   else f"not hashed ({md_text(f.get('not_hashed'))})")
         lines.append(f"- {md_text(f.get('role'))}: {md_code(f.get('path'))} {digest}")
     if len(kept) < len(files):
-        lines.append(f"- {len(files) - len(kept)} result and log files of the run under "
+        results = {s.result_file for v in rec.each_variant() for c in v.clients
+                   for p in c.points for s in p.samples if s.result_file}
+        n = sum(1 for f in files if f.get("path") in results)
+        others = len(files) - len(kept) - n
+        also = f" and {others} other file{'s' if others != 1 else ''}" if others else ""
+        lines.append(f"- {n} result file{'s' if n != 1 else ''}{also} of the run under "
                      f"{md_code(f'{rec.artifacts_dir}/')} (kept on the host that ran it; their "
                      "hashes are in the record)")
     spec = receipt.get("speculative")
@@ -233,11 +239,30 @@ def receipt_lines(rec: Record) -> list[str]:
         lines.append(f"- speculative decoding as configured: {md_text(conf)}")
     for c in receipt.get("caches") or ():
         state = "warm" if c.get("warm") else "cold (empty or absent)"
-        lines.append(f"- cache {md_text(c.get('name'))}: {md_code(c.get('path'))} — {state} "
-                     "at start")
+        where = ", the run's own, shared by its server starts" if c.get("shared") else ""
+        lines.append(f"- cache {md_text(c.get('name'))}: {md_code(c.get('path'))}{where} — "
+                     f"{state} at the first start")
+    lines += start_lines(rec)
     if not receipt:
         lines.append("- this record predates receipts: no file hashes were kept")
     return [*lines, ""]
+
+
+def start_lines(rec: Record) -> list[str]:
+    """Per server start: warm (which of its caches already held something) or cold, and how
+    long it took to be ready; nothing for a record made before starts were noted."""
+    out = []
+    for v in rec.each_variant():
+        warm = v.markers.get("caches_warm_at_start")
+        if not isinstance(warm, Mapping) or v.status == "skipped":
+            continue
+        filled = [str(name) for name, full in warm.items() if full is True]
+        state = f"warm ({', '.join(filled)})" if filled else "cold (every cache empty)"
+        ready = _num(v.timings.get("ready_s"))
+        took = f", ready in {ready:,.1f} s" if ready is not None else ""
+        label = md_code(v.name) if v.name else "the server"
+        out.append(f"- start of {label}: {md_text(state)}{took}")
+    return out
 
 
 def render(view: str, cfgs: Sequence[Config], attrs: Callable[[str], str | None],
