@@ -152,7 +152,7 @@ def test_running_from_a_subfolder_is_the_same_as_from_the_root(tmp_path: Path) -
 
 def test_measured_table_is_kept_when_rendering_from_a_subfolder(tmp_path: Path) -> None:
     root = tmp_path / "repo"
-    for name in ("wiki", "runbooks"):
+    for name in ("wiki", "runbooks", "data"):
         shutil.copytree(REPO / name, root / name)
     for name in ("wiki.yml", "mkdocs.yml", "INDEX.md"):
         shutil.copy(REPO / name, root / name)

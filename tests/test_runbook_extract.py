@@ -78,8 +78,8 @@ EXPECTED_BAD = [
     "wiki/errors.md:31)",
     "wiki/errors.md:40:1: RB007 error: client command not understood: no client command "
     "found (vllm "
-    "bench serve, python -m sglang.bench_serving, lm_eval, curl, wiki kld capture, wiki probe); "
-    "name its kind with kind=serving|quality|smoke|kld|probe",
+    "bench serve, python -m sglang.bench_serving, lm_eval, curl, wiki kld capture, wiki probe, "
+    "llm_decode_bench.py); name its kind with kind=serving|quality|smoke|kld|probe",
     "wiki/errors.md:43:4: RB006 error: malformed attribute list: cannot read attribute at "
     "column 36: "
     "'engine=\"vllm '",

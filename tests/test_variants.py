@@ -141,7 +141,7 @@ def test_each_variant_runs_its_own_server_and_one_record_holds_them_all(
     # each variant's own server facts
     text = (root / "wiki" / "v.md").read_text()
     assert "| KV \\\\ C | 1 | 2 |" in text and "| 2000 | 41.0 too short | 82.0 too short |" in text
-    assert "    | 1000 | 2 | 20.25 | 82.0 |" in text
+    assert "\n| 1000 | 2 | 20.25 | 82.0 |" in text
     assert "- `KV=1000`: vLLM 0.0.0+fake; " in text and "KV cache 2,000 tokens" in text
     record = read_record(path)
     assert record.variant_vars == ("KV",)

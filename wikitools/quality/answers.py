@@ -12,10 +12,12 @@ from typing import Any
 
 import httpx
 
+from wikitools.core.errors import InputError
+
 MIB = 1024 * 1024
 
 
-class AnswerError(Exception):
+class AnswerError(InputError):
     """No usable answer: the server could not be reached, took longer than the deadline, or
     sent more bytes than the limit. The message says which, without the URL."""
 

@@ -8,12 +8,13 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from wikitools.core.errors import InputError
 from wikitools.runbook.engines import log_catalog
 
 _SHOWN = 120  # characters of an unreadable line quoted in the message
 
 
-class MarkerError(ValueError):
+class MarkerError(InputError):
     """A log line that names a fact (a KV-cache size, a concurrency) whose value cannot be
     read: `line` is its 1-based number in the log."""
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from wikitools.core.diagnostics import Diagnostic, did_you_mean
+from wikitools.core.errors import InputError
 from wikitools.runbook.blocks.regions import Region
 from wikitools.runbook.rendering.escape import md_code, md_text
 from wikitools.runbook.rendering.reported.chart import LineChart, render_svg
@@ -45,7 +46,7 @@ class Output:
     diagnostics: tuple[Diagnostic, ...] = ()
 
 
-class _Problem(Exception):
+class _Problem(InputError):
     def __init__(self, code: str, message: str, where: tuple[str, int, int] | None = None):
         super().__init__(message)
         self.code, self.message, self.where = code, message, where

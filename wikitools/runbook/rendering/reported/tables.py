@@ -13,11 +13,13 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from wikitools.core.errors import InputError
+
 FORMATS = ("csv", "tsv", "json", "jsonl")
 KEY = "key"  # the column that holds an object's key when a part is an object of objects
 
 
-class DataError(Exception):
+class DataError(InputError):
     """A result file that cannot be read as the region asks: where, and what is wrong."""
 
     def __init__(self, line: int, col: int, message: str) -> None:
