@@ -47,8 +47,11 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from wikitools.cli import main as wiki  # noqa: E402
-from wikitools.config import load_config, load_pages  # noqa: E402
-from wikitools.errors import WikiError  # noqa: E402
+from wikitools.core.config import load_config  # noqa: E402
+from wikitools.core.diagnostics import Diagnostic  # noqa: E402
+from wikitools.core.errors import WikiError  # noqa: E402
+from wikitools.pages.load import load_pages  # noqa: E402
+from wikitools.runbook.blocks.declared import RunbookSet  # noqa: E402
 from wikitools.runbook.blocks.extract import extract_runbooks  # noqa: E402
 from wikitools.runbook.execution.host import HostFacts  # noqa: E402
 from wikitools.runbook.execution.plan import PlanOverrides, artifacts_dir_for, make_plan  # noqa: E402
@@ -256,6 +259,61 @@ def _line_maps(before: Path, after: Path) -> dict[str, dict[int, int]]:
     return out
 
 
+
+def _planned(runbooks: RunbookSet, diags: list[Diagnostic], after: Path,
+             ) -> dict[tuple[str, int], tuple[str, int, str]]:
+    """(page, line) of each runbook's server and file blocks → (id, plan exit code, summary)."""
+    facts = HostFacts(smi_found=False)
+    planned: dict[tuple[str, int], tuple[str, int, str]] = {}
+    for rb in runbooks:
+        try:
+            block_errors(rb, diags)
+            verdict = preflight(rb, facts=facts)
+            make_plan(rb, root=after, artifacts_dir=artifacts_dir_for(rb, "funnel"),
+                      overrides=PlanOverrides(), verdict=verdict)
+            rc = 0 if verdict.ok else 1
+        except WikiError:
+            rc = 2
+        cmd = rb.server.command
+        what = (f"{rb.server.engine} model={cmd.model} tp={cmd.tp} image={cmd.image} "
+                f"port={rb.server.port} gpus={rb.server.requirements.gpus}")
+        spans = [(rb.server.line, rb.server.line)]
+        spans += [(f.line, f.line) for f in rb.files]
+        for line, _ in spans:
+            planned[(rb.page, line)] = (rb.id, rc, what)
+    return planned
+
+
+
+def _rows(blocks: list[Block], moved: dict[str, dict[int, int]],
+          planned: dict[tuple[str, int], tuple[str, int, str]],
+          refusals: dict[tuple[str, int], str]) -> list[tuple[str, str]]:
+    """Each launch block's fate: (runbook | planfail | refused | silent, the line to print)."""
+    rows: list[tuple[str, str]] = []
+    for b in blocks:
+        shift = moved.get(b.path, {})
+        key = (b.path, shift.get(b.line, b.line))
+        hit = planned.get(key)
+        if hit is None:  # a compose `up` block reads the file: find a runbook on its lines
+            hit = next((v for (p, ln), v in planned.items() if p == b.path
+                        and key[1] <= ln <= shift.get(b.end, b.end)), None)
+        if hit is not None:
+            rid, rc, what = hit
+            kind = "runbook" if rc in (0, 1) else "planfail"
+            rows.append((kind, f"{b.path}:{b.line}: #{rid} plan={rc} {what}"))
+            continue
+        why = next((r for (p, ln), r in refusals.items()
+                    if p == b.path and b.line <= ln <= b.end), None)
+        if why is not None:
+            left_out, category = refusal_category(why)
+            tag = f"{'excluded' if left_out else 'real'}:{category}"
+            rows.append(("refused", f"{tag:<30} {b.path}:{b.line}: {why}"))
+        else:
+            rows.append(("silent", f"{b.path}:{b.line}: {b.text.strip().splitlines()[0][:90]}"
+                         if b.text.strip() else f"{b.path}:{b.line}: (empty)"))
+    return rows
+
+
 def funnel(tree: Path, docs_dir: str | None, keep: Path | None, listing: bool) -> int:
     work = Path(tempfile.mkdtemp(prefix="wiki-funnel-"))
     try:
@@ -281,24 +339,7 @@ def funnel(tree: Path, docs_dir: str | None, keep: Path | None, listing: bool) -
         config = load_config(after)
         pages = load_pages(config)
         runbooks, diags = extract_runbooks(pages, config.root)
-        facts = HostFacts(smi_found=False)
-        planned: dict[tuple[str, int], tuple[str, int, str]] = {}
-        for rb in runbooks:
-            try:
-                block_errors(rb, diags)
-                verdict = preflight(rb, facts=facts)
-                make_plan(rb, root=after, artifacts_dir=artifacts_dir_for(rb, "funnel"),
-                          overrides=PlanOverrides(), verdict=verdict)
-                rc = 0 if verdict.ok else 1
-            except WikiError:
-                rc = 2
-            cmd = rb.server.command
-            what = (f"{rb.server.engine} model={cmd.model} tp={cmd.tp} image={cmd.image} "
-                    f"port={rb.server.port} gpus={rb.server.requirements.gpus}")
-            spans = [(rb.server.line, rb.server.line)]
-            spans += [(f.line, f.line) for f in rb.files]
-            for line, _ in spans:
-                planned[(rb.page, line)] = (rb.id, rc, what)
+        planned = _planned(runbooks, diags, after)
         refusals: dict[tuple[str, int], str] = {}
         for text in (out_write,):
             for ln in text.splitlines():
@@ -307,28 +348,7 @@ def funnel(tree: Path, docs_dir: str | None, keep: Path | None, listing: bool) -
                     refusals.setdefault((m["path"], int(m["line"])), m["rest"])
 
         moved = _line_maps(before, after)
-        rows: list[tuple[str, str]] = []
-        for b in blocks:
-            shift = moved.get(b.path, {})
-            key = (b.path, shift.get(b.line, b.line))
-            hit = planned.get(key)
-            if hit is None:  # a compose `up` block reads the file: find a runbook on its lines
-                hit = next((v for (p, ln), v in planned.items() if p == b.path
-                            and key[1] <= ln <= shift.get(b.end, b.end)), None)
-            if hit is not None:
-                rid, rc, what = hit
-                kind = "runbook" if rc in (0, 1) else "planfail"
-                rows.append((kind, f"{b.path}:{b.line}: #{rid} plan={rc} {what}"))
-                continue
-            why = next((r for (p, ln), r in refusals.items()
-                        if p == b.path and b.line <= ln <= b.end), None)
-            if why is not None:
-                left_out, category = refusal_category(why)
-                tag = f"{'excluded' if left_out else 'real'}:{category}"
-                rows.append(("refused", f"{tag:<30} {b.path}:{b.line}: {why}"))
-            else:
-                rows.append(("silent", f"{b.path}:{b.line}: {b.text.strip().splitlines()[0][:90]}"
-                             if b.text.strip() else f"{b.path}:{b.line}: (empty)"))
+        rows = _rows(blocks, moved, planned, refusals)
         counts = Counter(kind for kind, _ in rows)
         n = len(blocks)
         print(f"adoption funnel: {tree} (docs_dir {docs})")

@@ -46,7 +46,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from wikitools.config import load_config, load_pages  # noqa: E402
+from wikitools.core.config import load_config  # noqa: E402
+from wikitools.pages.load import load_pages  # noqa: E402
 from wikitools.runbook.blocks.extract import extract_runbooks  # noqa: E402
 from wikitools.runbook.engines import clients as result_parsers  # noqa: E402
 from wikitools.runbook.execution.execute import Event, execute  # noqa: E402

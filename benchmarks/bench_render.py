@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from wikitools.pages import read_page
+from wikitools.pages.parse import read_page
 from wikitools.runbook.blocks.extract import extract_runbooks
 from wikitools.runbook.records.record import (
     ClientResult,

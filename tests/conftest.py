@@ -6,11 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
-from harness import HAVE_ENGINE, make_tiny_model
-
-# Tests parse fresh every time, and never write to the user's cache folder; the cache has
-# its own tests that point WIKI_CACHE_DIR at a temporary folder.
-os.environ["WIKI_CACHE_DIR"] = "off"
+from harness import HAVE_ENGINE, make_tiny_model, wiki_tree  # noqa: F401 (a fixture)
 
 
 @pytest.fixture(autouse=True, scope="session")

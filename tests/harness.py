@@ -1,6 +1,8 @@
-"""The end-to-end harness shared by the engine, Docker and fleet tests: the engine environment
-and its tiny model, free ports, polling, processes found by a tag in their environment, and `Run`,
-one `wiki runbook run` as a subprocess whose record and leftovers the tests check.
+"""What the tests share: wiki trees (`make_tree`, the `wiki_tree` fixture), the fake runbook page
+and its records (the fake engine on PATH), polling (`wait_until`); and for the engine, Docker and
+fleet tests the engine environment and its tiny model, free ports, processes found by a tag in
+their environment, and `Run`, one `wiki runbook run` as a subprocess whose record and leftovers
+the tests check.
 
 Every process a run starts inherits TAG_VAR=<the run's tag>, so a test finds (and as a last
 resort kills) exactly its own processes, never anyone else's."""
@@ -23,7 +25,11 @@ from typing import Any
 import pytest
 from fakes.procs import tagged
 
+from wikitools.pages.parse import read_page
+from wikitools.runbook.blocks.extract import extract_runbooks
 from wikitools.runbook.execution.processes import command_of
+from wikitools.runbook.records.record import ClientResult, Point, Record, Step, write_record
+from wikitools.runbook.rendering.render import render_pages
 
 REPO = Path(__file__).resolve().parents[1]
 ENGINE_VENV = Path(os.environ.get("WIKI_ENGINE_VENV", REPO / ".venv-engine"))
@@ -70,6 +76,12 @@ def wait_until(ready: Callable[[], object], timeout: float, interval: float = 0.
             return bool(ready())
         time.sleep(interval)
     return True
+
+
+def without_gpus(monkeypatch: pytest.MonkeyPatch, folder: Path) -> None:
+    """This host as one without GPUs (its nvidia-smi a file that is not there), so that a
+    plan's preflight says the same on every machine."""
+    monkeypatch.setenv("WIKI_NVIDIA_SMI", str(folder / "no-nvidia-smi"))
 
 
 def tagged_pids(tag: str) -> list[int]:
@@ -232,3 +244,122 @@ def assert_failed(run: Run, rc: int, failed_step: str) -> dict[str, Any]:
         assert teardown["status"] == "ok", rec["steps"]
     run.assert_nothing_left()
     return rec
+
+
+# --------------------------------------------------------------------------- wiki trees
+
+
+def make_tree(root: Path, files: dict[str, str | bytes]) -> Path:
+    """Write `files` under `root`; a tree of wiki/ pages without a wiki.yml or mkdocs.yml gets a
+    wiki.yml naming wiki/ its docs folder."""
+    configured = {"wiki.yml", "mkdocs.yml"} & set(files)
+    if any(rel.startswith("wiki/") for rel in files) and not configured:
+        files = {"wiki.yml": "docs_dir: wiki\n", **files}
+    for rel, content in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+    return root
+
+
+# A wiki configured by mkdocs.yml alone, its pages under wiki/ (with make_tree: {**MKDOCS, …}).
+MKDOCS = {"mkdocs.yml": "site_name: t\ndocs_dir: wiki\n"}
+
+
+@pytest.fixture
+def wiki_tree(tmp_path: Path) -> Callable[[dict[str, str | bytes]], Path]:
+    """`wiki_tree(files)`: the files written under the test's own folder (`make_tree`)."""
+    return lambda files: make_tree(tmp_path, files)
+
+
+# --------------------------------------------------------------------------- the fake runbook page
+# One page with a runbook of the fake engine (tests/fakes/bin/vllm first on PATH), its records
+# and its rendered regions.
+
+FAKE_BIN = Path(__file__).parent / "fakes" / "bin"
+
+PAGE = """---
+title: Fake model on one GPU
+---
+
+# Fake model
+
+```{{ .bash #fake-rb .runbook-server engine=vllm gpus=0 ready_timeout=30 stop_timeout=3 }}
+vllm serve fake-model --port {port}{extra}
+```
+
+```{{ .bash .runbook-client for=fake-rb name=bench sweep="C=1,2" timeout=30 }}
+vllm bench serve --model fake-model --num-prompts 4 --max-concurrency "${{C:-1}}"
+```
+
+<!-- wiki:results runbook=fake-rb view=serving -->
+<!-- wiki:end -->
+
+## History
+
+<!-- wiki:results runbook=fake-rb view=history -->
+<!-- wiki:end -->
+"""
+
+
+def make_wiki(tmp_path: Path, port: int = 18000, extra: str = "") -> Path:
+    (tmp_path / "wiki").mkdir()
+    (tmp_path / "wiki" / "fake.md").write_text(PAGE.format(port=port, extra=extra))
+    return tmp_path
+
+
+def runbook_hash(root: Path) -> str:
+    runbooks, _ = extract_runbooks([read_page(root / "wiki/fake.md", root)], root)
+    return runbooks.get("fake-rb").blocks_hash
+
+
+def record(root: Path, *, started="2026-11-30T10:00:00Z", status="ok", blocks=None,
+           command="vllm serve fake-model", host=None, **kw) -> Record:
+    blocks = blocks or runbook_hash(root)
+    stamp = started.replace("-", "").replace(":", "")
+    rec = Record(
+        runbook="fake-rb", page="wiki/fake.md", blocks_hash=blocks,
+        run_id=f"{stamp}-{blocks[7:15]}", started_at=started, finished_at=started,
+        status=status,
+        host=host or {"gpus": [{"index": 0, "name": "NVIDIA RTX PRO 6000 Blackwell Workstation "
+                                "Edition", "compute_capability": "12.0"}], "gpu_count": 1,
+                      "driver": "580.95.05", "cuda": "13.0", "topology": "none",
+                      "cpu_only": False},
+        engine={"name": "vllm", "version": "0.26.0", "image": None, "image_digest": None},
+        server={"command": command, "env": {}, "port": 8000, "log_tail": []},
+        markers={"attention_backend": "FLASH_ATTN", "kv_cache_tokens": 1274576},
+        steps=(Step("ready", "ok", 1.0),),
+        clients=(ClientResult("bench", "serving", "vllm bench serve", "C", (
+            Point("1", "ok", {"completed": 16, "num_prompts": 16,
+                              "request_throughput": 13.617563777157836,
+                              "output_throughput": 435.76204086905074,
+                              "total_token_throughput": 2189.8744749141943,
+                              "median_ttft_ms": 39.546492999988914, "p99_ttft_ms": 137.42,
+                              "median_tpot_ms": 7.367281887097064, "p99_tpot_ms": 9.41,
+                              "median_itl_ms": 7.37, "p99_itl_ms": 9.96}),
+            Point("8", "ok", {"completed": 16, "num_prompts": 16,
+                              "output_throughput": 1234.5}),
+        )),),
+        **kw,
+    )
+    write_record(root, rec)
+    return rec
+
+
+def render(root: Path, check: bool = False):
+    page = read_page(root / "wiki/fake.md", root)
+    return render_pages([page], root, check=check)
+
+
+def apply(root: Path) -> str:
+    changes, _ = render(root)
+    for c in changes:
+        if c.new is None:
+            (root / c.path).unlink()
+        else:
+            (root / c.path).parent.mkdir(parents=True, exist_ok=True)
+            (root / c.path).write_text(c.new)
+    return (root / "wiki/fake.md").read_text()

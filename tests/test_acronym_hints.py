@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from harness import make_tree
 
 from wikitools.cli import main
 
@@ -16,11 +17,7 @@ GLOSSARY = ("# Glossary\n\n| Acronym | Meaning |\n|---|---|\n"
 
 
 def _wiki(tmp_path: Path, body: str) -> Path:
-    (tmp_path / "wiki.yml").write_text("docs_dir: wiki\n")
-    (tmp_path / "wiki").mkdir()
-    (tmp_path / "wiki" / "glossary.md").write_text(GLOSSARY)
-    (tmp_path / "wiki" / "a.md").write_text("# A\n\n" + body + "\n")
-    return tmp_path
+    return make_tree(tmp_path, {"wiki/glossary.md": GLOSSARY, "wiki/a.md": f"# A\n\n{body}\n"})
 
 
 def _findings(tmp_path: Path, body: str, capsys: pytest.CaptureFixture[str]) -> list[str]:

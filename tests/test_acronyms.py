@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from wikitools.acronyms import Matcher, check_pages, find_uses
-from wikitools.baseline import apply_baseline, load_baseline, render_baseline
+from wikitools.checks.acronyms import Matcher, check_pages, find_uses
+from wikitools.checks.baseline import apply_baseline, load_baseline, render_baseline
 from wikitools.cli import main
-from wikitools.errors import ConfigError
-from wikitools.glossary import Entry, Glossary
-from wikitools.pages import parse_page
+from wikitools.core.errors import ConfigError
+from wikitools.pages.glossary import Entry, Glossary
+from wikitools.pages.parse import parse_page
 
 GOLDEN = Path(__file__).parent / "golden" / "acronyms"
 CASES = sorted(p for p in GOLDEN.iterdir() if (p / "input").is_dir())

@@ -8,9 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from harness import make_tree, without_gpus
 
 from wikitools.cli import main
-from wikitools.pages import parse_page
+from wikitools.pages.parse import parse_page
 from wikitools.runbook.blocks.extract import extract_runbooks, load_runbooks
 from wikitools.runbook.blocks.scan import scan_wiki
 
@@ -18,12 +19,10 @@ FENCE = "```"
 
 
 def _wiki(tmp_path: Path, pages: dict[str, str]) -> Path:
-    root = tmp_path / "site"
-    (root / "docs").mkdir(parents=True)
-    (root / "wiki.yml").write_text("docs_dir: docs\nglossary: docs/glossary.md\n")
-    for name, text in pages.items():
-        (root / "docs" / name).write_bytes(text.encode("utf-8"))
-    return root
+    (tmp_path / "site" / "docs").mkdir(parents=True)
+    return make_tree(tmp_path / "site", {
+        "wiki.yml": "docs_dir: docs\nglossary: docs/glossary.md\n",
+        **{f"docs/{name}": text for name, text in pages.items()}})
 
 
 def _scan(text: str) -> tuple[list[str], list[str]]:
@@ -137,7 +136,11 @@ def test_plan_exits_2_while_a_needed_variable_is_unset(
     assert ("docs/awq.md:6:13: RB015 AWQ_REPO is not set: the command needs it; the page sets "
             "it at line 2 to a placeholder") in err
     monkeypatch.setenv("AWQ_REPO", "org/awq")
-    assert main(["runbook", "plan", "awq-tp1", "--root", str(root)]) in (0, 1)
+    without_gpus(monkeypatch, tmp_path)
+    assert main(["runbook", "plan", "awq-tp1", "--root", str(root)]) == 1
+    out, err = capsys.readouterr()
+    assert "RB015" not in err
+    assert "verdict: refused: nvidia-smi not found" in out  # the one thing refused
 
 
 def test_readiness_port_is_the_published_host_port(tmp_path: Path,
@@ -172,7 +175,8 @@ WRITER = ("```bash\ncat >/tmp/run-m <<'EOF'\n#!/usr/bin/env bash\nPORT=\"${PORT:
 
 
 def test_launcher_written_in_one_block_and_run_in_another_becomes_the_runs_file(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
     root = _wiki(tmp_path, {"p.md": WRITER + "```bash\nPORT=8402 /tmp/run-m --max-num-seqs 4\n```\n"
                             "\n```bash\ncurl -s http://127.0.0.1:8402/v1/models\n```\n"})
     assert main(["runbook", "scan", "--write", "--root", str(root)]) == 0
@@ -188,8 +192,10 @@ def test_launcher_written_in_one_block_and_run_in_another_becomes_the_runs_file(
     assert (cmd.engine, cmd.model, cmd.tp, rb.server.port) == ("vllm", "org/m", 8, 8402)
     assert cmd.flag("--max-num-seqs") == "4"  # the call's arguments reach the script's "$@"
     capsys.readouterr()
-    assert main(["runbook", "plan", "m-tp8", "--root", str(root)]) in (0, 1)
+    without_gpus(monkeypatch, tmp_path)
+    assert main(["runbook", "plan", "m-tp8", "--root", str(root)]) == 1
     out = capsys.readouterr().out
+    assert "verdict: refused: nvidia-smi not found" in out  # the one thing refused
     assert "the block at docs/p.md:1 runs first: it writes /tmp/run-m" in out
     assert "    cat >/tmp/run-m <<'EOF'" in out
     assert "    PORT=8402 /tmp/run-m --max-num-seqs 4" in out
@@ -260,6 +266,20 @@ def test_ids_are_unique_across_the_wiki(tmp_path: Path) -> None:
     runbooks, diags, _pages = load_runbooks(root)
     assert diags == []
     assert sorted(runbooks.ids()) == ["same-model-tp2", "same-model-tp2-2", "same-model-tp2-3"]
+
+
+def test_scan_lists_every_block_of_pages_that_share_line_numbers(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    launch = "# P\n\n```bash\nvllm serve org/Same-Model --tp 2\n```\n"
+    root = _wiki(tmp_path, {"a.md": launch, "b.md": launch, "c.md": launch})
+    assert main(["runbook", "scan", "--root", str(root)]) == 0
+    listed = [line.split(": ", 1)[0] + " " + line.split("#", 1)[1].split(" ", 1)[0]
+              for line in capsys.readouterr().out.splitlines()]
+    assert listed == ["docs/a.md:3:1 same-model-tp2", "docs/b.md:3:1 same-model-tp2-2",
+                      "docs/c.md:3:1 same-model-tp2-3"]
+    assert main(["runbook", "scan", "--write", "--root", str(root)]) == 0
+    assert sorted(load_runbooks(root)[0].ids()) == ["same-model-tp2", "same-model-tp2-2",
+                                                    "same-model-tp2-3"]
 
 
 def test_scan_write_adds_a_results_region_and_check_passes_after(
@@ -551,12 +571,15 @@ def test_variables_an_earlier_block_sets_flow_into_the_launch(tmp_path: Path) ->
 
 
 def test_plan_runs_the_variables_block_first(tmp_path: Path,
-                                             capsys: pytest.CaptureFixture[str]) -> None:
+                                             capsys: pytest.CaptureFixture[str],
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
     root = _wiki(tmp_path, {"k.md": _vars_page()})
     assert main(["runbook", "scan", "--write", "--root", str(root)]) == 0
     capsys.readouterr()
-    assert main(["runbook", "plan", "m-tp4", "--root", str(root)]) in (0, 1)
+    without_gpus(monkeypatch, tmp_path)
+    assert main(["runbook", "plan", "m-tp4", "--root", str(root)]) == 1
     out = capsys.readouterr().out
+    assert "verdict: refused: nvidia-smi not found" in out  # the one thing refused
     assert "the block at docs/k.md:7 runs first: it sets IMAGE, PORT, MTP, SPEC" in out
     assert out.index("export IMAGE=org/vllm:v1") < out.index("docker run")
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import markdown
 import pytest
 
-from wikitools.anchors import page_anchors
+from wikitools.checks.anchors import page_anchors
 from wikitools.cli import main
-from wikitools.pages import parse_page
+from wikitools.pages.parse import parse_page
 
 TARGET = """---
 title: Target

@@ -1,15 +1,17 @@
-"""The runbook package is layered by stage; imports only go from a later stage to an earlier one."""
+"""Imports point one way: no import circle anywhere in the package (an import inside a function or
+under TYPE_CHECKING counts), and the runbook package is layered by stage, imports going only
+from a later stage to an earlier one."""
 
 from __future__ import annotations
 
 import ast
-import importlib.util
+import re
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parent.parent / "wikitools" / "runbook"
+TOP = Path(__file__).resolve().parent.parent / "wikitools"
+PACKAGE = TOP / "runbook"
 # Earlier stages first. A module may import from its own stage and from earlier ones only.
 STAGES = ("engines", "blocks", "records", "execution", "rendering", "session")
 
@@ -60,39 +62,74 @@ def test_no_stray_modules_beside_the_stages() -> None:
     assert top == ["__init__.py", "session.py"]
 
 
-MAX_LINES = 500
+def _module_name(path: Path, top: Path) -> str:
+    parts = list(path.relative_to(top.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def test_no_module_is_over_500_lines() -> None:
-    too_long = {
-        str(p.relative_to(PACKAGE.parent.parent)): n
-        for p in sorted(PACKAGE.parent.rglob("*.py"))
-        if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES
-    }
-    assert too_long == {}
+def _import_graph(top: Path) -> dict[str, set[str]]:
+    """Each module of the package at `top` and the modules of it that it imports anywhere (a
+    `from package import name` naming a module counts as importing that module)."""
+    modules = {_module_name(p, top): p for p in sorted(top.rglob("*.py"))}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        found = {module if module in modules else module.rsplit(".", 1)[0]
+                 for _line, module in _imports(path)}
+        graph[name] = {m for m in found if m in modules and m != name}
+    return graph
 
 
-def _module_map() -> Any:
-    path = PACKAGE.parent.parent / "scripts" / "module-map.py"
-    spec = importlib.util.spec_from_file_location("module_map", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles: the strongly connected parts of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            part = []
+            while (w := stack.pop()) != v:
+                part.append(w)
+            if part:
+                circles.append(sorted([v, *part]))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return circles
 
 
-def test_the_module_map_in_architecture_md_is_current(capsys: pytest.CaptureFixture[str]) -> None:
-    assert _module_map().main(["--check"]) == 0, capsys.readouterr().err
+def test_no_import_circle_in_the_whole_package() -> None:
+    assert _circles(_import_graph(TOP)) == []
 
 
-def test_the_module_map_check_fails_on_a_stale_map(tmp_path: Path) -> None:
-    mapper = _module_map()
-    (tmp_path / "wikitools").mkdir()
-    (tmp_path / "wikitools" / "a.py").write_text('"""Module a. More."""\n', encoding="utf-8")
-    (tmp_path / "ARCHITECTURE.md").write_text(
-        f"# map\n\n{mapper.START}\nold\n{mapper.END}\n", encoding="utf-8")
-    assert mapper.main(["--check", "--root", str(tmp_path)]) == 1
-    assert mapper.main(["--root", str(tmp_path)]) == 0
-    text = (tmp_path / "ARCHITECTURE.md").read_text(encoding="utf-8")
-    assert "| `a.py` | 1 | Module a. |" in text
-    assert mapper.main(["--check", "--root", str(tmp_path)]) == 0
+def test_an_import_circle_is_found(tmp_path: Path) -> None:
+    package = tmp_path / "wikitools"
+    package.mkdir()
+    (package / "a.py").write_text("from wikitools.b import x\n")
+    (package / "b.py").write_text("def f():\n    from wikitools import a\n")
+    (package / "c.py").write_text("import wikitools.a\n")
+    assert _circles(_import_graph(package)) == [["wikitools.a", "wikitools.b"]]
+
+
+ARCHITECTURE = TOP.parent / "ARCHITECTURE.md"
+
+
+def test_the_map_is_short_and_names_only_files_that_exist() -> None:
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    assert len(text) <= 10_000
+    named = set(re.findall(r"`([\w./<>-]+\.(?:py|md|toml|j2))`", text))
+    homes = (TOP.parent, TOP, PACKAGE)
+    missing = sorted(n for n in named if "<" not in n
+                     and not any((home / n).exists() for home in homes)
+                     and not any(TOP.rglob(n)))
+    assert missing == []

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from dataclasses import replace
 
-from test_render import apply, make_wiki, record
+from harness import apply, make_wiki, record
 
 from wikitools.runbook.records.record import ClientResult, Point, Sample, record_path, write_record
 from wikitools.runbook.rendering.charts import (
@@ -28,11 +29,11 @@ def rewrite(root, rec) -> None:
     write_record(root, rec)
 
 
-def _svgs(text: str) -> list[ET.Element]:
-    out = []
-    for part in text.split("<svg ")[1:]:
-        out.append(ET.fromstring("<svg " + part.split("</svg>")[0] + "</svg>"))
-    return out
+def _svgs(text: str, root) -> list[ET.Element]:
+    """The charts a page links to (files beside it; the page holds no inline SVG)."""
+    assert "<svg" not in text
+    return [ET.parse(root / "wiki" / link).getroot()
+            for link in re.findall(r"!\[[^\]]*\]\((charts/[^)]+\.svg)\)", text)]
 
 
 def _point(value: str, tputs: list[float], tpot: float = 2.0) -> Point:
@@ -57,7 +58,7 @@ def test_repeats_show_median_spread_noisy_and_every_run(tmp_path):
     assert "| 2 | 6,451.0 ±0.1\u202f% |" in text
     assert "| 64/64 | 3 | 452.0, 499.0, 541.0 |" in text  # the full table keeps every run
     assert "median of 3 runs after an unrecorded warm-up run" in text
-    svgs = _svgs(text)
+    svgs = _svgs(text, root)
     titles = [s.find(f"{SVG}title").text for s in svgs]
     assert titles == ["Output throughput", "Time to first token (median)",
                       "Time per output token (median)"]
@@ -92,11 +93,11 @@ def test_grid_sweep_gives_matrix_and_heat_map(tmp_path):
     text = apply(root)
     assert "| C \\\\ N | 512 | 2048 |" in text
     assert "| 1 | 101.0 | 104.0 |" in text and "| 8 | 801.0 | failed |" in text
-    heat = _svgs(text)[0]
+    heat = _svgs(text, root)[0]
     assert heat.find(f"{SVG}title").text == "Output throughput (tok/s)"
     classes = [g.get("class") for g in heat.findall(f"{SVG}g") if g.get("class")]
     assert classes == ["wiki-heat0", "wiki-heat0", "wiki-heat4", "wiki-heat-na"]
-    assert "    | C | N | req/s |" in text  # every metric one click away
+    assert 'All metrics</summary>\n\n| C | N | req/s |' in text  # one click away
 
 
 def test_tradeoff_draws_one_line_per_runbook(tmp_path):
@@ -114,7 +115,7 @@ def test_tradeoff_draws_one_line_per_runbook(tmp_path):
     assert "| fake-rb | 1 | 1 | 500.0 | 500.0 |" in text
     assert "| fake-rb | 1 | 8 | 250.0 | 3,000.0 |" in text
     assert "Not yet measured: `other-rb`." in text
-    chart = _svgs(text.split("view=tradeoff")[1])[0]
+    chart = _svgs(text.split("view=tradeoff")[1], root)[0]
     assert chart.find(f"{SVG}title").text == "Throughput per GPU vs speed per user"
     assert len(chart.findall(f".//{SVG}polyline")) == 1  # the unmeasured one draws nothing
 
@@ -125,7 +126,7 @@ def test_history_trend_after_two_runs(tmp_path):
     record(root, started="2026-12-01T10:00:00Z")
     text = apply(root)
     hist = text.split("view=history")[1]
-    assert _svgs(hist)[0].find(f"{SVG}title").text == "Best output throughput per run"
+    assert _svgs(hist, root)[0].find(f"{SVG}title").text == "Best output throughput per run"
 
 
 def test_chart_text_cannot_be_touched_by_markdown():
@@ -160,7 +161,7 @@ def test_tradeoff_chart_says_on_the_image_when_a_line_is_stale(tmp_path):
     once = ClientResult("bench", "serving", "cmd", "C", (_point("1", [400.0]),))
     write_record(root, replace(base, runbook="other-rb", blocks_hash=old_hash,
                                run_id="20261130T100000Z-00000000", clients=(once,)))
-    chart = _svgs(apply(root).split("view=tradeoff")[1])[0]
+    chart = _svgs(apply(root).split("view=tradeoff")[1], root)[0]
     notes = [t.text for t in chart.iter(f"{SVG}text") if t.get("class") == "wiki-chart-note"]
     said = " ".join(notes).replace("&#", "")
     assert "stale" in said and "Runs per point differ" in said, notes
@@ -169,3 +170,31 @@ def test_tradeoff_chart_says_on_the_image_when_a_line_is_stale(tmp_path):
     # Two fresh lines with equal runs per point carry no note.
     shown = tradeoff([("fake-rb", base, fresh, False), ("other-rb", base, fresh, False)])
     assert "wiki-chart-note" not in shown["chart"] and "(stale)" not in shown["chart"]
+
+
+def test_charts_are_files_beside_the_page_and_old_ones_go(tmp_path):
+    # GitHub drops inline <svg>: a chart is a file behind an image link, with its own size
+    # and colours (the page's stylesheet does not reach into an image).
+    from test_render import render
+
+    root = make_wiki(tmp_path)
+    record(root)
+    text = apply(root)
+    first = sorted(p.name for p in (root / "wiki" / "charts").iterdir())
+    assert first and all(f"(charts/{name})" in text for name in first)
+    chart = (root / "wiki" / "charts" / first[0]).read_text()
+    assert chart.startswith('<svg width="320" height="220" ') and "<style>" in chart
+    assert "prefers-color-scheme: dark" in chart
+    (root / "wiki" / "charts" / first[0]).unlink()
+    _changes, diags = render(root, check=True)
+    assert [d.code for d in diags] == ["RGN004"] and "missing" in diags[0].message
+    charts = root / "wiki" / "charts"
+    (charts / "fake-0123456789.svg").write_text("<svg/>")  # a chart no region links to now
+    (charts / "diagram.svg").write_text("<svg/>")  # a file of someone else's
+    (charts / "fake-sub-0123456789.svg").write_text("<svg/>")  # another page's (fake-sub.md)
+    record(root, started="2026-12-02T10:00:00Z")  # a second run: the history gets a chart
+    text = apply(root)
+    now = {p.name for p in charts.iterdir()}
+    linked = set(re.findall(r"\(charts/([^)]+)\)", text))
+    assert linked - set(first) and linked <= now
+    assert now - linked == {"diagram.svg", "fake-sub-0123456789.svg"}

@@ -33,6 +33,8 @@ H200 = REPO / "runbooks" / "sm90-llama1b-shape-tp1" / "20261130T094228Z-28eb0ac9
 H200_NEW = REPO / "runbooks" / "sm90-llama1b-shape-tp1" / "20261130T205232.863Z-27621aed-7eb3.json"
 H200_TP2_FAILED = REPO / "runbooks" / "sm90-llama1b-shape-tp2" / "20261130T094812Z-a051ec07.json"
 H200_TP2 = REPO / "runbooks" / "sm90-llama1b-shape-tp2" / "20261130T202502Z-539f14d1.json"
+KV_VARIANTS = (REPO / "runbooks" / "sm90-llama1b-kv-variants"
+               / "20261201T153245.030Z-31e021aa-f9cac659.json")
 SGLANG = REPO / "runbooks" / "sm90-llama1b-shape-sglang-tp1" / "20261130T201945Z-8374705f.json"
 
 
@@ -234,8 +236,7 @@ def test_history_tells_run_to_run_from_card_to_card_spread():
 
 def test_run_closing_line_says_nothing_comparable_instead_of_an_all_clear(
         tmp_path, capsys, monkeypatch):
-    from harness import free_port
-    from test_render import FAKE_BIN, make_wiki
+    from harness import FAKE_BIN, free_port, make_wiki
 
     monkeypatch.setenv("PATH", f"{FAKE_BIN}:{os.environ['PATH']}")
     root = make_wiki(tmp_path, free_port())
@@ -248,3 +249,35 @@ def test_run_closing_line_says_nothing_comparable_instead_of_an_all_clear(
     tail = out[out.index("compared with"):]
     assert "nothing comparable: no point was measured by both runs" in tail
     assert "no number moved" not in out
+
+
+def test_history_reads_each_variant_of_a_variant_record(tmp_path, capsys):
+    shutil.copytree(REPO / "wiki", tmp_path / "wiki")
+    shutil.copy(REPO / "wiki.yml", tmp_path / "wiki.yml")
+    shutil.copy(REPO / "mkdocs.yml", tmp_path / "mkdocs.yml")
+    rec = read_record(KV_VARIANTS)
+    write_record(tmp_path, rec)
+
+    def halved(c):
+        if c.kind != "serving":
+            return c
+        return replace(c, points=tuple(replace(p, samples=tuple(
+            replace(s, metrics={**s.metrics, "output_throughput":
+                                s.metrics["output_throughput"] / 2}) for s in p.samples))
+            for p in c.points))
+
+    write_record(tmp_path, replace(rec, run_id="20261202T000000Z-31e021aa",
+                                   started_at="2026-12-02T00:00:00Z", variants=tuple(
+        replace(v, clients=tuple(halved(c) for c in v.clients)) for v in rec.variants)))
+    assert main(["runbook", "history", "sm90-llama1b-kv-variants", "--root", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    runs = [ln for ln in lines if "output tok/s" in ln and "spread" not in ln]
+    assert len(runs) == 8  # two runs of four variants
+    first = next(ln for ln in runs if "[KV=auto,MEM=0.5]" in ln)
+    assert "vLLM 0.26.0" in first and "card GPU-" in first and "run: 7,841" in first
+    second = [ln for ln in runs if "[KV=fp8,MEM=0.3]" in ln][1]
+    assert "20261202T000000Z-31e021aa" in second and "(-50 %)" in second
+    assert "(not recorded)" not in "\n".join(runs) and "version not reported" not in (
+        "\n".join(runs))
+    assert any(ln.startswith("  spread of output tok/s [KV=fp8,MEM=0.5] over the 2 run(s)")
+               for ln in lines)

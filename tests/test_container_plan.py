@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from wikitools.cli import main
-from wikitools.errors import UsageError
-from wikitools.pages import parse_page
+from wikitools.core.errors import UsageError
+from wikitools.pages.parse import parse_page
 from wikitools.runbook.blocks.extract import extract_runbooks
 from wikitools.runbook.engines.shell import split_commands
 from wikitools.runbook.execution.plan import make_plan
@@ -91,7 +91,11 @@ def test_compose_file_of_another_folder_with_the_same_name_is_not_the_pages() ->
 def test_compose_file_by_its_own_path_is_the_pages() -> None:
     rb, diags = _runbook("docker compose -f ./compose.yaml up -d")
     assert diags == []
-    assert make_plan(rb, artifacts_dir=RUN_DIR).server.container is not None
+    container = make_plan(rb, artifacts_dir=RUN_DIR).server.container
+    assert container is not None
+    assert (container.kind, container.project, container.workdir) == ("compose", PROJECT, RUN_DIR)
+    assert container.compose_args == ("-f", "./compose.yaml", "-p", PROJECT)
+    assert [path for path, _text in container.files] == ["compose.yaml"]
 
 
 def test_compose_command_inside_a_quoted_string_cannot_get_its_own_project() -> None:

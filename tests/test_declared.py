@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from wikitools.pages import parse_page
+from wikitools.pages.parse import parse_page
 from wikitools.runbook.blocks.extract import extract_runbooks
 from wikitools.runbook.execution.declared_check import (
     declaration_problems,
@@ -130,7 +130,7 @@ def test_engines_and_tp_read_from_real_logs() -> None:
 
 
 def test_declaration_problems_say_what_was_declared_and_what_is_served() -> None:
-    from wikitools.runbook.blocks.declared import Declaration
+    from wikitools.runbook.blocks.declaration import Declaration
 
     models = served_models(MODELS)
     right = Declaration("vllm", "/work/main/.cache/tiny-model", 1)

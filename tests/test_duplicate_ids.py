@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from harness import MKDOCS, make_tree
 
 from wikitools.cli import main
 
@@ -32,9 +33,7 @@ def _git(tree: Path, *args: str) -> None:
 
 @pytest.fixture
 def tree(tmp_path: Path) -> Path:
-    (tmp_path / "mkdocs.yml").write_text("site_name: t\ndocs_dir: wiki\n")
-    (tmp_path / "wiki" / "models").mkdir(parents=True)
-    (tmp_path / "wiki" / "models" / "original.md").write_text(_page("Original", "first"))
+    make_tree(tmp_path, {**MKDOCS, "wiki/models/original.md": _page("Original", "first")})
     _git(tmp_path, "init", "-q")
     _git(tmp_path, "add", "-A")
     _git(tmp_path, "commit", "-qm", "original")

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from harness import MKDOCS, make_tree
 
 from wikitools.cli import main
 from wikitools.runbook.engines import catalog as engines
@@ -37,10 +38,7 @@ TYPO = ("wiki/typo.md:9:3: RB017 error: unknown flag '--tensor-paralel-size': vL
 
 @pytest.fixture
 def tree(tmp_path: Path) -> Path:
-    (tmp_path / "mkdocs.yml").write_text("site_name: t\ndocs_dir: wiki\n")
-    (tmp_path / "wiki").mkdir()
-    (tmp_path / "wiki" / "typo.md").write_text(PAGE)
-    return tmp_path
+    return make_tree(tmp_path, {**MKDOCS, "wiki/typo.md": PAGE})
 
 
 def test_flag_lists_come_from_the_engines_own_parsers() -> None:

@@ -11,7 +11,7 @@ import pytest
 
 import wikitools
 from wikitools import cli
-from wikitools.errors import CheckFailed, InputError, UsageError, WikiError
+from wikitools.core.errors import CheckFailed, InputError, UsageError, WikiError
 from wikitools.runbook.engines.clients import ResultError
 from wikitools.runbook.engines.shell import ShellSyntaxError
 from wikitools.runbook.records.record import RecordError

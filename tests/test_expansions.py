@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from wikitools.acronyms import check_pages
+from wikitools.checks.acronyms import check_pages
+from wikitools.checks.expansions import check_page
 from wikitools.cli import main
-from wikitools.diagnostics import Severity
-from wikitools.expansions import check_page
-from wikitools.glossary import Entry, Glossary
-from wikitools.pages import parse_page
+from wikitools.core.diagnostics import Severity
+from wikitools.pages.glossary import Entry, Glossary
+from wikitools.pages.parse import parse_page
 
 GLOSSARY = Glossary(
     "wiki/glossary.md",
@@ -85,19 +85,16 @@ def test_it_is_a_warning() -> None:
     assert diags[0].severity is Severity.WARNING
 
 
-def write_tree(root: Path, body: str) -> None:
-    (root / "wiki").mkdir(parents=True)
-    (root / "wiki" / "glossary.md").write_text(
-        "# Glossary\n\n| Term | Expansion | Notes |\n|---|---|---|\n"
-        "| MoE | Mixture of Experts | routing |\n",
-        encoding="utf-8",
-    )
-    (root / "wiki" / "index.md").write_text(body, encoding="utf-8")
-
-
-@pytest.mark.parametrize("command", ["acronyms", "check"])
-def test_wired_into_cli(command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    write_tree(tmp_path, "# Home\n\nMoE (Mixture of Experts).\n\nMixture of Experts (MoE).\n")
-    main([command, "--root", str(tmp_path)])
+# The finding is a warning: `acronyms` passes, `check` fails only on the stale INDEX.md.
+@pytest.mark.parametrize(("command", "code", "errors"),
+                         [("acronyms", 0, []), ("check", 1, ["IDX100"])])
+def test_wired_into_cli(command: str, code: int, errors: list[str], wiki_tree,
+                        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    wiki_tree({"wiki/glossary.md": "# Glossary\n\n| Term | Expansion | Notes |\n|---|---|---|\n"
+                                   "| MoE | Mixture of Experts | routing |\n",
+               "wiki/index.md": "# Home\n\nMoE (Mixture of Experts).\n\n"
+                                "Mixture of Experts (MoE).\n"})
+    assert main([command, "--root", str(tmp_path)]) == code
     out = capsys.readouterr().out
-    assert "wiki/index.md:5:21: ACR003" in out
+    assert "wiki/index.md:5:21: ACR003 warning" in out
+    assert [line.split()[1] for line in out.splitlines() if " error: " in line] == errors

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from wikitools.runbook.engines.failure import better_message, exception_line, strip_prefix
+from wikitools.runbook.engines.failure import (
+    better_message,
+    exception_line,
+    signal_death,
+    strip_prefix,
+)
 
 FAILED_LOG = Path(__file__).parent / "fixtures" / "gpu" / "h200-x2" / "vllm-server-tp2-failed.log"
 
@@ -34,3 +39,24 @@ def test_prefix_and_plain_exception_without_traceback():
     assert exception_line(["ValueError: bad --max-model-len", "KeyError: later"]) == (
         "ValueError: bad --max-model-len")
     assert exception_line(["Error: nothing", "frame #0: c10::Error::Error(...)"]) is None
+
+
+SIGILL_LOG = Path(__file__).parent / "fixtures" / "engines" / "vllm-cpu-sigill.log"
+CLEAN_LOG = Path(__file__).parent / "fixtures" / "engines" / "vllm-cpu-server.log"
+
+
+def test_a_worker_killed_by_sigill_is_named_from_the_real_log():
+    # vllm-cpu 0.32.0 with faulthandler on: "Fatal Python error: Illegal instruction", then
+    # the executor's "died unexpectedly (exit code: None)" and "RuntimeError: cancelled"
+    lines = SIGILL_LOG.read_text().splitlines()
+    assert signal_death(lines) == "worker killed by SIGILL (illegal instruction)"
+    assert exception_line(lines) != signal_death(lines)  # the traceback alone would mislead
+    assert signal_death(CLEAN_LOG.read_text().splitlines()) is None
+
+
+def test_a_negative_worker_exit_code_is_the_signal():
+    line = ("(EngineCore pid=1) ERROR 12-04 19:04:38 [multiproc_executor.py:315] Worker proc "
+            "VllmWorker-0 died unexpectedly (exit code: -11), shutting down executor.")
+    assert signal_death([line]) == "worker killed by SIGSEGV (segmentation fault)"
+    assert signal_death([line.replace("-11", "None")]) is None
+    assert signal_death([line.replace("-11", "-999")]) is None

@@ -11,8 +11,8 @@ import pytest
 from markdown_it_pyrs import MarkdownIt
 
 from wikitools.cli import main
-from wikitools.fences import block_hash_info, modernise_info, parse_fence_info
-from wikitools.pages import parse_page, read_page
+from wikitools.pages.fences import block_hash_info, modernise_info, parse_fence_info
+from wikitools.pages.parse import parse_page, read_page
 from wikitools.runbook.blocks.extract import extract_runbooks, is_runbook_block
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -18,15 +18,15 @@ from fakes.plans import fake_plan
 from harness import free_port
 
 from wikitools.cli import main
-from wikitools.commands.fleet import summary_table
-from wikitools.errors import UsageError
+from wikitools.cli.fleet import summary_table
+from wikitools.core.errors import UsageError
 from wikitools.fleet import node
 from wikitools.fleet.records import LOST_POINT, Progress, lost_record, opening_record
 from wikitools.fleet.select import ARCH_SHARE, demand, fits, is_stale, never_run, place, select
 from wikitools.runbook.blocks.extract import load_runbooks
 from wikitools.runbook.execution import locks
 from wikitools.runbook.execution.execute import execute
-from wikitools.runbook.execution.model import Verdict
+from wikitools.runbook.execution.planned import Verdict
 from wikitools.runbook.records.record import Record, dumps, write_record
 
 TREE = Path(__file__).resolve().parent / "fleet" / "tree"

@@ -8,8 +8,8 @@ from pathlib import Path
 import markdown
 import pytest
 
-from wikitools.errors import ConfigError
-from wikitools.glossary import Glossary, abbreviation_lines, load_glossary
+from wikitools.core.errors import ConfigError
+from wikitools.pages.glossary import Glossary, abbreviation_lines, load_glossary
 
 GLOSSARY = """\
 ---

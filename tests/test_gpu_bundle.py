@@ -5,6 +5,7 @@ it exports keeps NVLink multicast off."""
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import io
 import lzma
 import os
@@ -85,3 +86,64 @@ def test_a_wrong_checksum_never_unpacks(tmp_path: Path, engine: str) -> None:
     assert "carry the next part" in out
     assert "NVLS=0 1 1 trtllm" in out  # set before anything else, even when nothing runs
     assert not Path(f"/tmp/{engine}-site").exists()
+
+
+# What a runbook run imports, in a fresh interpreter: the CLI and every command module.
+RUN_IMPORTS = """
+import importlib, json, pkgutil, sys
+import wikitools.cli, wikitools.cli.common
+for m in pkgutil.iter_modules(wikitools.cli.__path__):
+    importlib.import_module("wikitools.cli." + m.name)
+print(json.dumps(sorted({n.split(".")[0] for n in sys.modules})))
+"""
+
+
+# Imported when present, needed by nothing a run does.
+OPTIONAL = {
+    "click": "httpx imports it for its own command line when it is installed",
+    "setuptools": "its _distutils_hack, loaded by a .pth file at interpreter start-up",
+}
+
+
+def _closure(names: set[str]) -> set[str]:
+    """The distributions `names` need, with what they need in turn (as installed here)."""
+    import importlib.metadata as md
+    import re
+
+    seen: set[str] = set()
+    todo = [n.lower().replace("_", "-") for n in names]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        try:
+            reqs = md.requires(name) or []
+        except md.PackageNotFoundError:
+            continue
+        todo += [re.split(r"[^\w.-]", r, maxsplit=1)[0].lower().replace("_", "-")
+                 for r in reqs if "extra ==" not in r]
+    return seen
+
+
+def test_the_bundle_carries_every_dependency_a_runbook_run_imports() -> None:
+    import importlib.metadata as md
+    import json
+    import sys
+
+    spec = importlib.util.spec_from_file_location("wiki_deps",
+                                                  REPO / "scripts/gpu-bundle/wiki-deps.py")
+    assert spec is not None and spec.loader is not None
+    wiki_deps = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(wiki_deps)
+    carried = _closure({wiki_deps.requirement_name(r)
+                        for r in wiki_deps.runtime_requirements(REPO / "pyproject.toml")})
+    assert "markdown-it-pyrs" in carried
+    out = subprocess.run([sys.executable, "-c", RUN_IMPORTS], capture_output=True, text=True,
+                         check=True, timeout=120).stdout
+    owners = md.packages_distributions()
+    imported = {d.lower().replace("_", "-") for top in json.loads(out)
+                if top not in sys.stdlib_module_names and top != "wikitools"
+                for d in owners.get(top, [])}
+    assert imported, "no third-party import seen"
+    assert imported - OPTIONAL.keys() <= carried | {"wikitools"}, sorted(imported - carried)

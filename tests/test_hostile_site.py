@@ -11,6 +11,7 @@ import functools
 import http.server
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -28,7 +29,10 @@ ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 RB = "hostile-rb"
 
-PAGE = sweep_page(RB, "Hostile records")
+RECEIPT_VIEWS = ("kld", "capacity lengths=8192", "probes", "receipt")
+PAGE = sweep_page(RB, "Hostile records") + "".join(
+    f"\n## {view.split()[0]}\n\n<!-- wiki:results runbook={RB} view={view} -->\n<!-- wiki:end -->\n"
+    for view in RECEIPT_VIEWS)
 
 # Each payload sets window.__pwned when it runs, or leaves an attribute naming __pwned.
 SCRIPT = "<script>window.__pwned=1</script>{{ 7*7 }}"
@@ -39,6 +43,28 @@ PSTATE = "<iframe src=javascript:window.__pwned=6></iframe>"
 ERROR = 'engine error: config {"name": "<img src=x onerror=window.__pwned=7>"}'
 STEP = "client:`<img src=x onerror=window.__pwned=8>`"
 VALUE = "<img src=x onerror=window.__pwned=9>"
+TICKED = "a`<img src=x onerror=window.__pwned=10>`b"
+SVG = "<svg/onload=window.__pwned=11>"
+
+
+def _receipt_clients() -> list[dict[str, Any]]:
+    """A KLD and a probe client whose strings are hostile (the kld, probes views)."""
+    kld = {"kld_mean": 0.01, "kld_runs": VALUE, "kld_positions": 3, "kld_top_k": SVG,
+           "kld_reference": TICKED, "kld_reference_sha256": "sha256:`<b onclick=__pwned>`"}
+    probe = {"correct": 3, "total": 4, "failures": 1, "probe_file": VALUE}
+    return [{"name": "kld", "kind": "kld", "command": "wiki kld capture",
+             "points": [{"status": "ok", "metrics": kld}]},
+            {"name": "probe", "kind": "probe", "command": "wiki probe",
+             "points": [{"status": "ok", "metrics": probe, "result_file": TICKED},
+                        {"status": "failed", "message": SCRIPT, "metrics": {}}]}]
+
+
+RECEIPT = {
+    "model": {"model": TICKED, "snapshot": TICKED, "from": VALUE},
+    "files": [{"role": VALUE, "path": TICKED, "sha256": SVG}],
+    "speculative": {"method": SCRIPT},
+    "caches": [{"name": VALUE, "path": TICKED, "warm": True}],
+}
 
 
 def _records() -> list[dict[str, Any]]:
@@ -53,7 +79,9 @@ def _records() -> list[dict[str, Any]]:
                  "gpu_count": 1, "driver": DRIVER, "cuda": "13.0"},
         "engine": {"name": "vllm", "version": SCRIPT, "image": IMAGE,
                    "image_digest": "sha256:`<b>`"},
-        "markers": {"attention_backend": VALUE, "moe_backend": GPU},
+        "markers": {"attention_backend": VALUE, "moe_backend": GPU, "kv_cache_dtype": SVG},
+        "server": {"command": f"vllm serve m --gpu-memory-utilization {SVG}"},
+        "receipt": RECEIPT,
         "gpu_state": {"before": {"gpus": [{"index": 0, "pstate": PSTATE,
                                            "temperature_c": VALUE}],
                                  "processes": [{"gpu": 0, "pid": 1, "name": VALUE}]}},
@@ -63,7 +91,8 @@ def _records() -> list[dict[str, Any]]:
                      "points": [{"value": "1", "coords": {"CONCURRENCY": "1"},
                                  "status": "ok", "metrics": metrics},
                                 {"value": VALUE, "coords": {"CONCURRENCY": VALUE},
-                                 "status": "ok", "metrics": metrics}]}],
+                                 "status": "ok", "metrics": metrics}]},
+                    *_receipt_clients()],
     }
     failed = copy.deepcopy(ok)
     failed.update(run_id="20261201T100000Z-abcdef12", started_at="2026-12-01T10:00:00Z",
@@ -120,6 +149,10 @@ def test_page_rendered_from_hostile_records_runs_no_script_in_a_browser(tmp_path
                             "--site-dir", str(site)], cwd=tree, env=env, capture_output=True,
                            text=True, timeout=300, check=False)
     assert build.returncode == 0, build.stdout + build.stderr
+    built = (site / "hostile" / "index.html").read_text()
+    # every hostile string reached the page as text: no tag of the built page holds one
+    assert re.findall(r"<[^>]*__pwned[^>]*>?", built) == []
+    assert "<script>window" not in built and "<svg/onload" not in built
 
     handler = functools.partial(_Quiet, directory=str(site))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -140,7 +173,10 @@ def test_page_rendered_from_hostile_records_runs_no_script_in_a_browser(tmp_path
     assert got["pwned"] is None, got
     assert got["found"] == [], got["found"]
     text = got["text"]
+    for heading in ("mean KLD", "KV format", "probe file", "image: img`<img src=x onerror"):
+        assert heading in text, (heading, text)  # the receipt views were rendered
     for shown in ("<script>window.__pwned=1</script>{{ 7*7 }}", "driver <svg onload",
                   "[click](javascript:window.__pwned=4)", '"<img src=x onerror=window.__pwned=7>"',
-                  "<img src=x onerror=window.__pwned=8>", "<iframe src=javascript:"):
+                  "<img src=x onerror=window.__pwned=8>", "<iframe src=javascript:",
+                  TICKED, SVG, "sha256:`<b onclick=__pwned>`"):
         assert shown in text, (shown, text)

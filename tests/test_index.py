@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from wikitools.checks.index import encode_path, escape_text, natural_key
 from wikitools.cli import main
-from wikitools.config import iter_pages, load_config
-from wikitools.index import encode_path, escape_text, natural_key
+from wikitools.core.config import iter_pages, load_config
 
 GOLDEN = Path(__file__).parent / "golden" / "index"
 CASES = sorted(p.name for p in GOLDEN.iterdir() if (p / "args.txt").is_file())

@@ -4,10 +4,14 @@ acronyms without a policy): afterwards `wiki check` reports only the real page e
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from harness import make_tree
 
 from wikitools.cli import main
 
@@ -31,12 +35,7 @@ BINARY = {"images/pic.png": b"\x89PNG", "logs/dmesg.log": b"boot\n", "data/t.csv
 
 
 def _tree(root: Path) -> Path:
-    for rel, text in PAGES.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
-    for rel, data in BINARY.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_bytes(data)
+    make_tree(root, {**PAGES, **BINARY})
     (root / ".git").mkdir()  # the top of a repository: where `wiki` finds the wiki
     return root
 
@@ -126,9 +125,45 @@ def test_index_is_not_written_until_asked(tmp_path: Path,
     capsys.readouterr()
 
 
+def test_init_refuses_folder_names_that_are_not_utf8(tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    root = _tree(tmp_path / "wiki")
+    os.makedirs(os.path.join(os.fsencode(root), b"notes-\xff"))
+    (root / os.fsdecode(b"notes-\xff") / "a.md").write_text("# A\n")
+    assert main(["init", "--root", str(root)]) == 2
+    err = capsys.readouterr().err
+    assert "notes-\\xff: folder name is not valid UTF-8" in err and "Traceback" not in err
+    assert not (root / "wiki.yml").exists()
+
+
+def test_init_refuses_page_names_that_are_not_utf8(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    root = _tree(tmp_path / "wiki")
+    (root / "models" / os.fsdecode(b"b\xfe.md")).write_text("# B\n\nTP again.\n")
+    assert main(["init", "--root", str(root)]) == 2
+    err = capsys.readouterr().err
+    assert "models/b\\xfe.md: file name is not valid UTF-8" in err
+    assert not (root / "wiki.yml").exists() and not (root / ".acronyms-baseline.json").exists()
+
+
+@pytest.mark.parametrize("kind", ["folder", "fifo"])
+def test_init_refuses_a_wiki_yml_that_is_not_a_file(tmp_path: Path, kind: str) -> None:
+    root = _tree(tmp_path / "wiki")
+    if kind == "folder":
+        (root / "wiki.yml").mkdir()
+    else:
+        os.mkfifo(root / "wiki.yml")
+    # A subprocess with a deadline: opening a FIFO for reading waits for a writer forever.
+    done = subprocess.run([sys.executable, "-m", "wikitools", "init", "--root", str(root)],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == ("wiki: error: wiki.yml: not a regular file (a folder, FIFO, device or "
+                           "broken link); remove it or move it away, then run wiki init again\n")
+
+
 def test_mkdocs_yaml_is_read_as_mkdocs_yml_is(tmp_path: Path) -> None:
     # MkDocs tries mkdocs.yml, then mkdocs.yaml (vLLM's docs use the second spelling)
-    from wikitools.config import find_root, load_config
+    from wikitools.core.config import find_root, load_config
 
     root = tmp_path / "tree"
     (root / "docs" / "serving").mkdir(parents=True)
@@ -146,7 +181,7 @@ def test_mkdocs_yaml_is_read_as_mkdocs_yml_is(tmp_path: Path) -> None:
     ("docs/source/conf.py", "sphinx")])
 def test_another_generators_tree_is_a_wiki_with_its_link_rules(tmp_path: Path, config: str,
                                                                 generator: str) -> None:
-    from wikitools.config import load_config
+    from wikitools.core.config import load_config
 
     (tmp_path / "docs" / "source").mkdir(parents=True)
     (tmp_path / config).write_text("# site configuration\n")

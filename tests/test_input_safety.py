@@ -10,11 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_lint import make_tree
+from harness import make_tree
 
 from wikitools.cli import main
-from wikitools.glossary import abbreviation_lines, load_glossary
-from wikitools.pages import parse_page
+from wikitools.pages.glossary import abbreviation_lines, load_glossary
+from wikitools.pages.parse import parse_page
 
 REPO = Path(__file__).resolve().parent.parent
 GLOSSARY = "# Glossary\n\n| Acronym | Meaning |\n|---|---|\n| GPU | graphics processing unit |\n"
@@ -26,10 +26,9 @@ def make_wiki(root: Path, files: dict[str, str | bytes]) -> Path:
 
 def wiki(args: list[str], cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """`wiki ARGS` in a child process, so that a hang fails the test instead of blocking it."""
-    env = {**os.environ, "WIKI_CACHE_DIR": "off"}
     return subprocess.run(
         [sys.executable, "-m", "wikitools", *args],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False,
+        cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False,
     )
 
 
@@ -121,7 +120,7 @@ def test_nul_byte_in_glossary_keeps_its_table(tmp_path: Path, capsys) -> None:
 def test_long_paragraph_parses_in_linear_time(tmp_path: Path) -> None:
     # 48,000 lines: seconds when linear, many minutes when quadratic (16,000 took 79 s).
     code = (
-        "from wikitools.pages import parse_page\n"
+        "from wikitools.pages.parse import parse_page\n"
         "page = parse_page('# T\\n\\n' + 'word and more words here\\n' * 48000)\n"
         "assert len(page.paragraphs) == 1 and page.spans[-1].line == 48002\n"
     )
@@ -153,7 +152,7 @@ def test_running_from_a_subfolder_is_the_same_as_from_the_root(tmp_path: Path) -
 
 def test_measured_table_is_kept_when_rendering_from_a_subfolder(tmp_path: Path) -> None:
     root = tmp_path / "repo"
-    for name in ("wiki", "runbooks"):
+    for name in ("wiki", "runbooks", "data"):
         shutil.copytree(REPO / name, root / name)
     for name in ("wiki.yml", "mkdocs.yml", "INDEX.md"):
         shutil.copy(REPO / name, root / name)
@@ -184,3 +183,25 @@ def test_a_backtick_the_parser_fails_on_is_read_as_text(tmp_path: Path) -> None:
     assert "wiki/a.md:3:23: PG008 warning: this backtick closes no code span" in done.stdout
     assert done.stderr == "0 errors, 1 warning in 1 file (2 pages)\n", done.stderr  # no panic
     assert done.returncode == 0
+
+
+LINKED_RUNBOOK_PAGE = ("# A\n\n```bash { #a-rb .runbook-server engine=vllm gpus=0 }\n"
+                "vllm serve org/m --port 8000\n```\n")
+
+
+@pytest.mark.parametrize(("target", "why"), [
+    ("missing.md", "broken symbolic link"), ("loop.md", "symbolic link that loops")],
+    ids=["broken", "looping"])
+def test_runbook_list_and_plan_report_a_page_that_is_a_bad_symlink(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], target: str, why: str) -> None:
+    root = make_wiki(tmp_path, {"wiki/a.md": LINKED_RUNBOOK_PAGE})
+    (root / "wiki" / "loop.md").symlink_to(root / "wiki" / target)
+    assert main(["runbook", "list", "--root", str(root)]) == 0  # a warning, as in `wiki check`
+    out, err = capsys.readouterr()
+    assert "wiki/a.md#a-rb" in out
+    assert f"wiki/loop.md:1:1: PG004 warning: {why}" in err
+    main(["runbook", "plan", "a-rb", "--root", str(root)])
+    assert f"wiki/loop.md:1:1: PG004 warning: {why}" in capsys.readouterr().err
+    assert main(["runbook", "plan", "wiki/loop.md#x", "--root", str(root)]) == 2
+    err = capsys.readouterr().err
+    assert "unknown runbook 'x'" in err and f"wiki/loop.md:1:1: PG004 warning: {why}" in err

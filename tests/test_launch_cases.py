@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from wikitools.pages import parse_page
+from wikitools.pages.parse import parse_page
 from wikitools.runbook.blocks.scan import scan_wiki
 from wikitools.runbook.engines.types import ClientCommand, EngineCommand
 

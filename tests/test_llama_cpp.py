@@ -8,8 +8,7 @@ import json
 import os
 
 import pytest
-from harness import free_port
-from test_render import FAKE_BIN
+from harness import FAKE_BIN, free_port
 
 from wikitools.cli import main
 from wikitools.runbook.engines import catalog as engines

@@ -12,7 +12,7 @@ import pytest
 from harness import free_port
 
 from wikitools.cli import main
-from wikitools.pages import parse_page
+from wikitools.pages.parse import parse_page
 from wikitools.runbook.blocks.extract import extract_runbooks
 from wikitools.runbook.engines.catalog import MULTICAST_OFF
 from wikitools.runbook.execution.host import HostFacts

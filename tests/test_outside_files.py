@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from wikitools.errors import UsageError
-from wikitools.pages import parse_page
+from wikitools.core.errors import UsageError
+from wikitools.pages.parse import parse_page
 from wikitools.runbook.blocks.extract import extract_runbooks
 from wikitools.runbook.execution.fetch import sha256
 from wikitools.runbook.execution.plan import PlanOverrides, make_plan

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from wikitools.pages import Page, parse_fence_info, parse_page, read_page
+from wikitools.pages.parse import Page, parse_fence_info, parse_page, read_page
 
 FIXTURES = Path(__file__).parent / "fixtures" / "pages"
 
@@ -180,19 +180,3 @@ def test_text_after_an_escaped_character_is_located_where_it_stands() -> None:
     page = parse_page("[link](a.md#x) \\![alt](i.png) ![alt](i.png) 0\n", "p.md")
     assert [(s.text, s.col) for s in page.spans] == [
         ("link", 2), (" !", 15), ("alt", 19), (" ", 30), ("alt", 33), (" 0", 44)]
-
-
-def test_a_page_crosses_a_process_boundary_whole() -> None:
-    """Workers send parsed pages back pickled (runbook pages in `wiki check`, `load_pages`):
-    every element kind must come back equal."""
-    import pickle
-
-    text = (
-        "---\ntitle: T\n---\n# Head\n\nSome *prose* with a [link](a.md) and <!-- note -->.\n\n"
-        "| a | b |\n|---|---|\n| x | `y` |\n\n```bash { #srv .runbook-server }\nvllm serve m\n```\n"
-    )
-    page = parse_page(text, "p.md")
-    assert page.spans and page.links and page.tables and page.paragraphs and page.comments
-    again = pickle.loads(pickle.dumps(page))
-    assert again == page
-    assert again.tables[0].rows[0][1].text == "`y`"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from wikitools.pages import parse_page
+from wikitools.pages.parse import parse_page
 
 # Pieces that reach every branch of the parser: front matter, fences (closed or not, brace
 # attributes, inside quotes), admonitions and tabs with indented bodies, tables, headings of
@@ -58,7 +58,7 @@ def test_parser_never_raises_and_positions_are_inside_the_file(text: str) -> Non
 @settings(max_examples=100, deadline=None)
 @given(st.binary(max_size=300))
 def test_reading_any_bytes_never_raises(tmp_path_factory, data: bytes) -> None:
-    from wikitools.pages import read_page
+    from wikitools.pages.parse import read_page
 
     folder = tmp_path_factory.mktemp("bytes")
     (folder / "p.md").write_bytes(data)

@@ -10,17 +10,17 @@ import pytest
 from harness import free_port
 
 from wikitools.cli import main
-from wikitools.errors import UsageError
-from wikitools.pages import parse_page, read_page
+from wikitools.core.errors import UsageError
+from wikitools.pages.parse import parse_page, read_page
+from wikitools.runbook.blocks.declared import Runbook
 from wikitools.runbook.blocks.extract import extract_runbooks
-from wikitools.runbook.blocks.model import Runbook
 from wikitools.runbook.blocks.sweep import parse_sweep
 from wikitools.runbook.engines.catalog import MULTICAST_OFF
 from wikitools.runbook.engines.secrets import mask_command, mask_env
 from wikitools.runbook.execution.containers import DockerFacts
 from wikitools.runbook.execution.host import HostFacts
-from wikitools.runbook.execution.model import Plan, PlannedClient, PlannedPoint, PlannedRun
 from wikitools.runbook.execution.plan import PlanOverrides, artifacts_dir_for, make_plan
+from wikitools.runbook.execution.planned import Plan, PlannedClient, PlannedPoint, PlannedRun
 from wikitools.runbook.execution.plantext import format_plan, format_summary, format_verdict
 from wikitools.runbook.execution.preflight import preflight
 
@@ -76,7 +76,7 @@ def test_plan_data_for_the_executor() -> None:
     srv = plan.server
     assert srv.command == rb.server.content.rstrip("\n")
     assert srv.env == {"HF_TOKEN": "hf_not_a_real_token", "VLLM_LOGGING_LEVEL": "INFO",
-                       "CUDA_VISIBLE_DEVICES": "0,1", **MULTICAST_OFF}
+                       "CUDA_VISIBLE_DEVICES": "0,1", "PYTHONFAULTHANDLER": "1", **MULTICAST_OFF}
     assert srv.display_env["HF_TOKEN"] == "***"
     assert (srv.port, srv.host, srv.health_url, srv.metrics_url, srv.models_url) == (
         8000, "127.0.0.1", "http://127.0.0.1:8000/health", "http://127.0.0.1:8000/metrics",
@@ -270,7 +270,7 @@ def test_cli_plan_ok_and_refused(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert main(args) == 0
     out = capsys.readouterr().out
     assert ("  env added: CUDA_VISIBLE_DEVICES=0,1 HF_TOKEN='***' NCCL_NVLS_ENABLE=0 "
-            "NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 "
+            "NVSHMEM_DISABLE_NVLS=1 PYTHONFAULTHANDLER=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 "
             "VLLM_FLASHINFER_ALLREDUCE_BACKEND=trtllm VLLM_LOGGING_LEVEL=INFO\n") in out
     assert f"--port 8000 --port {port}\n" in out
     assert "verdict: ok\n" in out
@@ -377,5 +377,6 @@ def test_plan_summary_comes_first_and_names_unset_variables(tmp_path: Path, caps
         "runbook wiki/p.md#r", "verdict: ok", "runs: one server; 8 client runs",
         "unset: QWEN35_35B_AWQ (read by the server command): set it before the run"]
     assert lines.index("details:") > lines.index("  client b (serving): 2 points (C=1,2), each "
-                                                 "warm-up + 3 runs")
+                                                 "warm-up + 3 runs; a run under 10 s is too "
+                                                 "short (min_duration=)")
     assert lines[-1] == "verdict: ok"

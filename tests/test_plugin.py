@@ -12,10 +12,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from test_render import record
+from harness import record
 
 from wikitools.cli import main
-from wikitools.pages import read_page
+from wikitools.pages.parse import read_page
 from wikitools.runbook.blocks.extract import extract_runbooks
 
 MKDOCS = Path(sys.executable).parent / "mkdocs"
@@ -110,12 +110,3 @@ def test_minimal_mkdocs_yml_with_the_plugin_builds_a_foreign_wiki(tmp_path: Path
     # The models section is named after its index page, not its folder ("Models").
     labels = re.findall(r'<span class="md-ellipsis">\s*([^<]+?)\s*</span>', home)
     assert "Model pages" in labels and "Models" not in labels, labels
-
-
-def test_the_chip_goes_after_the_title_so_search_keeps_the_opening_text() -> None:
-    from wikitools.site.plugin import after_title
-
-    html = '<h1 id="t">Title</h1>\n<p>opening text</p>'
-    assert after_title(html, "<p>chip</p>") == (
-        '<h1 id="t">Title</h1><p>chip</p>\n<p>opening text</p>')
-    assert after_title("<p>no title</p>", "<p>chip</p>") == "<p>chip</p><p>no title</p>"

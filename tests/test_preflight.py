@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from wikitools.pages import parse_page
+from wikitools.pages.parse import parse_page
+from wikitools.runbook.blocks.declared import Runbook
 from wikitools.runbook.blocks.extract import extract_runbooks
-from wikitools.runbook.blocks.model import Runbook
 from wikitools.runbook.execution.containers import DockerFacts
 from wikitools.runbook.execution.host import (
     HostFacts,
@@ -249,7 +249,7 @@ def test_gpu_count_from_parallel_sizes() -> None:
 
 
 def test_min_memory() -> None:
-    v = preflight(runbook("gpus=1 min_mem_gib=120"), facts=facts("rtxpro6000-x2"),
+    v = preflight(runbook("gpus=1 min_mem_gib=120", "vllm serve m"), facts=facts("rtxpro6000-x2"),
                   port_checker=free, environ={})
     assert check(v, "memory") == ("fail", "needs 120 GiB free per GPU; GPU 0 has 94.6 GiB "
                                   "(--force to run anyway)")
@@ -269,7 +269,7 @@ def test_missing_nvidia_smi() -> None:
 
 def test_nvidia_smi_failing() -> None:
     f = HostFacts(smi_error="Failed to initialize NVML: Driver/library version mismatch")
-    v = preflight(runbook("gpus=1"), facts=f, port_checker=free, environ={})
+    v = preflight(runbook("gpus=1", "vllm serve m"), facts=f, port_checker=free, environ={})
     assert v.message == ("nvidia-smi failed: Failed to initialize NVML: Driver/library version "
                          "mismatch; runbook needs 1 GPU")
 
@@ -299,7 +299,8 @@ def test_port_in_use_is_refused() -> None:
         s.listen()
         busy = s.getsockname()[1]
         assert not port_is_free(busy)
-        v = preflight(runbook("gpus=1"), port=busy, facts=facts("rtxpro6000-x2"), environ={})
+        v = preflight(runbook("gpus=1", "vllm serve m"), port=busy, facts=facts("rtxpro6000-x2"),
+                      environ={})
         assert check(v, "port") == ("fail", f"port {busy} is in use (stop what listens there "
                                     "or use --port)")
     assert port_is_free(busy)

@@ -54,17 +54,27 @@ def _publish(cwd: Path, remote: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.skipif(shutil.which("make") is None or shutil.which("git") is None,
                     reason="make and git are needed")
 @pytest.mark.skipif(not (VENV / "bin" / "mkdocs").is_file(), reason="no .venv in this checkout")
-def test_make_publish_to_a_bare_remote_fast_forwards(tmp_path: Path) -> None:
+def _committed(tmp_path: Path, files: dict[str, str] | None = None) -> tuple[Path, Path]:
+    """(project, remote): the project with its index made and `files` added, committed, and
+    a bare repository as its remote `origin` that refuses anything but a fast-forward."""
     remote = tmp_path / "remote.git"
     _git(tmp_path, "init", "--quiet", "--bare", str(remote))
     _git(remote, "config", "receive.denyNonFastForwards", "true")
     project = _project(tmp_path / "project")
     assert subprocess.run([str(VENV / "bin" / "wiki"), "index"], cwd=project,
                           capture_output=True, check=False).returncode == 0
+    for rel, text in (files or {}).items():
+        (project / rel).parent.mkdir(parents=True, exist_ok=True)
+        (project / rel).write_text(text)
     _git(project, "init", "--quiet", "-b", "main")
     _git(project, "add", "-A")
     _git(project, "commit", "--quiet", "-m", "wiki")
     _git(project, "remote", "add", "origin", str(remote))
+    return project, remote
+
+
+def test_make_publish_to_a_bare_remote_fast_forwards(tmp_path: Path) -> None:
+    project, remote = _committed(tmp_path)
     _git(project, "push", "--quiet", "origin", "main")
 
     first = _publish(project, "origin")
@@ -90,6 +100,21 @@ def test_make_publish_to_a_bare_remote_fast_forwards(tmp_path: Path) -> None:
     assert new_tip != tip
     assert _git(remote, "rev-parse", "gh-pages^") == tip  # one commit on top: a fast-forward
     assert "A second paragraph." in _git(remote, "show", "gh-pages:index.html")
+
+
+@pytest.mark.skipif(shutil.which("make") is None or shutil.which("git") is None,
+                    reason="make and git are needed")
+@pytest.mark.skipif(not (VENV / "bin" / "mkdocs").is_file(), reason="no .venv in this checkout")
+def test_make_publish_refuses_a_secret_in_a_file_the_site_would_publish(tmp_path: Path) -> None:
+    token = "hf_" + "Ab3" * 8
+    project, remote = _committed(tmp_path, {"wiki/logs/server.log":
+                                            f"INFO start\nHF_TOKEN={token}\n"})
+
+    done = _publish(project, "origin")
+    assert done.returncode != 0
+    assert "wiki/logs/server.log:2:10: SEC001 error: a secret" in done.stdout, done.stdout
+    assert token not in done.stdout + done.stderr
+    assert _git(remote, "branch", "--list", "gh-pages") == ""  # nothing was deployed
 
 
 def test_pages_workflow_checks_builds_strictly_and_deploys() -> None:

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from wikitools.errors import WikiError
+from wikitools.core.errors import WikiError
 from wikitools.runbook.engines.secrets import mask_command, mask_env
 from wikitools.runbook.records.record import (
     RUN_ID,

@@ -5,104 +5,25 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
-from harness import free_port
+from harness import FAKE_BIN, apply, free_port, make_wiki, record, render
 
 from wikitools.cli import main
-from wikitools.pages import read_page
-from wikitools.runbook.blocks.extract import extract_runbooks
-from wikitools.runbook.records.record import ClientResult, Point, Record, Step, write_record
-from wikitools.runbook.rendering.render import render_pages
-
-FAKE_BIN = Path(__file__).parent / "fakes" / "bin"
-
-PAGE = """---
-title: Fake model on one GPU
----
-
-# Fake model
-
-```{{ .bash #fake-rb .runbook-server engine=vllm gpus=0 ready_timeout=30 stop_timeout=3 }}
-vllm serve fake-model --port {port}{extra}
-```
-
-```{{ .bash .runbook-client for=fake-rb name=bench sweep="C=1,2" timeout=30 }}
-vllm bench serve --model fake-model --num-prompts 4 --max-concurrency "${{C:-1}}"
-```
-
-<!-- wiki:results runbook=fake-rb view=serving -->
-<!-- wiki:end -->
-
-## History
-
-<!-- wiki:results runbook=fake-rb view=history -->
-<!-- wiki:end -->
-"""
+from wikitools.runbook.records.record import write_record
 
 
-def make_wiki(tmp_path: Path, port: int = 18000, extra: str = "") -> Path:
-    (tmp_path / "wiki").mkdir()
-    (tmp_path / "wiki" / "fake.md").write_text(PAGE.format(port=port, extra=extra))
-    return tmp_path
-
-
-def runbook_hash(root: Path) -> str:
-    runbooks, _ = extract_runbooks([read_page(root / "wiki/fake.md", root)], root)
-    return runbooks.get("fake-rb").blocks_hash
-
-
-def record(root: Path, *, started="2026-11-30T10:00:00Z", status="ok", blocks=None,
-           command="vllm serve fake-model", host=None, **kw) -> Record:
-    blocks = blocks or runbook_hash(root)
-    stamp = started.replace("-", "").replace(":", "")
-    rec = Record(
-        runbook="fake-rb", page="wiki/fake.md", blocks_hash=blocks,
-        run_id=f"{stamp}-{blocks[7:15]}", started_at=started, finished_at=started,
-        status=status,
-        host=host or {"gpus": [{"index": 0, "name": "NVIDIA RTX PRO 6000 Blackwell Workstation "
-                                "Edition", "compute_capability": "12.0"}], "gpu_count": 1,
-                      "driver": "580.95.05", "cuda": "13.0", "topology": "none",
-                      "cpu_only": False},
-        engine={"name": "vllm", "version": "0.26.0", "image": None, "image_digest": None},
-        server={"command": command, "env": {}, "port": 8000, "log_tail": []},
-        markers={"attention_backend": "FLASH_ATTN", "kv_cache_tokens": 1274576},
-        steps=(Step("ready", "ok", 1.0),),
-        clients=(ClientResult("bench", "serving", "vllm bench serve", "C", (
-            Point("1", "ok", {"completed": 16, "num_prompts": 16,
-                              "request_throughput": 13.617563777157836,
-                              "output_throughput": 435.76204086905074,
-                              "total_token_throughput": 2189.8744749141943,
-                              "median_ttft_ms": 39.546492999988914, "p99_ttft_ms": 137.42,
-                              "median_tpot_ms": 7.367281887097064, "p99_tpot_ms": 9.41,
-                              "median_itl_ms": 7.37, "p99_itl_ms": 9.96}),
-            Point("8", "ok", {"completed": 16, "num_prompts": 16,
-                              "output_throughput": 1234.5}),
-        )),),
-        **kw,
-    )
-    write_record(root, rec)
-    return rec
-
-
-def render(root: Path, check: bool = False):
-    page = read_page(root / "wiki/fake.md", root)
-    return render_pages([page], root, check=check)
-
-
-def apply(root: Path) -> str:
-    changes, _ = render(root)
-    for c in changes:
-        (root / c.path).write_text(c.new)
-    return (root / "wiki/fake.md").read_text()
+def note(kind: str, title: str) -> str:
+    """The start of a titled note as the tools write it into a GitHub-read wiki."""
+    return f"> [!{kind}]\n> **{title}**\n"
 
 
 def test_not_yet_measured(tmp_path):
     root = make_wiki(tmp_path)
     text = apply(root)
-    assert text.count('!!! info "Not yet measured"') == 2
+    assert text.count(note("NOTE", "Not yet measured")) == 2
     assert "wiki runbook run wiki/fake.md#fake-rb" in text
     assert render(root) == ([], [])  # idempotent
 
@@ -127,7 +48,7 @@ def test_dummy_weights_are_marked(tmp_path):
     record(root, command="vllm serve m --load-format dummy",
            host={"gpus": [], "gpu_count": 0, "cpu_only": True})
     text = apply(root)
-    assert '!!! warning "Pipeline check, not a measurement"' in text
+    assert note("WARNING", "Pipeline check, not a measurement") in text
     assert "dummy weights (`--load-format dummy`) on a CPU-only host" in text
     assert "on a CPU-only host (no GPU)" in text
 
@@ -137,8 +58,8 @@ def test_random_weights_on_gpus_are_labelled_as_shape_speed(tmp_path):
     record(root, command="vllm serve m --load-format dummy")
     text = apply(root)
     assert "Pipeline check" not in text
-    assert '!!! note "Random weights"' in text
-    assert "speed for this\n    model's shape; they say nothing about the quality" in text
+    assert note("NOTE", "Random weights") in text
+    assert "speed for this\n> model's shape; they say nothing about the quality" in text
 
 
 def test_failed_latest_run_shows_failure_and_last_good_table(tmp_path):
@@ -147,8 +68,8 @@ def test_failed_latest_run_shows_failure_and_last_good_table(tmp_path):
     record(root, started="2026-11-30T12:00:00Z", status="failed", failed_step="ready",
            message="server exited with code 1 during start-up: CUDA out of memory")
     text = apply(root)
-    assert '!!! failure "Latest run failed"' in text
-    assert "failed at step\n    `ready`: server exited with code 1" in text
+    assert note("CAUTION", "Latest run failed") in text
+    assert "failed at step\n> `ready`: server exited with code 1" in text
     assert "The table below is from the last successful run." in text
     assert "| 1 | 13.62 |" in text
     # history: newest first, the failure with its step
@@ -173,7 +94,7 @@ def test_stale_record_warns(tmp_path):
     changes, diags = render(root)
     assert [(d.line, d.code) for d in diags] == [(15, "RGN003")]
     assert diags[0].severity.name == "WARNING"
-    assert '!!! warning "Stale"' in changes[0].new
+    assert note("WARNING", "Stale") in changes[0].new
 
 
 def test_hand_edit_is_reported_and_kept(tmp_path):
@@ -272,8 +193,10 @@ def test_render_of_100_records(tmp_path):
                       started_at=f"2026-12-01T00:{i // 60:02d}:{i % 60:02d}Z")
         write_record(root, rec)
     changes, diags = render(root)
-    assert diags == [] and len(changes) == 1
-    assert changes[0].new.count("| ok |") == 100
+    pages = [c for c in changes if c.path.endswith(".md")]
+    assert diags == [] and len(pages) == 1
+    assert all(c.path.startswith("wiki/charts/fake-") for c in changes if c not in pages)
+    assert pages[0].new.count("| ok |") == 100
 
 
 # --------------------------------------------------------------------------- wiki runbook run
@@ -309,7 +232,14 @@ def test_cli_run_end_to_end(tmp_path, capsys, fake_path):
         "client:bench[1] run 3/3"]
     text = (root / "wiki/fake.md").read_text()
     assert "| 3 | 30.37 |" in text  # the full table: medians
-    assert "median of 3 runs after an unrecorded warm-up run" in text
+    # how many runs, how long each; the fake's runs last well under the 10 s minimum, so the
+    # headline shows no band for them
+    lengths = [s["metrics"]["duration"] for p in client["points"] for s in p["samples"]]
+    assert re.search(r"median of 3 runs of \d+\.\d(–\d+\.\d)? s each after an unrecorded "
+                     "warm-up run", text)
+    assert f"{min(lengths):.1f}" in text and all(d < 10 for d in lengths)
+    assert "| 1 | " in text and " too short |" in text and "their points show no ±" in text
+    assert client["points"][0]["metrics"]["min_duration_s"] == 10.0
     assert main(["runbook", "render", "--root", str(root), "--check"]) == 0
     # the same run again: compared with the first, nothing moved beyond the spread
     assert main(["runbook", "run", "wiki/fake.md#fake-rb", "--root", str(root), "--yes",
@@ -335,7 +265,7 @@ def test_cli_run_failure_exit_1_and_usage_exit_2(tmp_path, capsys, fake_path, mo
     assert "FAILED at ready: server exited with code 4" in out
     assert "fake start-up failure" in err
     text = (root / "wiki/fake.md").read_text()
-    assert '!!! failure "Latest run failed"' in text
+    assert note("CAUTION", "Latest run failed") in text
 
 
 def test_arch_filter(tmp_path):

@@ -9,20 +9,22 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
-from harness import free_port
+from harness import free_port, make_tree
 
 from wikitools.cli import main
-from wikitools.config import load_config, load_pages
+from wikitools.core.config import load_config
 from wikitools.fleet.select import is_stale
+from wikitools.pages.load import load_pages
 from wikitools.runbook.blocks.extract import extract_runbooks, load_runbooks
-from wikitools.runbook.execution import runstate
+from wikitools.runbook.execution import runlock
 from wikitools.runbook.execution.host import HostFacts
 from wikitools.runbook.records.record import ClientResult, Point, Record, Step, write_record
 from wikitools.runbook.rendering.render import render_pages
 from wikitools.runbook.session import RunOptions, prepare, run_prepared
-from wikitools.site.plugin import WikiPlugin
+from wikitools.site.sitedata import SiteData
 
 FAKE_BIN = Path(__file__).parent / "fakes" / "bin"
 SCRIPT = """#!/bin/bash
@@ -35,13 +37,9 @@ exec vllm serve org/Model-7B --port "$PORT" --tensor-parallel-size "$TP"
 
 
 def _tree(tmp_path: Path, page: str, files: dict[str, str]) -> Path:
-    root = tmp_path / "site"
-    (root / "docs").mkdir(parents=True)
-    (root / "wiki.yml").write_text("docs_dir: docs\nglossary: docs/glossary.md\n")
-    (root / "docs" / "p.md").write_text(page)
-    for rel, text in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
+    root = make_tree(tmp_path / "site", {
+        "wiki.yml": "docs_dir: docs\nglossary: docs/glossary.md\n", "docs/p.md": page, **files})
+    for rel in files:
         (root / rel).chmod(0o755)
     return root
 
@@ -116,8 +114,7 @@ def _hashes(root: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, object]
     direct = extract_runbooks(pages, config.root)[0].get("r").blocks_hash
     loaded = load_runbooks(root)[0].get("r").blocks_hash
     prepared = prepare("r", root, RunOptions(), facts=HostFacts(smi_found=False))
-    plugin = WikiPlugin()
-    plugin.wiki = config
+    site = SiteData(root)
     capsys.readouterr()
     main(["runbook", "plan", "r", "--root", str(root)])
     planned = re.search(r"blocks  (sha256:\w+)", _out(capsys))
@@ -133,7 +130,7 @@ def _hashes(root: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, object]
     return {
         "extract": direct, "load_runbooks": loaded, "prepare": prepared.runbook.blocks_hash,
         "record of a run": prepared.run_id.split("-")[1],
-        "plugin": plugin._runbook_set().get("r").blocks_hash,
+        "site": site.runbooks().get("r").blocks_hash,
         "plan": planned[1] if planned else None, "show": shown[1] if shown else None,
         "support-bundle": bundled[1] if bundled else None,
         "render: stale": any(d.code == "RGN003" for d in diags),
@@ -174,7 +171,7 @@ def test_the_hash_is_one_through_every_reader_and_follows_the_repository_file(
 def test_a_run_executes_the_copy_the_plan_read(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", f"{FAKE_BIN}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setattr(runstate, "_port_locks_dir", lambda: tmp_path / "port-locks")
+    monkeypatch.setattr(runlock, "_port_locks_dir", lambda: tmp_path / "port-locks")
     port = free_port()
     root = _tree(tmp_path, "# P\n\n```bash { #r .runbook-server engine=vllm gpus=0 "
                  "ready_timeout=30 stop_timeout=3 }\n"
@@ -328,3 +325,147 @@ def test_a_repository_script_that_reads_files_beside_itself_is_refused(
         "docs/p.md:4:1: RB016 warning: not proposed as a runbook: runs scripts/run-server.sh, "
         "which reads files beside itself (source ./scripts/common.sh at its line 2): a run "
         "executes a copy in its own folder, where they are not")
+
+
+def _runs_before_serving(tmp_path: Path, lines: str) -> tuple[Path, Any, list[Any]]:
+    """The root, runbooks and diagnostics of a server block that runs scripts/run-server.sh, which
+    runs `lines` before it serves; scripts/prep.sh is a file of the repository."""
+    page = ("# P\n\n```bash { #m .runbook-server engine=vllm gpus=1 }\n"
+            "scripts/run-server.sh\n```\n")
+    root = _tree(tmp_path, page, {
+        "scripts/run-server.sh": f"#!/bin/bash\n{lines}\n"
+                                 "exec vllm serve org/Model-7B --port 8000\n",
+        "scripts/prep.sh": "#!/bin/bash\nexport A=1\n"})
+    return (root, *extract_runbooks(load_pages(load_config(root)), root))
+
+
+@pytest.mark.parametrize("nested", ["bash scripts/prep.sh", "./scripts/prep.sh",
+                                    "exec scripts/prep.sh", "env A=1 nohup scripts/prep.sh",
+                                    "sh -e scripts/prep.sh", "python3 scripts/prep.sh"])
+def test_a_repository_script_that_runs_another_is_refused_with_where(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], nested: str) -> None:
+    root, runbooks, diags = _runs_before_serving(tmp_path, f"set -e\n{nested}")
+    assert list(runbooks.ids()) == []
+    assert [d.format() for d in diags] == [
+        "docs/p.md:4:1: RB016 error: runs scripts/run-server.sh, which runs scripts/prep.sh "
+        "(its line 3): a file the runbook neither reads nor hashes, so an edit to it would "
+        "change what runs and leave the results current; run it from the server block itself "
+        "(`bash scripts/prep.sh && …`), where it is read and hashed"]
+    assert main(["runbook", "plan", "m", "--root", str(root)]) == 2
+    assert "runbook 'm' (docs/p.md:3) has errors" in _out(capsys)
+
+
+def test_a_script_the_block_runs_before_the_launcher_is_read_and_hashed(
+        tmp_path: Path) -> None:
+    page = ("# P\n\n```bash { #m .runbook-server engine=vllm gpus=1 }\n"
+            "bash scripts/prep.sh && scripts/run-server.sh\n```\n")
+    root = _tree(tmp_path, page, {
+        "scripts/run-server.sh": "#!/bin/bash\nexec vllm serve org/Model-7B --port 8000\n",
+        "scripts/prep.sh": "#!/bin/bash\necho prepared\n"})
+
+    def blocks_hash() -> str:
+        runbooks, diags = extract_runbooks(load_pages(load_config(root)), root)
+        assert diags == []
+        return runbooks.get("m").blocks_hash
+
+    before = blocks_hash()
+    (root / "scripts/prep.sh").write_text("#!/bin/bash\necho changed\n")
+    assert blocks_hash() != before
+
+
+@pytest.mark.parametrize("nested", ["source scripts/prep.sh", ". ./scripts/prep.sh"])
+def test_a_repository_script_that_sources_another_is_refused(tmp_path: Path,
+                                                             nested: str) -> None:
+    _root, runbooks, diags = _runs_before_serving(tmp_path, nested)
+    assert list(runbooks.ids()) == []
+    assert [d.format()[:59] for d in diags] == [
+        "docs/p.md:4:1: RB016 error: runs scripts/run-server.sh, whi"]
+    assert f"({nested} at its line 2)" in diags[0].message
+
+
+@pytest.mark.parametrize(("script", "near"), [
+    ('#!/bin/bash\nhere=${0%/*}\n. "$here/common.sh"\nexec vllm serve org/Model-7B --port 8000\n',
+     "${0%"),
+    ('#!/bin/bash\nsource "$(realpath "$0" | xargs dirname)/common.sh"\n'
+     "exec vllm serve org/Model-7B --port 8000\n", 'realpath "$0'),
+], ids=["param-expansion", "realpath"])
+def test_a_script_that_finds_its_folder_by_another_spelling_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], script: str, near: str) -> None:
+    root = _tree(tmp_path, "# P\n\n```bash\nscripts/run-server.sh\n```\n",
+                 {"scripts/run-server.sh": script, "scripts/common.sh": "export A=1\n"})
+    assert main(["runbook", "scan", "--root", str(root)]) == 0
+    assert _out(capsys).splitlines()[0] == (
+        "docs/p.md:4:1: RB016 warning: not proposed as a runbook: runs scripts/run-server.sh, "
+        f"which reads files beside itself ({near} at its line 2): a run executes a copy in its "
+        "own folder, where they are not")
+
+
+@pytest.mark.parametrize(("extra", "near"), [
+    ("    env_file: ../secrets.env\n", "env_file: ../secrets.env at its line 6"),
+    ("    volumes:\n      - ./models:/models\n", "volumes: ./models:/models at its line 7"),
+    ("    volumes:\n      - type: bind\n        source: ../data\n        target: /data\n",
+     "volumes: ../data at its line 8"),
+], ids=["env-file", "bind-mount", "long-bind-mount"])
+def test_a_compose_file_that_reads_files_beside_itself_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: str, near: str) -> None:
+    compose = ("services:\n  server:\n    image: vllm/vllm-openai:v0.10.0\n"
+               "    network_mode: host\n    command: [\"org/Model-7B\", \"--port\", \"8300\"]\n"
+               + extra)
+    root = _tree(tmp_path, "# P\n\n```bash { #m .runbook-server engine=vllm gpus=1 }\n"
+                 "docker compose -f compose/m.yml up -d\n```\n", {"compose/m.yml": compose})
+    assert main(["runbook", "list", "--root", str(root)]) == 1
+    assert (f"docs/p.md:4:19: RB016 error: runs compose/m.yml, which reads files beside itself "
+            f"({near}): a run executes a copy in its own folder, where they are not"
+            ) in _out(capsys)
+
+
+def test_a_compose_file_with_named_volumes_and_absolute_mounts_is_accepted(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    compose = ("services:\n  server:\n    image: vllm/vllm-openai:v0.10.0\n"
+               "    network_mode: host\n    command: [\"org/Model-7B\", \"--port\", \"8300\"]\n"
+               "    volumes:\n      - cache:/root/.cache\n      - /models:/models\n"
+               "      - ${HOME}/.cache:/c\n    env_file: /etc/vllm.env\n")
+    root = _tree(tmp_path, "# P\n\n```bash { #m .runbook-server engine=vllm gpus=1 }\n"
+                 "docker compose -f compose/m.yml up -d\n```\n", {"compose/m.yml": compose})
+    assert main(["runbook", "list", "--root", str(root)]) == 0, _out(capsys)
+
+
+def test_a_repository_script_of_200_mb_is_refused_without_reading_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = _tree(tmp_path, "# P\n\n```bash { #big .runbook-server engine=vllm gpus=0 }\n"
+                 "scripts/big.sh\n```\n", {})
+    (root / "scripts").mkdir()
+    with (root / "scripts" / "big.sh").open("w") as f:
+        f.write("#!/bin/bash\nexec vllm serve org/m --port 8000\n")
+        f.truncate(200 * 1000 * 1000)  # sparse: the size is there, the disk stays free
+    assert main(["runbook", "list", "--root", str(root)]) == 1
+    assert ("docs/p.md:4:1: RB016 error: runs scripts/big.sh, a file of the repository that "
+            "cannot be read: it is 200.0 MB, over the 1 MiB a script or compose file of a "
+            "runbook may hold") in _out(capsys)
+
+
+@pytest.mark.parametrize("wait", [
+    "for i in $(seq 1 30); do\n  curl -sf http://127.0.0.1:9000/health && break\n  sleep 1\n"
+    "done\n",
+    "curl --retry 30 --retry-connrefused -sf http://127.0.0.1:9000/health/\n",
+], ids=["loop", "retry"])
+def test_a_launcher_script_that_polls_health_before_exec_is_read_as_a_launcher(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], wait: str) -> None:
+    script = f"#!/bin/bash\nset -e\n{wait}exec vllm serve org/Model-7B --port 8000\n"
+    root = _tree(tmp_path, "# P\n\n```bash { #m .runbook-server engine=vllm gpus=0 }\n"
+                 "scripts/serve.sh\n```\n", {"scripts/serve.sh": script})
+    assert main(["runbook", "list", "--root", str(root)]) == 0
+    out = _out(capsys)
+    assert "docs/p.md#m  vllm    org/Model-7B" in out and "RB007" not in out
+
+
+def test_a_client_that_only_polls_health_is_still_a_client(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    page = ("# P\n\n```bash { #m .runbook-server engine=vllm gpus=0 }\n"
+            "vllm serve org/Model-7B --port 8000\n```\n\n"
+            "```bash { .runbook-client for=m name=up }\ncurl -sf http://127.0.0.1:8000/health\n"
+            "```\n")
+    root = _tree(tmp_path, page, {})
+    assert main(["runbook", "show", "m", "--root", str(root)]) == 0
+    out = _out(capsys)
+    assert "    tool:                    curl\n    launcher:                curl\n" in out

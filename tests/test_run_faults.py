@@ -11,22 +11,21 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from harness import free_port
+from harness import free_port, wait_until
 
 from wikitools.cli import main
-from wikitools.runbook.execution import runstate
+from wikitools.runbook.execution import runlock
 from wikitools.runbook.execution.processes import (
     has_tag,
     listeners,
     process_state,
     tagged_pids,
 )
-from wikitools.runbook.execution.runstate import RunLock
+from wikitools.runbook.execution.runlock import RunLock
 from wikitools.runbook.records.record import make_run_id
 
 FAKE_BIN = Path(__file__).parent / "fakes" / "bin"
@@ -64,22 +63,13 @@ def fake_engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("FAKE_SERVER_ARGS", raising=False)
     monkeypatch.delenv("FAKE_BENCH_ARGS", raising=False)
     locks = tmp_path / "port-locks"
-    monkeypatch.setattr(runstate, "_port_locks_dir", lambda: locks)
+    monkeypatch.setattr(runlock, "_port_locks_dir", lambda: locks)
 
 
 def listening(port: int) -> bool:
     with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.3):
         return True
     return False
-
-
-def wait_for(cond, seconds: float = 20.0) -> bool:
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        if cond():
-            return True
-        time.sleep(0.05)
-    return bool(cond())
 
 
 def run(root: Path, *extra: str) -> int:
@@ -170,10 +160,10 @@ def test_kill_9_of_the_runner_leaves_no_server_client_or_temp_file(tmp_path: Pat
          "wiki/fake.md#fake-rb", "--root", str(root), "--yes"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=root,
     )
-    lock = root / runstate.LOCKS_DIR / "fake-rb.json"
+    lock = root / runlock.LOCKS_DIR / "fake-rb.json"
     try:
-        assert wait_for(lambda: listening(port), 60), "the fake server came up"
-        assert wait_for(lambda: any(
+        assert wait_until(lambda: listening(port), 60), "the fake server came up"
+        assert wait_until(lambda: any(
             p.get("role", "").startswith("client")
             for p in json.loads(lock.read_text() or "{}").get("processes", [])), 30)
         state = json.loads(lock.read_text())
@@ -186,8 +176,8 @@ def test_kill_9_of_the_runner_leaves_no_server_client_or_temp_file(tmp_path: Pat
         # and no process of the run holds the port any more. (Whether *something* answers on
         # the port is not the question: on a busy machine another suite's server may take the
         # freed port within seconds.)
-        assert wait_for(lambda: process_state(server) in ("", "Z"), 15)
-        assert wait_for(lambda: not any(has_tag(pid, tag) for pid in listeners(port)), 15)
+        assert wait_until(lambda: process_state(server) in ("", "Z"), 15)
+        assert wait_until(lambda: not any(has_tag(pid, tag) for pid in listeners(port)), 15)
         # …and what left their process groups is stopped by the next run, by its tag.
         nxt = RunLock(root, "fake-rb", port, "20261130T120000.000Z-bbbbbbbb-0000")
         stopped = nxt.acquire(grace=3.0)
@@ -261,3 +251,47 @@ def test_teardown_never_stops_a_process_of_another_run_with_the_same_run_id(
     finally:
         other.kill()
         other.wait()
+
+
+@pytest.mark.parametrize("link", [".artifacts/fake-rb", ".artifacts"])
+def test_a_committed_symlink_under_artifacts_is_never_followed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], link: str
+) -> None:
+    port = free_port()
+    root = make_wiki(tmp_path / "checkout", port)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (root / link).parent.mkdir(parents=True, exist_ok=True)
+    (root / link).symlink_to(outside, target_is_directory=True)
+    assert run(root) == 2
+    err = capsys.readouterr().err
+    assert f"{link}: a symlink where" in err and "Traceback" not in err
+    assert list(outside.iterdir()) == []  # no server log, no script copy, no lock
+    assert not listening(port)
+    assert not (root / "runbooks").exists()
+
+
+@pytest.mark.parametrize(("line", "marker"), [
+    ("Maximum concurrency for 2,048 tokens per request: .x", "max_concurrency"),
+    ("GPU KV cache size: " + "9" * 5000 + " tokens", "kv_cache_tokens"),
+], ids=["concurrency-dot", "kv-size-5000-digits"])
+def test_unreadable_capacity_log_line_fails_the_ready_step_and_keeps_the_record(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], line: str, marker: str
+) -> None:
+    port = free_port()
+    root = make_wiki(tmp_path, port, prefix=f"echo '{line}'\n")
+    assert run(root) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    (path,) = (root / "runbooks" / "fake-rb").glob("*.json")
+    data = json.loads(path.read_text())
+    assert data["failed_step"] == "ready"
+    ready = next(s for s in data["steps"] if s["name"] == "ready")
+    assert ready["status"] == "failed"
+    log = next(s for s in data["steps"] if s["name"] == "start")  # the server log's path
+    assert ready["message"].startswith(".artifacts/fake-rb/"), ready["message"]
+    assert f"/server.log:1: cannot read {marker} from the engine's log line" in ready["message"]
+    assert len(ready["message"]) < 400  # 5,000 digits are not copied into the record
+    assert log["status"] == "ok"
+    assert next(s for s in data["steps"] if s["name"] == "teardown")["status"] == "ok"
+    assert not listening(port)

@@ -237,10 +237,15 @@ def test_image_entrypoint_serve() -> None:
         "vllm", "vllm/vllm-openai:v0.11.0 serve", "/model", 2)
 
 
-def test_cuda_visible_devices_prefix_and_sudo_nohup() -> None:
-    c = parse_server_command("CUDA_VISIBLE_DEVICES=0,1 nohup vllm serve m --tp 2 > log &")
-    assert dict(c.env)["CUDA_VISIBLE_DEVICES"] == "0,1"
-    assert c.engine == "vllm"
+@pytest.mark.parametrize("text", [
+    "CUDA_VISIBLE_DEVICES=0,1 nohup vllm serve m --tp 2 > log &",
+    "CUDA_VISIBLE_DEVICES=0,1 sudo nohup vllm serve m --tp 2 > log &",
+    "sudo CUDA_VISIBLE_DEVICES=0,1 nohup vllm serve m --tp 2 > log &",
+])
+def test_cuda_visible_devices_prefix_and_sudo_nohup(text: str) -> None:
+    c = parse_server_command(text)
+    assert c.env == (("CUDA_VISIBLE_DEVICES", "0,1"),)
+    assert (c.engine, c.launcher, c.model, c.tp, c.problems) == ("vllm", "vllm serve", "m", 2, ())
 
 
 def test_first_launcher_wins_and_exports_before_it_count() -> None:
@@ -308,8 +313,11 @@ def test_curl_smoke() -> None:
 
 
 def test_unknown_client() -> None:
-    c = parse_client_command("/root/llm-inference-bench/llm_decode_bench.py --port 8000")
+    c = parse_client_command("/root/bench/throughput_probe.py --port 8000")
     assert c.tool is None and c.default_kind is None and c.problems
+    # the community's decode benchmark is a known client (tests/test_decode_bench.py)
+    assert parse_client_command("/root/llm-inference-bench/llm_decode_bench.py").tool == \
+        "llm-decode-bench"
 
 
 # --------------------------------------------------------------------------- additions

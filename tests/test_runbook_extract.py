@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from wikitools.cli import main
-from wikitools.errors import UsageError
-from wikitools.pages import parse_page, read_page
+from wikitools.core.errors import UsageError
+from wikitools.pages.parse import parse_page, read_page
 from wikitools.runbook.blocks.extract import extract_runbooks, load_runbooks
 from wikitools.runbook.blocks.scan import scan_pages
 
@@ -78,8 +78,8 @@ EXPECTED_BAD = [
     "wiki/errors.md:31)",
     "wiki/errors.md:40:1: RB007 error: client command not understood: no client command "
     "found (vllm "
-    "bench serve, python -m sglang.bench_serving, lm_eval, curl, wiki kld capture, wiki probe); "
-    "name its kind with kind=serving|quality|smoke|kld|probe",
+    "bench serve, python -m sglang.bench_serving, lm_eval, curl, wiki kld capture, wiki probe, "
+    "llm_decode_bench.py); name its kind with kind=serving|quality|smoke|kld|probe",
     "wiki/errors.md:43:4: RB006 error: malformed attribute list: cannot read attribute at "
     "column 36: "
     "'engine=\"vllm '",
@@ -294,3 +294,21 @@ def test_grid_sweep_of_two_variables() -> None:
         "bad value for sweep: 3 variables (at most 2)",
         "bad value for sweep: A is named twice",
     ]
+
+
+def test_min_duration_is_the_shortest_steady_run_of_a_serving_client() -> None:
+    page = parse_page(
+        "```bash { #r1 .runbook-server }\nvllm serve m\n```\n\n"
+        "```bash { .runbook-client for=r1 name=long min_duration=30 }\n"
+        "vllm bench serve --model m\n```\n\n"
+        "```bash { .runbook-client for=r1 name=plain }\nvllm bench serve --model m\n```\n\n"
+        "```bash { .runbook-client for=r1 name=k kind=kld min_duration=5 }\n"
+        "wiki kld capture --seed 0\n```\n\n"
+        "```bash { .runbook-client for=r1 name=z min_duration=0 }\n"
+        "vllm bench serve --model m\n```\n", "p.md")
+    runbooks, diags = extract_runbooks([page], None)
+    rb = runbooks.get("r1")
+    assert rb.client("long").min_duration == 30.0 and rb.client("plain").min_duration is None
+    assert [d.format() for d in diags] == [
+        "p.md:13:50: RB004 error: min_duration= belongs to serving clients",
+        "p.md:17:41: RB004 error: bad value for min_duration: '0' (expected a number above 0)"]

@@ -29,7 +29,8 @@ def test_processes_are_read_by_one_module_in_code_and_tests() -> None:
 
 def test_locks_are_taken_by_one_primitive() -> None:
     assert _uses(r"fcntl\.(?:flock|lockf)\(") - {"tests/test_setup_scripts.py"} == {LOCKS}
-    assert _uses(r"O_EXCL") == {LOCKS}
+    # and exclusive creation only there and for the atomic writer's temporary file
+    assert _uses(r"O_EXCL") == {LOCKS, "wikitools/core/fsio.py"}
 
 
 def test_signal_handlers_are_swapped_by_one_helper() -> None:
@@ -43,5 +44,5 @@ def test_fleet_plans_and_renders_through_the_session() -> None:
     # `run`, `render` and fleet write pages through the session's one renderer (the site's
     # build-time plugin renders in memory and writes nothing).
     callers = {p for p in _uses(r"\brender_pages\(") if p.startswith("wikitools/")}
-    assert not {p for p in callers if p.startswith(("wikitools/commands/", "wikitools/fleet/"))}
+    assert not {p for p in callers if p.startswith(("wikitools/cli/", "wikitools/fleet/"))}
     assert "wikitools/runbook/session.py" in callers

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from wikitools.cli import main
-from wikitools.pages import parse_page
+from wikitools.pages.parse import parse_page
 from wikitools.runbook.blocks.container_warnings import container_findings
 from wikitools.runbook.blocks.extract import load_runbooks
 

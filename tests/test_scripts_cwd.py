@@ -28,7 +28,6 @@ def _foreign_wiki(root: Path) -> Path:
 
 def _run(script: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env["WIKI_CACHE_DIR"] = "off"
     return subprocess.run([sys.executable, str(script), *args], cwd=cwd, env=env,
                           capture_output=True, text=True, check=False, timeout=120)
 

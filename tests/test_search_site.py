@@ -13,7 +13,8 @@ from types import ModuleType
 import pytest
 from fakes.site_tree import site_tree
 
-from wikitools.config import load_config, load_pages
+from wikitools.core.config import load_config
+from wikitools.pages.load import load_pages
 from wikitools.site.searchterms import search_terms
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -7,8 +7,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from wikitools.config import load_config, load_pages
-from wikitools.pages import parse_page, read_page
+from wikitools.core.config import load_config
+from wikitools.pages.load import load_pages
+from wikitools.pages.parse import parse_page, read_page
 from wikitools.site.searchterms import code_words, holds, page_text, search_terms, site_path
 
 ROOT = Path(__file__).resolve().parent.parent

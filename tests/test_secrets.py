@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from wikitools.pages import parse_page
+from wikitools.pages.parse import parse_page
 from wikitools.runbook.blocks.extract import extract_runbooks
 from wikitools.runbook.engines.secrets import is_secret, mask_data, mask_env, mask_text
 from wikitools.runbook.engines.shell import ShellSyntaxError, tokenize

@@ -8,10 +8,9 @@ import os
 import threading
 
 import pytest
-from harness import free_port
-from test_render import FAKE_BIN, make_wiki
+from harness import FAKE_BIN, free_port, make_wiki
 
-from wikitools.errors import UsageError
+from wikitools.core.errors import UsageError
 from wikitools.runbook.execution.host import port_free
 from wikitools.runbook.session import RunOptions, prepare, run_runbook
 
@@ -35,6 +34,7 @@ def test_run_runbook_on_a_worker_thread(tmp_path, fake_path):
     worker = threading.Thread(target=work)
     worker.start()
     worker.join(120)
+    assert not worker.is_alive(), "the run did not finish within 120 s"
     result = out["result"]
     assert result.record.status == "ok", result.record.message
     assert result.record_path.parent == root / "runbooks" / "fake-rb"

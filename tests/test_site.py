@@ -1,9 +1,9 @@
 """The published site: a real `mkdocs build --strict`, then checks on the generated HTML.
 
 One build of a temporary copy of the project (config, theme overrides, run records and the
-whole wiki/; the `wiki` plugin comes from the installed package) plus one self-test page that
-uses every feature the checks look for. The checks then run over that page and over every real
-page of the wiki.
+whole wiki/; the site extension and the `wiki` plugin come from the installed package) plus one
+self-test page that uses every feature the checks look for. The checks then run over that page
+and over every real page of the wiki.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import pytest
 import yaml
 from mkdocs.utils import yaml_load
 
-from wikitools.glossary import abbreviation_lines, load_glossary
-from wikitools.pages import read_page
+from wikitools.pages.glossary import abbreviation_lines, load_glossary
+from wikitools.pages.parse import read_page
 
 ROOT = Path(__file__).resolve().parent.parent
 MKDOCS = Path(sys.executable).parent / "mkdocs"
@@ -78,7 +78,7 @@ def _copy_project(dest: Path, *, whole_wiki: bool) -> None:
 
 
 def _first_abbreviation() -> tuple[str, str]:
-    """A plain term of the glossary and the tooltip the plugin gives it."""
+    """A plain term of the glossary and the tooltip the site extension gives it."""
     glossary = load_glossary(ROOT / "wiki" / "glossary.md", ROOT)
     text = abbreviation_lines(glossary)
     m = re.search(r"^\*\[([A-Za-z][A-Za-z0-9]*)\]:[ \t]*(.+)$", text, re.MULTILINE)
@@ -230,7 +230,7 @@ def test_abbreviation_tooltip_on_page(built: tuple[Path, Path]) -> None:
     term, expansion = _first_abbreviation()
     page = _parse(_page_html(site, f"{SELFTEST}.md"))
     assert (term, html.unescape(expansion)) in page.abbrs
-    # The definitions are appended to every page by the plugin, never shown as text.
+    # The site extension hands the glossary to abbr; no definition line shows as text.
     assert f"*[{term}]" not in page.text
 
 

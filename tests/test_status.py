@@ -6,12 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_render import record
+from harness import make_tree, record
 
 from wikitools.cli import main
-from wikitools.config import load_config, load_pages
+from wikitools.core.config import load_config
+from wikitools.pages.load import load_pages
 from wikitools.runbook.blocks.extract import extract_runbooks
-from wikitools.runbook.rendering.status import badge, measurements
+from wikitools.runbook.rendering.measured import badge, measurements
 from wikitools.site.chips import measured_line
 
 PAGE = """---
@@ -35,10 +36,7 @@ H200 = {"gpus": [{"index": 0, "name": "NVIDIA H200", "compute_capability": "9.0"
 
 
 def tree(root: Path, status: str = "measured", arch: str = "sm120") -> Path:
-    (root / "wiki").mkdir(parents=True, exist_ok=True)
-    (root / "wiki" / "fake.md").write_text(PAGE.format(status=status, arch=arch))
-    (root / "wiki.yml").write_text("docs_dir: wiki\n")
-    return root
+    return make_tree(root, {"wiki/fake.md": PAGE.format(status=status, arch=arch)})
 
 
 def lint(root: Path, capsys) -> tuple[int, str]:

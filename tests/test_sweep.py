@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from wikitools.cli import main
-from wikitools.pages import parse_page
+from wikitools.pages.parse import parse_page
 from wikitools.runbook.blocks.extract import extract_runbooks
 from wikitools.runbook.blocks.sweep import MAX_POINTS, Sweep, SweepError, parse_sweep
 

@@ -11,12 +11,13 @@ import pytest
 from harness import free_port
 
 from wikitools.cli import main
-from wikitools.pages import parse_page
+from wikitools.pages.parse import parse_page
 from wikitools.runbook.blocks.extract import extract_runbooks
 from wikitools.runbook.blocks.sweep import parse_sweep
 from wikitools.runbook.execution.host import port_free
 from wikitools.runbook.execution.plan import PlanOverrides, make_plan
 from wikitools.runbook.records.record import Record, read_record
+from wikitools.runbook.rendering import receipts
 
 FAKE_BIN = Path(__file__).parent / "fakes" / "bin"
 
@@ -139,13 +140,26 @@ def test_each_variant_runs_its_own_server_and_one_record_holds_them_all(
     # the page: one row per variant and point, a matrix of variant by swept variable, and
     # each variant's own server facts
     text = (root / "wiki" / "v.md").read_text()
-    assert "| KV \\\\ C | 1 | 2 |" in text and "| 2000 | 41.0 | 82.0 |" in text
-    assert "    | 1000 | 2 | 20.25 | 82.0 |" in text
+    assert "| KV \\\\ C | 1 | 2 |" in text and "| 2000 | 41.0 too short | 82.0 too short |" in text
+    assert "\n| 1000 | 2 | 20.25 | 82.0 |" in text
     assert "- `KV=1000`: vLLM 0.0.0+fake; " in text and "KV cache 2,000 tokens" in text
     record = read_record(path)
     assert record.variant_vars == ("KV",)
     assert [v.name for v in record.each_variant()] == ["KV=1000", "KV=2000"]
     assert Record.from_dict(record.to_dict()) == record
+    # one set of compile and kernel caches for the run, new with it: the first start finds
+    # them empty, the second finds what the first compiled
+    caches = {c["name"]: c for c in data["receipt"]["caches"]}
+    compiled = caches["vllm torch.compile"]
+    assert compiled["shared"] is True and compiled["warm"] is False
+    assert compiled["path"] == (root / data["artifacts_dir"] / "caches/vllm_torch.compile"
+                                / "torch_compile_cache").resolve().as_posix()
+    assert [v["markers"]["caches_warm_at_start"]["vllm torch.compile"]
+            for v in data["variants"]] == [False, True]
+    assert not any(data["variants"][0]["markers"]["caches_warm_at_start"].values())
+    lines = receipts.start_lines(record)
+    assert lines[0].startswith("- start of `KV=1000`: cold (every cache empty), ready in ")
+    assert lines[1].startswith("- start of `KV=2000`: warm (vllm torch.compile), ready in ")
 
 
 def test_a_failed_variant_is_recorded_and_the_next_still_runs(tmp_path: Path, capsys,

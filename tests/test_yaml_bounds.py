@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from harness import MKDOCS, make_tree
 
-from wikitools.yamlload import MAX_NODES, AliasBomb, load_yaml
+from wikitools.core.yamlload import MAX_NODES, AliasBomb, load_yaml
 
 LEVELS = "abcdefghi"
 
@@ -43,13 +44,11 @@ def test_alias_bomb_is_refused_by_the_loader() -> None:
 
 @pytest.fixture
 def tree(tmp_path: Path) -> Path:
-    (tmp_path / "mkdocs.yml").write_text("site_name: t\ndocs_dir: wiki\n")
-    wiki = tmp_path / "wiki"
-    wiki.mkdir()
-    (wiki / "compose.md").write_text(
-        "---\ntitle: Compose\nstatus: experimental\n---\n# Compose\n\n" + COMPOSE)
-    (wiki / "front.md").write_text("---\ntitle: Front\n" + bomb() + "---\n# Front\n")
-    return tmp_path
+    return make_tree(tmp_path, {
+        **MKDOCS,
+        "wiki/compose.md": ("---\ntitle: Compose\nstatus: experimental\n---\n# Compose\n\n"
+                            + COMPOSE),
+        "wiki/front.md": "---\ntitle: Front\n" + bomb() + "---\n# Front\n"})
 
 
 @pytest.mark.parametrize(("argv", "rc"), [(["lint"], 1), (["check"], 1),

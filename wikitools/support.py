@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from wikitools.runbook.blocks.model import Runbook
+from wikitools.runbook.blocks.declared import Runbook
 from wikitools.runbook.engines.catalog import engine
 from wikitools.runbook.engines.secrets import mask_env, mask_text
 from wikitools.runbook.execution.host import HostFacts, summarise_topology

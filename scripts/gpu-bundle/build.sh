@@ -40,7 +40,9 @@ split -b 60M -d -a 2 "$work/site.tar.xz" "$work/part."
 i=1; for f in "$work"/part.*; do mkdir -p "$dest/p$i"; mv "$f" "$dest/p$i/"; i=$((i+1)); done
 sha256sum "$work/site.tar.xz" | cut -c1-64 > "$dest/sha256"
 cp "$here/on-device.sh" "$dest/"
-# The wiki's own dependencies that the device image lacks, installed there by tests/gpu/run-on-device.sh.
-pip download -q $plat -d "$dest/deps" mdit-py-plugins 2>&1 | { grep -v "is ignored" || true; } >&2
+# The wiki's own runtime dependencies (pyproject.toml, less the site-only ones: wiki-deps.py);
+# with what they depend on; tests/gpu/run-on-device.sh installs there those the device image lacks.
+python3 "$here/wiki-deps.py" > "$work/wiki-deps.txt"
+pip download -q ${plat/--no-deps/} -d "$dest/deps" -r "$work/wiki-deps.txt" 2>&1 | { grep -v "is ignored" || true; } >&2
 ls -la "$dest"/p* >&2
 echo "bundle ready in $dest: carry each $dest/pN in its own device call (see on-device.sh)" >&2

@@ -21,6 +21,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -31,6 +32,7 @@ from harness import BAD_MODEL, ENGINE_VENV, REPO, Run, assert_failed, needs_engi
 
 TREE = Path(__file__).resolve().parent / "docker-tree"
 DOCKER_CACHE = REPO / ".cache" / "docker"
+DEAD_RUNNER = Path(__file__).resolve().parents[1] / "fakes" / "dead_runner.py"
 IMAGES = ("wiki-test/bookworm:minbase-v1", "wiki-test/vllm-openai:cpu-v1")
 
 
@@ -327,9 +329,13 @@ def test_next_run_stops_the_container_a_killed_run_labelled(tmp_path: Path) -> N
     """A runner killed with SIGKILL cannot stop its detached container; the next run of the
     runbook in the same checkout stops the containers that carry the dead run's label, and no
     other."""
-    from wikitools.runbook.execution.runstate import RunLock
+    from wikitools.runbook.execution.runlock import RunLock
 
-    dead = RunLock(tmp_path, "rb-dead", None, "20261130T000000.000Z-deadbeef-0000")
+    dead = subprocess.Popen(
+        [sys.executable, str(DEAD_RUNNER), str(tmp_path), "rb-dead", "-", str(tmp_path / "ports"),
+         "--container"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert dead.stdin is not None and dead.stdout is not None
+    tag = dead.stdout.readline().strip()
 
     def start(name: str, *label: str) -> str:
         out = _docker("run", "-d", "--rm", "--network", "none", "--name", name, *label,
@@ -338,14 +344,14 @@ def test_next_run_stops_the_container_a_killed_run_labelled(tmp_path: Path) -> N
         return out.stdout.strip()
 
     suffix = uuid.uuid4().hex[:8]
-    ours = start(f"wiki-dead-run-{suffix}", "--label", f"wikitools.run.{dead.tag}")
+    ours = start(f"wiki-dead-run-{suffix}", "--label", f"wikitools.run.{tag}")
     foreign = start(f"someone-else-{suffix}")
     try:
-        dead.acquire()
-        dead.started("container", container=ours)
-        for lock in dead._locks:  # the runner dies holding the lock: the kernel drops the lock,
-            os.close(lock.fd)     # the state file still says "running"
-        dead._locks.clear()
+        dead.stdin.write(ours + "\n")
+        dead.stdin.flush()
+        assert dead.stdout.readline().strip() == "recorded"
+        dead.kill()  # the runner dies holding the lock; its state file still says "running"
+        dead.wait()
 
         nxt = RunLock(tmp_path, "rb-dead", None, "20261130T000100.000Z-cafef00d-0000")
         leftovers = nxt.acquire(grace=1)
@@ -354,4 +360,6 @@ def test_next_run_stops_the_container_a_killed_run_labelled(tmp_path: Path) -> N
         assert _docker("inspect", ours).returncode != 0, "the dead run's container is still there"
         assert _docker("inspect", foreign).returncode == 0, "a container of no run was stopped"
     finally:
+        dead.kill()
+        dead.wait()
         _docker("rm", "-f", ours, foreign)

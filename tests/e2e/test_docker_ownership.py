@@ -7,9 +7,9 @@ removed by the test."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -17,14 +17,15 @@ from pathlib import Path
 
 import pytest
 
-from wikitools.pages import parse_page
+from wikitools.pages.parse import parse_page
 from wikitools.runbook.blocks.extract import extract_runbooks
 from wikitools.runbook.execution import containers as docker
 from wikitools.runbook.execution.plan import make_plan
 from wikitools.runbook.execution.processes import TAG_VAR, spawn, stop_group
-from wikitools.runbook.execution.runstate import LOCKS_DIR, RunLock
+from wikitools.runbook.execution.runlock import LOCKS_DIR, RunLock
 
 IMAGE = "wiki-test/bookworm:minbase-v1"
+DEAD_RUNNER = Path(__file__).resolve().parents[1] / "fakes" / "dead_runner.py"
 
 
 def _docker(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -87,12 +88,18 @@ def test_lock_file_of_another_checkout_is_never_acted_on(tmp_path: Path, test_ta
     # A lock file sealed by a run of another checkout, copied here with `cp -a`.
     other = tmp_path / "other"
     (other / LOCKS_DIR).mkdir(parents=True)
-    dead = RunLock(other, "rb", None, "20261130T000000Z-dead")
-    dead.acquire()
-    dead.started("container", container=victim)
-    for held in dead._locks:
-        os.close(held.fd)
-    dead._locks.clear()
+    dead = subprocess.Popen([sys.executable, str(DEAD_RUNNER), str(other), "rb", "-",
+                             str(tmp_path / "ports"), "--container"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert dead.stdin is not None and dead.stdout is not None
+        dead.stdout.readline()  # its tag: the victim carries no label of it
+        dead.stdin.write(victim + "\n")
+        dead.stdin.flush()
+        assert dead.stdout.readline().strip() == "recorded"
+    finally:
+        dead.kill()  # it dies holding the lock; its state file names the victim
+        dead.wait()
     copy = tmp_path / "copy"
     subprocess.run(["cp", "-a", str(other), str(copy)], check=True)
     nxt = RunLock(copy, "rb", None, "20261201T000001Z-copy")

@@ -164,6 +164,40 @@ def assert_cell(cell: str, value: float, where: str) -> None:
 # --------------------------------------------------------------------------- success
 
 
+def _assert_serving_points(run, rec: dict, tp: dict) -> None:
+    # vllm bench serve, two sweep points: the record holds the client's own numbers.
+    assert tp["kind"] == "serving" and tp["sweep_var"] == "CONCURRENCY"
+    assert [p["value"] for p in tp["points"]] == ["1", "2"]
+    assert (tp["repeats"], tp["warmup"]) == (2, False)
+    for point in tp["points"]:
+        assert point["status"] == "ok", point
+        assert point["result_file"].startswith(rec["artifacts_dir"] + "/")
+        assert len(point["samples"]) == 2
+        for sample in point["samples"]:
+            own = json.loads((run.root / sample["result_file"]).read_text())
+            assert own["max_concurrency"] == int(point["value"])  # the sweep reached the client
+            assert own["completed"] == own["num_prompts"] == 8 and own["failed"] == 0
+            for key in (*SERVING_KEYS, "num_prompts", "total_token_throughput"):
+                assert sample["metrics"][key] == own[key], (point["value"], key)
+        for key in (*SERVING_KEYS, "total_token_throughput"):  # the point: their median
+            both = [s["metrics"][key] for s in point["samples"]]
+            assert math.isclose(point["metrics"][key], sum(both) / 2), (point["value"], key)
+        assert point["metrics"]["spec_decode_acceptance"] is None
+
+
+def _assert_sglang_point(run, sg: dict) -> None:
+    # SGLang's benchmark client (JSONL, last line) against the same server.
+    (point,) = sg["points"]
+    assert point["status"] == "ok", point
+    for sample in point["samples"]:
+        lines = (run.root / sample["result_file"]).read_text().splitlines()
+        own = json.loads(lines[-1])
+        assert own["backend"] == "vllm" and own["completed"] == 8
+        for key in SERVING_KEYS:
+            assert sample["metrics"][key] == own[key], key
+        assert sample["metrics"]["total_token_throughput"] == own["total_throughput"]
+
+
 def test_cpu_smoke_runbook_end_to_end(make_run) -> None:
     run = make_run("cpu-smoke")
     page = run.root / "wiki/cpu-smoke.md"
@@ -201,37 +235,9 @@ def test_cpu_smoke_runbook_end_to_end(make_run) -> None:
     clients = {c["name"]: c for c in rec["clients"]}
     assert set(clients) == {"throughput", "sglang-client"}
 
-    # vllm bench serve, two sweep points: the record holds the client's own numbers.
-    tp = clients["throughput"]
-    assert tp["kind"] == "serving" and tp["sweep_var"] == "CONCURRENCY"
-    assert [p["value"] for p in tp["points"]] == ["1", "2"]
-    assert (tp["repeats"], tp["warmup"]) == (2, False)
-    for point in tp["points"]:
-        assert point["status"] == "ok", point
-        assert point["result_file"].startswith(rec["artifacts_dir"] + "/")
-        assert len(point["samples"]) == 2
-        for sample in point["samples"]:
-            own = json.loads((run.root / sample["result_file"]).read_text())
-            assert own["max_concurrency"] == int(point["value"])  # the sweep reached the client
-            assert own["completed"] == own["num_prompts"] == 8 and own["failed"] == 0
-            for key in (*SERVING_KEYS, "num_prompts", "total_token_throughput"):
-                assert sample["metrics"][key] == own[key], (point["value"], key)
-        for key in (*SERVING_KEYS, "total_token_throughput"):  # the point: their median
-            both = [s["metrics"][key] for s in point["samples"]]
-            assert math.isclose(point["metrics"][key], sum(both) / 2), (point["value"], key)
-        assert point["metrics"]["spec_decode_acceptance"] is None
-
-    # SGLang's benchmark client (JSONL, last line) against the same server.
-    sg = clients["sglang-client"]
-    (point,) = sg["points"]
-    assert point["status"] == "ok", point
-    for sample in point["samples"]:
-        lines = (run.root / sample["result_file"]).read_text().splitlines()
-        own = json.loads(lines[-1])
-        assert own["backend"] == "vllm" and own["completed"] == 8
-        for key in SERVING_KEYS:
-            assert sample["metrics"][key] == own[key], key
-        assert sample["metrics"]["total_token_throughput"] == own["total_throughput"]
+    tp, sg = clients["throughput"], clients["sglang-client"]
+    _assert_serving_points(run, rec, tp)
+    _assert_sglang_point(run, sg)
 
     # The page's tables were regenerated from the record, one row per point.
     after = page.read_text()

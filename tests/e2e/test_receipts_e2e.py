@@ -1,7 +1,7 @@
 """Receipts end to end on the real vLLM CPU engine: `wiki runbook run` of tests/e2e/tree's
 receipts page (a tiny model with saved random weights) captures KLD, runs the correctness probes,
 records the engine's KV capacity and the receipt, and renders the kld, capacity, probes and
-receipt views. Two server variants (BF16 and FP32), one start each."""
+receipt views. Two server variants (FP16 and FP32), one start each."""
 
 from __future__ import annotations
 
@@ -67,13 +67,13 @@ def test_kld_capacity_probes_and_receipt_end_to_end(tree: Path, random_model: Pa
         run.cleanup()
     run.assert_nothing_left()
     assert rec["schema_version"] == 3 and rec["status"] == "ok"
-    bf16, fp32 = rec["variants"]
-    assert [bf16["coords"], fp32["coords"]] == [[["DTYPE", "bfloat16"]], [["DTYPE", "float32"]]]
-    kb = {c["name"]: c for c in bf16["clients"]}
+    fp16, fp32 = rec["variants"]
+    assert [fp16["coords"], fp32["coords"]] == [[["DTYPE", "float16"]], [["DTYPE", "float32"]]]
+    kb = {c["name"]: c for c in fp16["clients"]}
     kf = {c["name"]: c for c in fp32["clients"]}
 
-    # KLD: the first BF16 capture is the reference (kept under runbooks/, named by its hash);
-    # BF16's second capture against it is exactly 0 on a deterministic engine, FP32's are not.
+    # KLD: the first FP16 capture is the reference (kept under runbooks/, named by its hash);
+    # FP16's second capture against it is exactly 0 on a deterministic engine, FP32's are not.
     (kpoint,) = kb["kld"]["points"]
     m = kpoint["metrics"]
     ref = tree / m["kld_reference"]
@@ -91,6 +91,10 @@ def test_kld_capacity_probes_and_receipt_end_to_end(tree: Path, random_model: Pa
     assert fm["kld_reference_sha256"] == m["kld_reference_sha256"]
     assert fm["kld_runs"] == 2 and fm["kld_mean"] > 1e-4 and fm["kld_run_sd"] is not None
     assert all(s["metrics"]["kld_mean"] > 0 for s in fpoint["samples"])
+    # The self-check: FP16's second capture is byte for byte the reference (the same settings:
+    # nothing to flag); FP32's differ, as a different dtype must.
+    assert m["kld_identical_runs"] == 1 and "kld_not_exercised" not in m
+    assert fm["kld_identical_runs"] == 0 and "kld_not_exercised" not in fm
 
     # Probes: random weights answer nothing right, and every failure is kept.
     for variant in (kb, kf):
@@ -103,9 +107,9 @@ def test_kld_capacity_probes_and_receipt_end_to_end(tree: Path, random_model: Pa
 
     # Capacity from the engine's own log line: the same KV memory holds half as many FP32
     # tokens (the KV cache takes the model's dtype).
-    kv_bf16, kv_fp32 = bf16["markers"]["kv_cache_tokens"], fp32["markers"]["kv_cache_tokens"]
-    assert kv_bf16 == 2 * kv_fp32 > 0
-    assert bf16["markers"]["max_concurrency_tokens"] == 512
+    kv_fp16, kv_fp32 = fp16["markers"]["kv_cache_tokens"], fp32["markers"]["kv_cache_tokens"]
+    assert kv_fp16 == 2 * kv_fp32 > 0
+    assert fp16["markers"]["max_concurrency_tokens"] == 512
 
     # Receipt: the probe file and the model's files with their real hashes, the reference,
     # the cache folders.
@@ -119,12 +123,23 @@ def test_kld_capacity_probes_and_receipt_end_to_end(tree: Path, random_model: Pa
     assert rec["receipt"]["model"] == {"model": str(random_model), "snapshot": None,
                                        "from": "local folder: its files are hashed"}
     assert {c["name"] for c in rec["receipt"]["caches"]} >= {"vllm torch.compile", "triton"}
+    # One set of compile and kernel caches for the run, new with it: the first start found
+    # every one empty; each start says what it found.
+    shared = tree / rec["artifacts_dir"] / "caches"
+    assert all(c["shared"] and c["path"].startswith(shared.resolve().as_posix())
+               for c in rec["receipt"]["caches"])
+    first, later = (v["markers"]["caches_warm_at_start"] for v in rec["variants"])
+    assert set(first) == set(later) >= {"vllm torch.compile", "triton"}
+    assert not any(first.values())
+    assert later["torchinductor"] is True  # the CPU kernels the first start compiled
 
     page = (tree / "wiki/receipts.md").read_text()
     kld_rows = [ln for ln in _region(page, "kld").splitlines() if ln.startswith("| DTYPE=")]
-    assert kld_rows[0] == "| DTYPE=bfloat16 | 0 | – | 0 | 1 | 47 | all | 100.0 % |"
+    assert kld_rows[0] == "| DTYPE=float16 | 0 | – | 0 | 1 | 47 | all | 100.0 % |"
     assert kld_rows[1].startswith("| DTYPE=float32 | ") and len(kld_rows) == 2
     assert "correct at c4" in _region(page, "probes")
     cap = _region(page, "capacity")
-    assert f"{kv_bf16:,}" in cap and f"{kv_fp32:,}" in cap and "no (max model length 512)" in cap
+    assert f"{kv_fp16:,}" in cap and f"{kv_fp32:,}" in cap and "no (max model length 512)" in cap
     assert _sha(tree / "benchmarks/probes/basic.jsonl") in _region(page, "receipt")
+    assert "- start of `DTYPE=float16`: cold (every cache empty), ready in " in (
+        _region(page, "receipt"))

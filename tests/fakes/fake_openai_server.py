@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import signal
 import subprocess
@@ -39,6 +40,8 @@ def make_handler(args: argparse.Namespace) -> type[BaseHTTPRequestHandler]:
             pass
 
         def _send(self, code: int, body: bytes, ctype: str = "application/json") -> None:
+            if args.log_requests:
+                log(f"REQUEST {self.command} {self.path} {code}")
             self.send_response(code)
             self.send_header("Content-Type", ctype)
             self.send_header("Content-Length", str(len(body)))
@@ -46,33 +49,7 @@ def make_handler(args: argparse.Namespace) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(body)
 
         def do_GET(self) -> None:
-            if args.flavour == "sglang" and self.path in ("/health_generate", "/server_info"):
-                if not State.healthy:
-                    self._send(503, b"")
-                elif self.path == "/server_info":
-                    self._send(200, json.dumps(server_info(args)).encode())
-                else:
-                    self._send(200, b"")
-            elif args.flavour == "sglang" and self.path in ("/health", "/version", "/metrics"):
-                # Readiness must come from /health_generate: these tell nothing here.
-                self._send(404, b'{"detail": "Not Found"}')
-            elif args.flavour == "llama" and self.path in ("/version", "/metrics"):
-                self._send(404, b'{"error": {"code": 404, "message": "File Not Found"}}')
-            elif self.path == "/health" and args.flavour == "llama" and not State.healthy:
-                self._send(503, b'{"error": {"code": 503, "message": "Loading model"}}')
-            elif self.path == "/health":
-                self._send(200 if State.healthy else 503, b"")
-            elif not State.healthy:
-                self._send(503, b'{"error": "starting"}')
-            elif self.path == "/v1/models":
-                data = {"object": "list", "data": [{"id": args.model, "max_model_len": 2048}]}
-                self._send(200, json.dumps(data).encode())
-            elif self.path == "/version":
-                self._send(200, json.dumps({"version": "0.0.0+fake"}).encode())
-            elif self.path == "/metrics":
-                self._send(200, metrics(args).encode(), "text/plain")
-            else:
-                self._send(404, b"{}")
+            self._send(*get_answer(args, self.path))
 
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
@@ -89,12 +66,69 @@ def make_handler(args: argparse.Namespace) -> type[BaseHTTPRequestHandler]:
                 State.drafts += n
                 State.draft_tokens += 3 * n
                 State.accepted += 2 * n
+            choice = {"index": 0, "text": " x" * n, "finish_reason": "length"}
+            if body.get("prompt_logprobs") is not None and isinstance(body.get("prompt"), list):
+                choice["prompt_logprobs"] = prompt_logprobs(body["prompt"], args.vocab)
             out = {"id": "cmpl-1", "object": "text_completion", "model": args.model,
-                   "choices": [{"index": 0, "text": " x" * n, "finish_reason": "length"}],
+                   "choices": [choice],
                    "usage": {"prompt_tokens": 3, "completion_tokens": n, "total_tokens": 3 + n}}
             self._send(200, json.dumps(out).encode())
 
     return Handler
+
+
+
+Answer = tuple[int, bytes, str]  # status, body, content type
+JSON = "application/json"
+
+
+def get_answer(args: argparse.Namespace, path: str) -> Answer:
+    """What the fake server answers a GET of `path`: the endpoints of its flavour first."""
+    found = _flavour_answer(args, path)
+    if found is not None:
+        return found
+    if path == "/health":
+        return (200 if State.healthy else 503), b"", JSON
+    if not State.healthy:
+        return 503, b'{"error": "starting"}', JSON
+    if path == "/v1/models":
+        data = {"object": "list", "data": [{"id": args.model, "max_model_len": 2048}]}
+        return 200, json.dumps(data).encode(), JSON
+    if path == "/version":
+        return 200, json.dumps({"version": "0.0.0+fake"}).encode(), JSON
+    if path == "/metrics":
+        return 200, metrics(args).encode(), "text/plain"
+    return 404, b"{}", JSON
+
+
+def _flavour_answer(args: argparse.Namespace, path: str) -> Answer | None:
+    """SGLang's and llama-server's own endpoints and the ones they lack."""
+    if args.flavour == "sglang" and path in ("/health_generate", "/server_info"):
+        if not State.healthy:
+            return 503, b"", JSON
+        if path == "/server_info":
+            return 200, json.dumps(server_info(args)).encode(), JSON
+        return 200, b"", JSON
+    if args.flavour == "sglang" and path in ("/health", "/version", "/metrics"):
+        # Readiness must come from /health_generate: these tell nothing here.
+        return 404, b'{"detail": "Not Found"}', JSON
+    if args.flavour == "llama" and path in ("/version", "/metrics"):
+        return 404, b'{"error": {"code": 404, "message": "File Not Found"}}', JSON
+    if path == "/health" and args.flavour == "llama" and not State.healthy:
+        return 503, b'{"error": {"code": 503, "message": "Loading model"}}', JSON
+    return None
+
+
+def prompt_logprobs(ids: list[int], vocab: int) -> list[dict | None]:
+    """vLLM's answer shape for `prompt_logprobs: -1`: per prompt token after the first, every
+    token of a `vocab`-token vocabulary with a log-probability that depends on the position."""
+    out: list[dict | None] = [None]
+    for pos in range(1, len(ids)):
+        weights = [1.0 + ((pos * 7 + v * 13) % 17) for v in range(vocab)]
+        total = sum(weights)
+        out.append({str(v): {"logprob": math.log(w / total), "rank": 1, "decoded_token": "x"}
+                    for v, w in enumerate(weights)})
+    return out
 
 
 def server_info(args: argparse.Namespace) -> dict:
@@ -136,6 +170,8 @@ def main() -> int:
     p.add_argument("--child", action="store_true", help="leave a child process in the group")
     p.add_argument("--spec", action="store_true", help="expose spec-decode counters")
     p.add_argument("--kv-tokens", type=int, default=123456)
+    p.add_argument("--log-requests", action="store_true", help="log each answer it gives")
+    p.add_argument("--vocab", type=int, default=8, help="tokens per prompt_logprobs position")
     p.add_argument("--flavour", choices=("vllm", "llama", "sglang"), default="vllm",
                    help="log lines and endpoints of vLLM, llama.cpp's llama-server or SGLang")
     args, _unknown = p.parse_known_args()
@@ -154,6 +190,11 @@ def main() -> int:
         return serve_like_llama(args)
     if args.flavour == "sglang":
         return serve_like_sglang(args)
+    compiled = os.environ.get("VLLM_CACHE_ROOT")
+    if compiled:  # as vLLM's torch.compile does: its cache under VLLM_CACHE_ROOT
+        os.makedirs(os.path.join(compiled, "torch_compile_cache"), exist_ok=True)
+        with open(os.path.join(compiled, "torch_compile_cache", "fake"), "w") as f:
+            f.write("compiled\n")
     log("vLLM API server version 0.0.0+fake")
     log(f"non-default args: {{'model': '{args.model}', 'port': {args.port}}}")
     log("Using max model len 2048")

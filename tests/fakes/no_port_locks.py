@@ -7,10 +7,10 @@ import sys
 from pathlib import Path
 
 from wikitools import cli
-from wikitools.runbook.execution import runstate
+from wikitools.runbook.execution import runlock
 
 
 def main() -> int:
     folder = Path(sys.argv[1])
-    runstate._port_locks_dir = lambda: folder
+    runlock._port_locks_dir = lambda: folder
     return cli.main(sys.argv[2:])

@@ -5,11 +5,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from wikitools.runbook.blocks.model import ClientBlock, Requirements, Runbook, ServerBlock
+from wikitools.runbook.blocks.declared import ClientBlock, Requirements, Runbook, ServerBlock
 from wikitools.runbook.blocks.sweep import Sweep
 from wikitools.runbook.engines.catalog import VLLM
 from wikitools.runbook.engines.types import ClientCommand, EngineCommand
-from wikitools.runbook.execution.model import (
+from wikitools.runbook.execution.planned import (
     Plan,
     PlannedClient,
     PlannedPoint,

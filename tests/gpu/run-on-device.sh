@@ -6,6 +6,7 @@
 #   tp1     the TP=1 vLLM reference runbook
 #   tp2     the TP=2 vLLM reference runbook (two GPUs)
 #   sglang  the SGLang twin of the TP=1 runbook
+#   sglang-variants  the SGLang KV-format variants (BF16 and FP8 KV cache, KLD)
 #   variants  the KV-format and memory-fraction variants of the TP=1 runbook (KLD, capacity,
 #           probes, throughput per variant)
 #   bench   the executor overhead benchmark
@@ -33,9 +34,17 @@ set -uo pipefail
 mode=${1:-tp1}
 out=${2:-/tmp/wiki-gpu-out/$mode}
 mkdir -p "$out"
+# The wheels of the wiki's own dependencies whose distribution the image does not have.
 for d in .gpu-vllm/deps .gpu-sglang/deps; do
-  if [ -d "$d" ] && ! python3 -c 'import mdit_py_plugins' 2>/dev/null; then
-    python3 -m pip install -q --no-index --no-deps "$d"/*.whl 2>&1 | tail -n 3
+  [ -d "$d" ] || continue
+  missing=()
+  for w in "$d"/*.whl; do
+    dist=$(basename "$w" | cut -d- -f1)
+    python3 -c 'import importlib.metadata as m, sys; m.distribution(sys.argv[1])' "$dist" \
+      2>/dev/null || missing+=("$w")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    python3 -m pip install -q --no-index --no-deps "${missing[@]}" 2>&1 | tail -n 3
   fi
 done
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
@@ -60,13 +69,15 @@ case $mode in
   variants) run wiki/reference/sm90-h200.md#sm90-llama1b-kv-variants; rc=${PIPESTATUS[0]} ;;
   sglang) ( . .gpu-sglang/on-device.sh && [ -f /tmp/sglang-site/.ready ] &&
             run wiki/reference/sm90-h200-sglang.md#sm90-llama1b-shape-sglang-tp1 ); rc=$? ;;
+  sglang-variants) ( . .gpu-sglang/on-device.sh && [ -f /tmp/sglang-site/.ready ] &&
+            run wiki/reference/sm90-h200-sglang.md#sm90-llama1b-sglang-kv-variants ); rc=$? ;;
   bench)
     python3 scripts/make-dummy-model.py /tmp/wiki-models/llama-3.2-1b-shape
     python3 benchmarks/bench_executor.py --engine-bin "" --model /tmp/wiki-models/llama-3.2-1b-shape \
       --gpus 1 --env "" --json "$out/bench-executor.json" \
       --serve-args "--load-format dummy --max-model-len 2048 --gpu-memory-utilization 0.3 --enforce-eager" \
       2>&1 | tee "$out/bench-executor.txt" | tail -n 30 ;;
-  *) echo "unknown mode $mode (suite, tp1, tp2, sglang, variants, bench)" >&2; exit 2 ;;
+  *) echo "unknown mode $mode (suite, tp1, tp2, sglang, sglang-variants, variants, bench)" >&2; exit 2 ;;
 esac
 sleep 2; gpu_memory | tee "$out/gpu-memory-after.csv"
 cp -r runbooks .artifacts wiki/reference "$out/" 2>/dev/null

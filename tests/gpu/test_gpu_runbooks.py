@@ -15,10 +15,10 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from harness import wait_until
 
 from wikitools.cli import main
 from wikitools.runbook.execution.host import gather_host
@@ -100,13 +100,13 @@ def _port_free(port: int) -> bool:
 
 def _assert_clean(before: dict[int, int], port: int) -> None:
     assert _port_free(port), f"port {port} still answers"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
+
+    def returned() -> bool:
         after = _memory_used()
-        if all(after[i] <= before[i] + 256 for i in before):
-            return
-        time.sleep(1)
-    pytest.fail(f"GPU memory not returned: before {before}, after {_memory_used()}")
+        return all(after[i] <= before[i] + 256 for i in before)
+
+    assert wait_until(returned, 30, interval=1), (
+        f"GPU memory not returned: before {before}, after {_memory_used()}")
 
 
 def test_preflight_reads_the_real_nvidia_smi() -> None:
@@ -193,24 +193,20 @@ def test_server_killed_during_the_benchmark(tree: Path) -> None:
 
 def _wait_for_client_then_gpu_pid(tree: Path, rid: str, proc: subprocess.Popen) -> int:
     """Wait until the client step has started, then return the PID of the GPU process."""
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
+
+    def client_started() -> bool:
         assert proc.poll() is None, "the run ended before the client started"
-        started = [p for p in (tree / ".artifacts" / rid).glob("*/*") if "throughput" in p.name]
-        if started:
-            break
-        time.sleep(0.5)
-    else:
-        pytest.fail("client never started")
-    time.sleep(2)
-    out = subprocess.run(
-        ["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
-    assert out, "no GPU process found while the server runs"
-    return int(out[0])
+        return any("throughput" in p.name for p in (tree / ".artifacts" / rid).glob("*/*"))
+
+    def gpu_pids() -> list[str]:
+        return subprocess.run(
+            ["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"],
+            capture_output=True, text=True, check=True,
+        ).stdout.split()
+
+    assert wait_until(client_started, 300, interval=0.5), "client never started"
+    assert wait_until(gpu_pids, 30, interval=0.5), "no GPU process found while the server runs"
+    return int(gpu_pids()[0])
 
 
 def test_out_of_memory_at_start_up_is_recorded(tree: Path) -> None:

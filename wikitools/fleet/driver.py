@@ -19,13 +19,13 @@ import ray
 from ray import exceptions as rex
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from wikitools.errors import UsageError
+from wikitools.core.errors import UsageError
 from wikitools.fleet.node import Job, remove_stale_holds, run_job
 from wikitools.fleet.records import Progress, lost_record, opening_record
 from wikitools.fleet.select import Demand, place
-from wikitools.runbook.blocks.model import Runbook
+from wikitools.runbook.blocks.declared import Runbook
 from wikitools.runbook.execution.host import HostFacts
-from wikitools.runbook.execution.model import Verdict
+from wikitools.runbook.execution.planned import Verdict
 from wikitools.runbook.execution.preflight import host_record, required_gpus
 from wikitools.runbook.execution.processes import swapped_handlers
 from wikitools.runbook.records.record import Record, RecordError, make_run_id

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from wikitools.errors import InputError
+from wikitools.core.errors import InputError
 from wikitools.fleet.records import opening_record
-from wikitools.runbook.blocks.model import Runbook
+from wikitools.runbook.blocks.declared import Runbook
 from wikitools.runbook.execution import locks
 from wikitools.runbook.execution.execute import Event
 from wikitools.runbook.execution.host import free_port, port_free

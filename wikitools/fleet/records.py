@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from wikitools.runbook.execution.assemble import RunState, build_record
-from wikitools.runbook.execution.model import Plan, Verdict
+from wikitools.runbook.execution.planned import Plan, Verdict
 from wikitools.runbook.records.record import Record, Step, utc_stamp
 
 LOST_POINT = "measured, but the result stayed on the lost node"

@@ -7,8 +7,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from wikitools.errors import UsageError
-from wikitools.runbook.blocks.model import Runbook, RunbookSet
+from wikitools.core.errors import UsageError
+from wikitools.runbook.blocks.declared import Runbook, RunbookSet
 from wikitools.runbook.execution.preflight import required_gpus
 from wikitools.runbook.records.record import Record, RecordError, load_records
 

@@ -10,7 +10,7 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from wikitools.errors import InputError, UsageError
+from wikitools.core.errors import InputError, UsageError
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,35 +6,44 @@ elsewhere when it cannot be written) and re-render the pages that show it. Never
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-from wikitools.config import load_config, load_pages
-from wikitools.diagnostics import Diagnostic, Severity, sort_diagnostics
-from wikitools.errors import InputError, UsageError
-from wikitools.fsio import write_if_changed
-from wikitools.pages import Page
-from wikitools.runbook.blocks.extract import extract_runbooks
-from wikitools.runbook.blocks.model import Runbook, RunbookSet
+from wikitools.core.config import PAGE_FILE_CODES, load_config
+from wikitools.core.diagnostics import Diagnostic, Severity, sort_diagnostics
+from wikitools.core.errors import InputError, UsageError
+from wikitools.core.fsio import write_if_changed
+from wikitools.pages.parse import Page
+from wikitools.runbook.blocks.declared import Runbook, RunbookSet
+from wikitools.runbook.blocks.extract import load_runbooks
+from wikitools.runbook.blocks.regions import unshown_runbooks
 from wikitools.runbook.blocks.sources import runbook_unset
 from wikitools.runbook.blocks.sweep import Sweep, SweepError, parse_sweep
 from wikitools.runbook.blocks.variables import unset_variables
 from wikitools.runbook.execution.execute import EventSink, execute
 from wikitools.runbook.execution.host import HostFacts, gather_host
-from wikitools.runbook.execution.model import Plan, Verdict
 from wikitools.runbook.execution.plan import PlanOverrides, artifacts_dir_for, make_plan
+from wikitools.runbook.execution.planned import Plan, Verdict
 from wikitools.runbook.execution.preflight import preflight
-from wikitools.runbook.execution.processes import Leftover
+from wikitools.runbook.execution.processes import (
+    Interrupted,
+    Leftover,
+    signals_ignored,
+    signals_raise,
+)
 from wikitools.runbook.execution.receipt import build_receipt, cache_state, named_paths, snapshot
-from wikitools.runbook.execution.runstate import RunLock, remove_temp_files
+from wikitools.runbook.execution.runlock import RunLock, remove_temp_files
+from wikitools.runbook.execution.steps import Event
 from wikitools.runbook.records.compare import Comparison, compare_variants, previous_comparable
-from wikitools.runbook.records.kld import score_record
+from wikitools.runbook.records.kld_scores import keep_references, score_record
 from wikitools.runbook.records.record import (
     RECORDS_DIR,
     Record,
     RecordError,
+    Step,
     dumps,
     load_records,
     make_run_id,
@@ -110,11 +119,11 @@ def prepare(
     if options.repeats is not None and not 1 <= options.repeats <= 100:
         raise UsageError(f"--repeats {options.repeats}: expected 1-100")
     config = load_config(root)
-    pages = load_pages(config)
-    runbooks, diags = extract_runbooks(pages, config.root)
+    runbooks, diags, pages = load_runbooks(config.root)
     if not selector.strip("#").strip():
         raise UsageError("name a runbook: ID or path/to/page.md#ID")
-    runbook = runbooks.get(selector)
+    unread = [d for d in diags if d.code in PAGE_FILE_CODES]
+    runbook = _find(runbooks, selector, unread)
     block_errors(runbook, diags)
     sweep = option_sweep("--sweep", options.sweep)
     variants = option_sweep("--variant", options.variant)
@@ -127,9 +136,24 @@ def prepare(
                               warmup=options.warmup)
     plan = make_plan(runbook, root=config.root, artifacts_dir=artifacts_dir_for(runbook, run_id),
                      overrides=overrides, verdict=verdict)
-    warnings = tuple(d for d in sort_diagnostics(diags) if d.path == runbook.page)
+    shown = [*diags, *unshown_runbooks(pages, [runbook])]
+    warnings = tuple(d for d in sort_diagnostics(shown)
+                     if d.path == runbook.page or d.code in PAGE_FILE_CODES)
     return Prepared(config.root, options, runbook, runbooks, tuple(pages), verdict, plan,
                     started, run_id, unset_here(runbook, pages), warnings)
+
+
+def _find(runbooks: RunbookSet, selector: str, unread: list[Diagnostic]) -> Runbook:
+    """The runbook `selector` names; an unknown one on a page that could not be read (a broken
+    or looping link) says so."""
+    try:
+        return runbooks.get(selector)
+    except UsageError as exc:
+        page = selector.rpartition("#")[0].removeprefix("./")
+        why = next((d for d in unread if page and d.path == page), None)
+        if why is None:
+            raise
+        raise UsageError(f"{exc}; {why.format()}") from None
 
 
 def unset_here(runbook: Runbook, pages: list[Page]) -> tuple[tuple[str, str], ...]:
@@ -170,11 +194,11 @@ def run_prepared(
     try:
         removed = remove_temp_files(root, _written_targets(prepared))
         named = named_paths(prepared.plan)
-        before, caches = snapshot(root, named), cache_state(prepared.plan)
+        before, caches = snapshot(root, named), cache_state(prepared.plan, root)
         record = execute(prepared.plan, root=root, verdict=prepared.verdict, on_event=on_event,
                          started=prepared.started, handle_signals=handle_signals,
                          run_lock=lock)
-        record = finish_record(record, prepared, before, caches)
+        record = finish_record(record, prepared, before, caches, handle_signals, on_event)
     finally:
         lock.release()
     try:
@@ -183,13 +207,20 @@ def run_prepared(
         earlier = []
     previous = previous_comparable(earlier, record)
     base = RunResult(masked(record), None, (), (), tuple(leftovers), tuple(removed))
-    if not options.write:
+    if not options.write:  # a fleet node: the driver writes the record; the reference stays here
+        try:
+            with signals_ignored(handle_signals):
+                keep_references(root, record)
+        except OSError as exc:
+            return replace(base, record_error=f"the KLD reference could not be kept: {exc}")
         return base
     if record.failed_step == "preflight":  # measured nothing: not history, only a local note
         return _kept(base, root / prepared.plan.artifacts_dir, None)
     try:
-        path = write_record(root, record)
-    except RecordError as exc:
+        with signals_ignored(handle_signals):  # the record and what it names, or nothing
+            keep_references(root, record)
+            path = write_record(root, record)
+    except (RecordError, OSError) as exc:
         return _kept(base, root / prepared.plan.artifacts_dir, str(exc))
     rendered: tuple[str, ...] = ()
     diags: list[Diagnostic] = []
@@ -202,20 +233,51 @@ def run_prepared(
                                        if previous is not None and record.ok else ()))
 
 
+# the steps after the last teardown, and what each does (the progress line, and the message of
+# a record that stopped there)
+FINISHING = {"kld scoring": "scoring the KLD captures",
+             "receipt": "hashing the files for the receipt"}
+
+
 def finish_record(record: Record, prepared: Prepared, before: dict[str, str],
-                  caches: list[dict[str, object]]) -> Record:
-    """The record with its KLD scores (captures against the reference, which is kept under
-    runbooks/) and its receipt (file hashes, model snapshot, cache folders)."""
+                  caches: list[dict[str, object]], handle_signals: bool = True,
+                  on_event: EventSink | None = None) -> Record:
+    """The record with its KLD scores (captures against the reference, kept under runbooks/
+    when the record is written) and its receipt (file hashes, model snapshot, cache folders).
+    An interruption or an error while scoring or hashing ends there: the record keeps what
+    was measured and is marked failed at that step, so that nothing measured is lost."""
     runbook = prepared.runbook
     refs = {c.name: c.reference for c in runbook.clients}
-    record = score_record(record, prepared.root, lambda name: refs.get(name))
-    receipt = build_receipt(prepared.plan, prepared.root, before, caches)
+    emit = on_event or (lambda _e: None)
+    step = "kld scoring"
+    t0 = time.monotonic()
+    try:
+        with signals_raise(handle_signals):
+            if any(c.kind == "kld" for v in record.each_variant() for c in v.clients):
+                emit(Event("note", step, message=FINISHING[step]))
+                record = score_record(record, prepared.root, lambda name: refs.get(name))
+            step, t0 = "receipt", time.monotonic()
+            emit(Event("note", step, message=FINISHING[step]))
+            receipt = build_receipt(prepared.plan, prepared.root, before, caches)
+    except Interrupted as exc:
+        return _unfinished(record, step, f"interrupted by {exc} while {FINISHING[step]}", t0)
+    except Exception as exc:  # a failure here must not lose what was measured
+        return _unfinished(record, step, f"failed while {FINISHING[step]}: "
+                           f"{type(exc).__name__}: {exc}", t0)
     kept = sorted({str(p.metrics["kld_reference"]): str(p.metrics["kld_reference_sha256"])
                    for v in record.each_variant() for c in v.clients for p in c.points
                    if "kld_reference" in p.metrics}.items())
     files = receipt["files"] + [{"path": path, "sha256": sha, "role": "kld reference"}
                                 for path, sha in kept]
     return replace(record, receipt={**receipt, "files": files})
+
+
+def _unfinished(record: Record, step: str, message: str, t0: float) -> Record:
+    """The record of a run whose finishing stopped at `step`: failed there (unless an earlier
+    step failed first), with everything measured before."""
+    done = Step(step, "failed", round(time.monotonic() - t0, 3), message)
+    return replace(record, status="failed", failed_step=record.failed_step or step,
+                   message=record.message or message, steps=(*record.steps, done))
 
 
 def _kept(base: RunResult, folder: Path, error: str | None) -> RunResult:
@@ -278,13 +340,20 @@ class Rendered:
     diagnostics: tuple[Diagnostic, ...]  # sorted
 
 
+def _apply(root: Path, change: Change) -> bool:
+    """Write a changed file, or remove a chart file that no region links to any more."""
+    if change.new is not None:
+        return write_if_changed(root / change.path, change.new)
+    (root / change.path).unlink(missing_ok=True)
+    return True
+
+
 def render_into(pages: Iterable[Page], root: Path, runbooks: RunbookSet, *,
                 check: bool = False) -> Rendered:
     """The one page renderer of `run`, `render` and `fleet`: regenerate the results regions of
     `pages` from the records and write the pages that changed (nothing under `check`)."""
     changes, diags = render_pages(list(pages), root, check=check, runbooks=runbooks)
-    written = () if check else tuple(
-        c.path for c in changes if write_if_changed(root / c.path, c.new))
+    written = () if check else tuple(c.path for c in changes if _apply(root, c))
     return Rendered(tuple(changes), written, tuple(sort_diagnostics(diags)))
 
 

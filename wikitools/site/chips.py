@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 from html import escape
 
-from wikitools.runbook.rendering.status import Measured, badge
+from wikitools.runbook.rendering.measured import Measured, badge
 
 # Said for each status when the site's mkdocs.yml gives no `extra.status` texts of its own.
 DEFAULT_STATUS_TEXT = {

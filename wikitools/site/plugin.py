@@ -1,6 +1,8 @@
-"""`plugins: [wiki]` for MkDocs: glossary tooltips, status chips, "measured on" badges, results
-regions and charts rendered from the run records, and navigation helpers. Everything is read at
-build time from the wiki's files; nothing generated needs to be kept in the tree."""
+"""`plugins: [wiki]` for MkDocs: what only MkDocs offers a site, section titles and the top
+level's reading order, plus the stylesheet and a located warning for a page that is not UTF-8.
+The page features (tooltips, chips, results regions, alerts) are the Markdown extension
+`wikitools.site.extension`, which Zensical runs as well; the plugin adds it to a site that does
+not list it."""
 
 from __future__ import annotations
 
@@ -17,17 +19,16 @@ from mkdocs.structure.files import File, Files
 from mkdocs.structure.nav import Navigation
 from mkdocs.structure.pages import Page as MkPage
 
-from wikitools.config import WikiConfig, find_root, load_config
-from wikitools.errors import WikiError
-from wikitools.glossary import abbreviation_lines, load_glossary
+from wikitools.core.config import WikiConfig, find_root, load_config
+from wikitools.core.errors import WikiError
 from wikitools.site import nav as navigation
-from wikitools.site.chips import DEFAULT_STATUS_TEXT, measured_line, status_chip
 
 log = logging.getLogger("mkdocs.plugins.wiki")
 STYLESHEET = "assets/stylesheets/wikitools.css"
-# What the plugin's own output and the runbook fences need: `bash { #id … }` headers
-# (superfences, attr_list), results regions (md_in_html, admonition and details for "All
-# metrics"), and tooltips (abbr). Added to a site's list when missing.
+# What the extension's output and the runbook fences need: `bash { #id … }` headers
+# (superfences, attr_list), results regions (md_in_html, admonition for alerts, details for
+# "All metrics"), and tooltips (abbr). Added to a site's list when missing, the extension last.
+EXTENSION = "wikitools.site.extension"
 EXTENSIONS = ("abbr", "admonition", "attr_list", "md_in_html", "pymdownx.details",
               "pymdownx.highlight", "pymdownx.superfences")
 # Set where the site's own mkdocs.yml does not: code blocks carry `language-bash` (as GitHub and
@@ -38,23 +39,7 @@ EXTENSION_DEFAULTS = {"pymdownx.highlight": {"pygments_lang_class": True},
 _ASSET = Path(__file__).parent / "assets" / "wikitools.css"
 
 
-def after_title(html: str, insert: str) -> str:
-    """`insert` right after the page's leading `<h1>`, else first. The search index splits a
-    page at its headings and files what comes before the first one as the page itself: a chip
-    placed above the title would stand in for the page's opening text, and a query matching
-    that text would no longer find the page."""
-    start = html.lstrip()
-    end = start.find("</h1>") if start.startswith("<h1") else -1
-    if end < 0:
-        return insert + html
-    end += len("</h1>")
-    return start[:end] + insert + start[end:]
-
-
 class WikiPluginConfig(base.Config):
-    glossary = c.Type(bool, default=True)  # tooltips for every glossary term (abbr)
-    status = c.Type(bool, default=True)  # chip for front matter `status:`, "measured on" badge
-    results = c.Type(bool, default=True)  # results regions rendered from runbooks/ records
     stylesheet = c.Type(bool, default=True)  # the styles of chips, badges and charts
     section_titles = c.Type(bool, default=True)  # a section is named after its index page
     nav_first = c.ListOfItems(c.Type(str), default=[])  # top-level entries to put first
@@ -64,9 +49,6 @@ class WikiPluginConfig(base.Config):
 class WikiPlugin(BasePlugin[WikiPluginConfig]):
     def __init__(self) -> None:
         self.wiki: WikiConfig | None = None
-        self.abbr = ""
-        self._runbooks: Any = None
-        self._measured: dict[str, Any] | None = None
 
     # ------------------------------------------------------------------ configuration
 
@@ -75,21 +57,14 @@ class WikiPlugin(BasePlugin[WikiPluginConfig]):
             self.wiki = load_config(find_root(Path(config.docs_dir)))
         except WikiError as exc:
             raise PluginError(f"wiki: {exc}") from None
-        self._runbooks, self._measured = None, None
-        self.abbr = ""
-        if self.config.glossary and self.wiki.glossary_path.is_file():
-            glossary = load_glossary(self.wiki.glossary_path, self.wiki.root)
-            self.abbr = abbreviation_lines(glossary)
-        for name in EXTENSIONS:
+        for name in (*EXTENSIONS, EXTENSION):
             if name not in config.markdown_extensions:
                 config.markdown_extensions.append(name)
+        config.mdx_configs.setdefault(EXTENSION, {}).setdefault("root", str(self.wiki.root))
         for name, options in EXTENSION_DEFAULTS.items():
             given = config.mdx_configs.setdefault(name, {})
             for key, value in options.items():
                 given.setdefault(key, value)
-        if self.config.status and not isinstance(config.extra.get("status"), dict):
-            config.extra["status"] = {s: DEFAULT_STATUS_TEXT.get(s, s.capitalize())
-                                      for s in self.wiki.statuses}
         if self.config.stylesheet and STYLESHEET not in config.extra_css:
             config.extra_css.append(STYLESHEET)
         return config
@@ -130,54 +105,3 @@ class WikiPlugin(BasePlugin[WikiPluginConfig]):
                         "valid UTF-8; read as U+FFFD (PG002)")
             return data.decode("utf-8-sig", errors="replace")
         return None
-
-    def _rel(self, page: MkPage) -> str:
-        """The page's path relative to the wiki root, as the wiki tools name it."""
-        assert self.wiki is not None
-        docs = self.wiki.docs_dir
-        return page.file.src_uri if docs in ("", ".") else f"{docs}/{page.file.src_uri}"
-
-    def _runbook_set(self) -> Any:
-        if self._runbooks is None:
-            from wikitools.config import load_pages
-            from wikitools.runbook.blocks.extract import extract_runbooks
-
-            assert self.wiki is not None
-            self._runbooks, _diags = extract_runbooks(load_pages(self.wiki), self.wiki.root)
-        return self._runbooks
-
-    def _measurements(self) -> dict[str, Any]:
-        if self._measured is None:
-            from wikitools.runbook.rendering.status import measurements
-
-            assert self.wiki is not None
-            self._measured = measurements(self._runbook_set(), self.wiki.root)
-        return self._measured
-
-    def on_page_markdown(self, markdown: str, *, page: MkPage, config: MkDocsConfig,
-                         files: Files) -> str:
-        if self.config.results and "wiki:results" in markdown:
-            markdown = self._render_results(markdown, page)
-        if self.abbr:
-            markdown = markdown.rstrip("\n") + "\n\n" + self.abbr
-        return markdown
-
-    def _render_results(self, markdown: str, page: MkPage) -> str:
-        from wikitools.pages import parse_page
-        from wikitools.runbook.rendering.render import render_pages
-
-        assert self.wiki is not None
-        parsed = parse_page(markdown, self._rel(page))
-        changes, _diags = render_pages([parsed], self.wiki.root, runbooks=self._runbook_set())
-        return changes[0].new if changes else markdown
-
-    def on_page_content(self, html: str, *, page: MkPage, config: MkDocsConfig,
-                        files: Files) -> str:
-        if not self.config.status:
-            return html
-        texts = config.extra.get("status") or {}
-        chip = status_chip(page.meta, texts)
-        badge = ""
-        if "runbook-server" in html:
-            badge = measured_line(self._measurements().get(self._rel(page)))
-        return after_title(html, chip + badge)

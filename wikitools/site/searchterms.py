@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from wikitools.page_model import Page
+from wikitools.pages.page import Page
 
 FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*(?![\w-])")
 NAME = re.compile(r"(?<![\w$-])[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+(?![\w-])")

@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from wikitools.diagnostics import Diagnostic, Severity
-from wikitools.fences import modernise_info
-from wikitools.pages import Page, parse_page
+from wikitools.core.diagnostics import Diagnostic, Severity
+from wikitools.pages.fences import modernise_info
+from wikitools.pages.parse import Page, parse_page
 from wikitools.runbook.blocks.extract import extract_runbooks, is_runbook_block
 from wikitools.runbook.blocks.scan import Suggestion, merged_suggestions
 

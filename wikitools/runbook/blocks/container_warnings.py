@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import re
 
-from wikitools.diagnostics import Diagnostic, Severity
-from wikitools.pages import CodeBlock, Page
+from wikitools.core.diagnostics import Diagnostic, Severity
+from wikitools.pages.parse import CodeBlock, Page
 from wikitools.runbook.blocks.extract import is_runbook_block
 from wikitools.runbook.blocks.page_compose import (
     SHELL_LANGS,

@@ -5,18 +5,22 @@ validated with located RB diagnostics."""
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Iterable
+import subprocess
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from wikitools.diagnostics import Diagnostic, did_you_mean
-from wikitools.pages import CodeBlock, Page
-from wikitools.runbook.blocks.copies import find_originals
-from wikitools.runbook.blocks.declared import DECLARATION_ATTRS, declared_engine, read_declaration
-from wikitools.runbook.blocks.flagcheck import flag_findings
-from wikitools.runbook.blocks.launch_checks import command_refusals
-from wikitools.runbook.blocks.model import (
+from wikitools.core.diagnostics import Diagnostic, did_you_mean
+from wikitools.pages.parse import CodeBlock, Page
+from wikitools.runbook.blocks.attributes import Ctx, number, options, parse_env, sweep_value
+from wikitools.runbook.blocks.declaration import (
+    DECLARATION_ATTRS,
+    declared_engine,
+    read_declaration,
+)
+from wikitools.runbook.blocks.declared import (
     ClientBlock,
     FileBlock,
     Requirements,
@@ -25,14 +29,19 @@ from wikitools.runbook.blocks.model import (
     ServerBlock,
     run_files,
 )
+from wikitools.runbook.blocks.flagcheck import flag_findings
+from wikitools.runbook.blocks.launch_checks import command_refusals
+from wikitools.runbook.blocks.literals import reserved_refusals, variables_refusals
+from wikitools.runbook.blocks.mistakes import mistakes
 from wikitools.runbook.blocks.outside import pinned_source
 from wikitools.runbook.blocks.refusals import static_refusals
 from wikitools.runbook.blocks.repository import Repository, read_repository, repository_refusals
 from wikitools.runbook.blocks.sources import assigned_values
-from wikitools.runbook.blocks.sweep import Sweep, SweepError, parse_sweep
+from wikitools.runbook.blocks.sweep import Sweep
 from wikitools.runbook.engines import catalog as engines
 from wikitools.runbook.engines.command import parse_client_command, parse_server_command
-from wikitools.runbook.engines.shell import ShellSyntaxError, heredoc_files, tokenize
+from wikitools.runbook.engines.shell import heredoc_files
+from wikitools.runbook.engines.types import EngineCommand
 
 SERVER_CLASS = "runbook-server"
 CLIENT_CLASS = "runbook-client"
@@ -44,7 +53,8 @@ DISPLAY_ATTRS = ("title", "linenums", "hl_lines")
 SERVER_ATTRS = ("engine", "gpus", "arch", "min_mem_gib", "port", "ready_timeout", "stop_timeout",
                 "env", "variants", *DECLARATION_ATTRS, *DISPLAY_ATTRS)
 MAX_VARIANTS = 32  # each variant starts a server of its own
-CLIENT_ATTRS = ("for", "name", "kind", "sweep", "timeout", "reference", *DISPLAY_ATTRS)
+CLIENT_ATTRS = ("for", "name", "kind", "sweep", "timeout", "reference", "min_duration",
+                *DISPLAY_ATTRS)
 KINDS = ("serving", "quality", "smoke", "kld", "probe")
 DEFAULT_READY_TIMEOUT = 900.0
 DEFAULT_STOP_TIMEOUT = 20.0
@@ -54,32 +64,7 @@ SHELL_LANGS = ("bash", "sh", "shell", "zsh", "console", "shell-session")
 
 ID_RE = re.compile(r"[a-z0-9][a-z0-9._-]*")
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 ARCH_RE = re.compile(r"sm\d{2,3}[af]?")
-
-
-@dataclass(slots=True)
-class _Ctx:
-    page: Page
-    block: CodeBlock
-    diags: list[Diagnostic]
-    failed: bool = False
-
-    @property
-    def fence_line(self) -> str:
-        lines = self.page.text.split("\n")
-        return lines[self.block.line - 1] if self.block.line - 1 < len(lines) else ""
-
-    def col_of(self, needle: str) -> int:
-        line = self.fence_line
-        at = line.find(needle, self.block.col - 1)
-        return at + 1 if at >= 0 else self.block.col
-
-    def error(self, code: str, message: str, col: int | None = None, line: int | None = None
-              ) -> None:
-        self.failed = True
-        self.diags.append(Diagnostic(self.page.path, line or self.block.line,
-                                     col or self.block.col, code, message))
 
 
 def is_runbook_block(block: CodeBlock) -> bool:
@@ -92,49 +77,6 @@ def is_runbook_block(block: CodeBlock) -> bool:
     return any(c.startswith("runbook") for c in attrs.classes)
 
 
-def _number(ctx: _Ctx, key: str, value: str, col: int, *, integer: bool = False,
-            minimum: float = 0, allow_zero: bool = True) -> float | None:
-    pattern = r"\d+" if integer else r"\d+(\.\d+)?"
-    if not re.fullmatch(pattern, value) or (not allow_zero and float(value) == 0) or float(
-        value
-    ) < minimum:
-        kind = "a whole number" if integer else "a number"
-        extra = " above 0" if not allow_zero else ""
-        ctx.error("RB004", f"bad value for {key}: '{value}' (expected {kind}{extra})", col)
-        return None
-    return float(value)
-
-
-def _parse_env(ctx: _Ctx, value: str, col: int) -> tuple[tuple[str, str], ...]:
-    try:
-        parts = [w.value for w in tokenize(value) if not w.op]
-    except ShellSyntaxError as exc:
-        ctx.error("RB004", f"bad value for env: {exc}", col)
-        return ()
-    out: list[tuple[str, str]] = []
-    for part in parts:
-        name, eq, val = part.partition("=")
-        if not eq or not ENV_NAME_RE.fullmatch(name):
-            ctx.error("RB004", f"bad value for env: '{part}' is not NAME=VALUE", col)
-            continue
-        out.append((name, val))
-    return tuple(out)
-
-
-def _options(ctx: _Ctx, allowed: tuple[str, ...], role: str) -> dict[str, tuple[str, int]]:
-    seen: dict[str, tuple[str, int]] = {}
-    for key, value, col in ctx.block.attrs.options:
-        if key not in allowed:
-            ctx.error("RB003", f"unknown attribute '{key}' on a {role} block"
-                      f"{did_you_mean(key, allowed)}", col)
-            continue
-        if key in seen:
-            ctx.error("RB003", f"attribute '{key}' given twice", col)
-            continue
-        seen[key] = (value, col)
-    return seen
-
-
 def file_targets(block: CodeBlock) -> list[str]:
     """The runbook ids a `.runbook-file` block's for= names (`for=a,b`: a block of variables
     several launches of the page read)."""
@@ -142,8 +84,8 @@ def file_targets(block: CodeBlock) -> list[str]:
     return [t for t in value.split(",") if t]
 
 
-def _file(ctx: _Ctx) -> list[FileBlock]:
-    opts = _options(ctx, FILE_ATTRS, "runbook-file")
+def _file(ctx: Ctx) -> list[FileBlock]:
+    opts = options(ctx, FILE_ATTRS, "runbook-file")
     if "for" not in opts or not opts["for"][0]:
         ctx.error("RB002", "runbook-file block without for= (name the runbook whose server "
                   "needs it)", ctx.col_of("." + FILE_CLASS))
@@ -151,6 +93,8 @@ def _file(ctx: _Ctx) -> list[FileBlock]:
     block = ctx.block
     targets = file_targets(block)
     if "path" not in opts and (block.attrs.lang or "").lower() in SHELL_LANGS:
+        if ctx.refuse(variables_refusals(block)):
+            return []
         writes = heredoc_files(block.content) if "<<" in block.content else {}
         sets = tuple(assigned_values(block))
         if not writes and not sets:
@@ -180,13 +124,13 @@ def _file(ctx: _Ctx) -> list[FileBlock]:
         content=block.content, info=block.info, source=source)]
 
 
-def _server(ctx: _Ctx, files: dict[str, str], page_env: dict[str, str], repo: Repository,
+def _server(ctx: Ctx, files: dict[str, str], page_env: dict[str, str], repo: Repository,
             ) -> ServerBlock | None:
     """The server block; `page_env`: what the page's blocks of variables that run first set
     (to read `$IMAGE`, `--port ${PORT}` with); `repo`: the repository files it runs."""
     block = ctx.block
     rid = block.attrs.id
-    opts = _options(ctx, SERVER_ATTRS, "runbook-server")
+    opts = options(ctx, SERVER_ATTRS, "runbook-server")
     if rid is None:
         ctx.error("RB005", "runbook-server block without an #id (add `#my-runbook-id` to the "
                   "attribute list)", ctx.col_of("." + SERVER_CLASS))
@@ -194,80 +138,25 @@ def _server(ctx: _Ctx, files: dict[str, str], page_env: dict[str, str], repo: Re
     if not ID_RE.fullmatch(rid):
         ctx.error("RB004", f"bad runbook id '#{rid}' (lower-case letters, digits, '.', '_', '-'; "
                   "starting with a letter or digit)", ctx.col_of("#" + rid))
-    env = _parse_env(ctx, *opts["env"]) if "env" in opts else ()
+    env = parse_env(ctx, *opts["env"]) if "env" in opts else ()
     cmd = parse_server_command(block.content, {**page_env, **dict(env)},
                                {**files, **repo.texts()}, declared_engine(opts))
     ctx.diags.extend(flag_findings(ctx.page, block, cmd))
     cmd, declaration = read_declaration(opts, cmd, ctx.error)
-    engine_attr = None
-    if "engine" in opts:
-        value, col = opts["engine"]
-        if value not in engines.ENGINES:
-            ctx.error("RB004", f"bad value for engine: '{value}' (expected "
-                      f"{engines.engine_names()})"
-                      f"{did_you_mean(value, engines.ENGINES)}", col)
-        else:
-            engine_attr = value
-            if cmd.engine and cmd.engine != value:
-                ctx.error("RB010", f"engine={value} but the command starts {cmd.engine} "
-                          f"({cmd.launcher})", col)
-    if cmd.engine is None and repo.unreadable:
-        for r in repository_refusals(block, repo):
-            ctx.error(r.code, r.message, r.col, r.line)
-    elif cmd.engine is None:
-        why = repo.missing_reason() or "; ".join(cmd.problems) or "no engine launcher found"
-        ctx.error("RB007", f"server command not understood: {why}", line=block.content_line,
-                  col=1)
-    elif cmd.container is not None and cmd.container.kind == "exec":
-        ctx.error("RB011", f"the server starts inside a running container "
-                  f"({cmd.container.name}) that the run does not start, so it could not stop it "
-                  "or check that it is gone; start it with docker run or docker compose",
-                  line=block.content_line, col=1)
-    elif cmd.container is not None and cmd.container.kind == "run" and \
-            not cmd.container.top_level:
-        ctx.error("RB011", "docker run inside a shell string: the run could not learn the "
-                  "container's ID to stop it; write docker run as a command of its own",
-                  line=block.content_line, col=1)
-    else:
-        shown = {**files, **repo.texts()}
-        for refusal in [*(static_refusals(block, shown) or command_refusals(block, cmd, shown)),
-                        *repository_refusals(block, repo)]:
-            ctx.error(refusal.code, refusal.message, refusal.col, refusal.line)
-    n = _number(ctx, "gpus", *opts["gpus"], integer=True) if "gpus" in opts else None
-    gpus = int(n) if n is not None else None
-    arch: tuple[str, ...] = ()
-    if "arch" in opts:
-        value, col = opts["arch"]
-        items = tuple(a.strip().lower() for a in value.split(",") if a.strip())
-        bad = [a for a in items if not ARCH_RE.fullmatch(a)]
-        if bad or not items:
-            ctx.error("RB004", f"bad value for arch: '{value}' (expected smXY[,smXY…], e.g. "
-                      "sm120 for compute capability 12.0)", col)
-        arch = items
-    min_mem = _number(ctx, "min_mem_gib", *opts["min_mem_gib"]) if "min_mem_gib" in opts else None
-    port = None
-    if "port" in opts:
-        value, col = opts["port"]
-        n = _number(ctx, "port", value, col, integer=True)
-        if n is not None and not 1 <= n <= 65535:
-            ctx.error("RB004", f"bad value for port: '{value}' (expected 1-65535)", col)
-        elif n is not None:
-            port = int(n)
-    ready = _number(ctx, "ready_timeout", *opts["ready_timeout"], allow_zero=False) \
-        if "ready_timeout" in opts else None
-    stop = _number(ctx, "stop_timeout", *opts["stop_timeout"]) if "stop_timeout" in opts else None
-    variants = Sweep()
-    if "variants" in opts:
-        variants = _sweep(ctx, "variants", *opts["variants"], max_vars=None)
-        if len(variants) > MAX_VARIANTS:
-            ctx.error("RB004", f"bad value for variants: {len(variants)} variants (at most "
-                      f"{MAX_VARIANTS}: each starts a server of its own)", opts["variants"][1])
-            variants = Sweep()
-        for var in variants.vars:
-            if not re.search(r"\$(?:\{" + var + r"\b|" + var + r"\b)", block.content):
-                ctx.error("RB004", f"bad value for variants: the server command does not read "
-                          f"${var} (write ${{{var}:-default}} where the setting goes)",
-                          opts["variants"][1])
+    engine_attr = _engine_attr(ctx, opts, cmd)
+    _command_refusals(ctx, cmd, {**files, **repo.texts()}, repo)
+    gpus = None
+    if "gpus" in opts:
+        n = number(ctx, "gpus", *opts["gpus"], integer=True)
+        gpus = int(n) if n is not None else None
+    arch = _arch(ctx, opts)
+    min_mem = number(ctx, "min_mem_gib", *opts["min_mem_gib"]) if "min_mem_gib" in opts else None
+    port = _port(ctx, opts)
+    ready = (number(ctx, "ready_timeout", *opts["ready_timeout"], allow_zero=False)
+             if "ready_timeout" in opts else None)
+    stop = (number(ctx, "stop_timeout", *opts["stop_timeout"])
+            if "stop_timeout" in opts else None)
+    variants = _variants(ctx, opts) if "variants" in opts else Sweep()
     engine = engine_attr or cmd.engine
     return ServerBlock(
         runbook_id=rid,
@@ -289,9 +178,88 @@ def _server(ctx: _Ctx, files: dict[str, str], page_env: dict[str, str], repo: Re
     )
 
 
+Options = dict[str, tuple[str, int]]
+
+
+def _engine_attr(ctx: Ctx, opts: Options, cmd: EngineCommand) -> str | None:
+    """The engine= attribute when it names a known engine (RB004 else; RB010 when the command
+    starts another)."""
+    if "engine" not in opts:
+        return None
+    value, col = opts["engine"]
+    if value not in engines.ENGINES:
+        ctx.error("RB004", f"bad value for engine: '{value}' (expected "
+                  f"{engines.engine_names()})"
+                  f"{did_you_mean(value, engines.ENGINES)}", col)
+        return None
+    if cmd.engine and cmd.engine != value:
+        ctx.error("RB010", f"engine={value} but the command starts {cmd.engine} "
+                  f"({cmd.launcher})", col)
+    return value
+
+
+def _command_refusals(ctx: Ctx, cmd: EngineCommand, texts: dict[str, str],
+                      repo: Repository) -> None:
+    """Why the server command cannot be run: not understood (RB007), a container the run
+    could not stop (RB011), or what the static checks refuse."""
+    block = ctx.block
+    if cmd.engine is None and repo.unreadable:
+        ctx.refuse(repository_refusals(block, repo))
+    elif cmd.engine is None:
+        why = repo.missing_reason() or "; ".join(cmd.problems) or "no engine launcher found"
+        ctx.error("RB007", f"server command not understood: {why}", line=block.content_line,
+                  col=1)
+    elif cmd.container is not None and cmd.container.kind == "exec":
+        ctx.error("RB011", f"the server starts inside a running container "
+                  f"({cmd.container.name}) that the run does not start, so it could not stop it "
+                  "or check that it is gone; start it with docker run or docker compose",
+                  line=block.content_line, col=1)
+    elif cmd.container is not None and cmd.container.kind == "run" and \
+            not cmd.container.top_level:
+        ctx.error("RB011", "docker run inside a shell string: the run could not learn the "
+                  "container's ID to stop it; write docker run as a command of its own",
+                  line=block.content_line, col=1)
+    else:
+        ctx.refuse([*(static_refusals(block, texts) or command_refusals(block, cmd, texts)),
+                    *repository_refusals(block, repo)])
+
+
+def _arch(ctx: Ctx, opts: Options) -> tuple[str, ...]:
+    if "arch" not in opts:
+        return ()
+    value, col = opts["arch"]
+    items = tuple(a.strip().lower() for a in value.split(",") if a.strip())
+    bad = [a for a in items if not ARCH_RE.fullmatch(a)]
+    if bad or not items:
+        ctx.error("RB004", f"bad value for arch: '{value}' (expected smXY[,smXY…], e.g. "
+                  "sm120 for compute capability 12.0)", col)
+    return items
+
+
+def _port(ctx: Ctx, opts: Options) -> int | None:
+    if "port" not in opts:
+        return None
+    value, col = opts["port"]
+    n = number(ctx, "port", value, col, integer=True)
+    if n is not None and not 1 <= n <= 65535:
+        ctx.error("RB004", f"bad value for port: '{value}' (expected 1-65535)", col)
+        return None
+    return int(n) if n is not None else None
+
+
+def _variants(ctx: Ctx, opts: Options) -> Sweep:
+    """The variants= sweep: at most MAX_VARIANTS (each starts a server of its own)."""
+    variants = sweep_value(ctx, "variants", *opts["variants"], max_vars=None)
+    if len(variants) > MAX_VARIANTS:
+        ctx.error("RB004", f"bad value for variants: {len(variants)} variants (at most "
+                  f"{MAX_VARIANTS}: each starts a server of its own)", opts["variants"][1])
+        return Sweep()
+    return variants
+
+
 @dataclass(slots=True)
 class _PendingClient:
-    ctx: _Ctx
+    ctx: Ctx
     for_id: str
     for_col: int
     name: str | None
@@ -300,23 +268,11 @@ class _PendingClient:
     timeout: float
     sweep: Sweep = field(default_factory=Sweep)
     reference: str | None = None
+    min_duration: float | None = None
 
 
-def _sweep(ctx: _Ctx, key: str, value: str, col: int, max_vars: int | None) -> Sweep:
-    """A `sweep=` or `variants=` value in the one sweep grammar; Sweep() after an RB004 located
-    at the fault inside the value."""
-    try:
-        return parse_sweep(value, max_vars=max_vars)
-    except SweepError as exc:
-        line = ctx.fence_line
-        at = line.find(value, col - 1 + len(key)) if value else -1
-        where = at + 1 + exc.col if at >= 0 else col
-        ctx.error("RB004", f"bad value for {key}: {exc.message}", where)
-        return Sweep()
-
-
-def _client(ctx: _Ctx) -> _PendingClient | None:
-    opts = _options(ctx, CLIENT_ATTRS, "runbook-client")
+def _client(ctx: Ctx) -> _PendingClient | None:
+    opts = options(ctx, CLIENT_ATTRS, "runbook-client")
     if "for" not in opts or not opts["for"][0]:
         ctx.error("RB002", "runbook-client block without for= (name the runbook it runs "
                   "against)", ctx.col_of("." + CLIENT_CLASS))
@@ -334,15 +290,53 @@ def _client(ctx: _Ctx) -> _PendingClient | None:
                       f"smoke, kld or probe){did_you_mean(value, KINDS)}", col)
         else:
             kind = value
-    sweep = _sweep(ctx, "sweep", *opts["sweep"], max_vars=2) if "sweep" in opts else Sweep()
+    sweep = sweep_value(ctx, "sweep", *opts["sweep"], max_vars=2) if "sweep" in opts else Sweep()
     timeout = DEFAULT_CLIENT_TIMEOUT
     if "timeout" in opts:
-        t = _number(ctx, "timeout", *opts["timeout"], allow_zero=False)
+        t = number(ctx, "timeout", *opts["timeout"], allow_zero=False)
         timeout = t if t is not None else timeout
     reference = opts["reference"][0] if "reference" in opts else None
     if reference is not None and kind not in (None, "kld"):
         ctx.error("RB004", "reference= belongs to kind=kld clients", opts["reference"][1])
-    return _PendingClient(ctx, for_id, for_col, name, name_col, kind, timeout, sweep, reference)
+    least = (number(ctx, "min_duration", *opts["min_duration"], allow_zero=False)
+             if "min_duration" in opts else None)
+    if least is not None and kind not in (None, "serving"):
+        ctx.error("RB004", "min_duration= belongs to serving clients", opts["min_duration"][1])
+    return _PendingClient(ctx, for_id, for_col, name, name_col, kind, timeout, sweep, reference,
+                          least)
+
+
+# Which of several server blocks sharing a runbook id is the original and which are copies: the
+# block git saw first is the original; a block git has not seen (a copy not yet committed) is a
+# copy; without history to tell, page order decides.
+
+
+def _introduced(root: Path, path: str, rid: str) -> float:
+    """When git first saw `#rid` in the page (commit time); infinity when it never did (a copy
+    not yet committed) or the wiki is not in a git repository."""
+    try:
+        proc = subprocess.run(
+            ["git", "-C", str(root), "log", "--format=%ct", "--reverse", "-S", f"#{rid}",
+             "--", path], capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return math.inf
+    first = proc.stdout.split()
+    return float(first[0]) if proc.returncode == 0 and first else math.inf
+
+
+def find_originals(places: Mapping[str, Sequence[tuple[str, int]]], root: Path | None,
+                   ) -> dict[str, tuple[str, int]]:
+    """For each id that several server blocks share (`places`: id → (page path, line) of each
+    block), where the original stands."""
+    out = {}
+    for rid, where in places.items():
+        if len(where) < 2:
+            continue
+        def age(place: tuple[str, int], rid: str = rid) -> tuple[float, str, int]:
+            when = _introduced(root, place[0], rid) if root is not None else math.inf
+            return (when, place[0], place[1])
+        out[rid] = min(where, key=age)
+    return out
 
 
 def _server_ids(pages: list[Page]) -> dict[str, list[tuple[str, int]]]:
@@ -356,6 +350,31 @@ def _server_ids(pages: list[Page]) -> dict[str, list[tuple[str, int]]]:
     return out
 
 
+FileBlocks = dict[str, list[tuple[FileBlock, Ctx]]]
+
+
+@dataclass(slots=True)
+class _Found:
+    """What the pass over the runbook blocks has found so far."""
+
+    diags: list[Diagnostic]
+    originals: dict[str, tuple[str, int]]  # where the original of each shared id stands
+    files: FileBlocks  # the file blocks of each runbook id, with their context
+    servers: dict[str, ServerBlock] = field(default_factory=dict)
+    repository: dict[str, Repository] = field(default_factory=dict)
+    broken: dict[str, str] = field(default_factory=dict)  # ids of servers with errors → place
+    pending: list[_PendingClient] = field(default_factory=list)
+    duplicates: dict[str, list[str]] = field(default_factory=dict)
+    refused: dict[str, str] = field(default_factory=dict)  # id → a file block of it with errors
+
+    def known(self, rid: str) -> bool:
+        return rid in self.servers or rid in self.broken
+
+    def no_runbook(self, ctx: Ctx, rid: str, col: int) -> None:
+        ctx.error("RB002", f"for={rid} names no runbook"
+                  f"{did_you_mean(rid, list(self.servers) + list(self.broken))}", col)
+
+
 def extract_runbooks(pages: Iterable[Page], root: Path | None,
                      ) -> tuple[RunbookSet, list[Diagnostic]]:
     """Every runbook of the wiki and the RB diagnostics of all runbook blocks. `root`: the
@@ -363,84 +382,128 @@ def extract_runbooks(pages: Iterable[Page], root: Path | None,
     scripts and compose files of the repository that server blocks run are read there, and its
     git history tells an original server block from its copy (RB001 blames the copy)."""
     diags: list[Diagnostic] = []
-    servers: dict[str, ServerBlock] = {}
-    first_at: dict[str, str] = {}
-    broken: dict[str, str] = {}  # ids of servers that exist but have errors → "path:line"
-    pending: list[_PendingClient] = []
     pages = sorted(pages, key=lambda p: p.path)
     originals = find_originals(_server_ids(pages), root)
-    duplicates: dict[str, list[str]] = {rid: [f"{p}:{n}"] for rid, (p, n) in originals.items()}
-    files: dict[str, list[tuple[FileBlock, _Ctx]]] = {}
-    repository: dict[str, Repository] = {}
+    refused: dict[str, str] = {}
+    found = _Found(diags, originals, _file_blocks(pages, diags, refused),
+                   duplicates={rid: [f"{p}:{n}"] for rid, (p, n) in originals.items()},
+                   refused=refused)
+    for page in pages:
+        for block in page.code_blocks:
+            if is_runbook_block(block):
+                _read_block(found, Ctx(page, block, diags), root)
+    clients = _clients(found)
+    own_files = _own_files(found)
+    servers, repository = found.servers, found.repository
+    runbooks = tuple(
+        Runbook(id=rid, page=s.page, server=s, clients=tuple(clients.get(rid, ())),
+                files=tuple(own_files.get(rid, ())), repository=repository[rid].files)
+        for rid, s in sorted(servers.items(), key=lambda kv: (kv[1].page, kv[1].line))
+    )
+    duplicates = tuple((rid, tuple(places)) for rid, places in sorted(found.duplicates.items()))
+    return (RunbookSet(runbooks, tuple(sorted(found.broken.items())), duplicates),
+            [*diags, *mistakes(runbooks)])
+
+
+def _file_blocks(pages: list[Page], diags: list[Diagnostic], refused: dict[str, str],
+                 ) -> FileBlocks:
+    """The file blocks of each runbook id (read before the servers that run them); `refused`
+    gets, for each runbook id, where a file block of it with errors stands."""
+    files: FileBlocks = {}
     for page in pages:
         for block in page.code_blocks:
             if is_runbook_block(block) and not block.attrs.error and \
                     block.attrs.classes.count(FILE_CLASS) and not any(
                         c in block.attrs.classes for c in (SERVER_CLASS, CLIENT_CLASS)):
-                ctx = _Ctx(page, block, diags)
+                ctx = Ctx(page, block, diags)
                 for fb in _file(ctx):
                     files.setdefault(fb.runbook_id, []).append((fb, ctx))
-    for page in pages:
-        for block in page.code_blocks:
-            if not is_runbook_block(block):
-                continue
-            ctx = _Ctx(page, block, diags)
-            attrs = block.attrs
-            if attrs.error:
-                ctx.error("RB006", f"malformed attribute list: {attrs.error}",
-                          ctx.col_of("{"))
-                continue
-            roles = [c for c in attrs.classes if c.startswith("runbook")]
-            unknown = [c for c in roles if c not in ROLES]
-            for cls in unknown:
-                ctx.error("RB003", f"unknown runbook class '.{cls}'"
-                          f"{did_you_mean('.' + cls, ['.' + r for r in ROLES])}",
-                          ctx.col_of("." + cls))
-            known = [c for c in roles if c in ROLES]
-            if len(set(known)) > 1:
-                ctx.error("RB006", "a block is one of .runbook-server, .runbook-client or "
-                          ".runbook-file", ctx.col_of("." + known[-1]))
-                continue
-            if not known:
-                if attrs.id:
-                    broken.setdefault(attrs.id, f"{page.path}:{block.line}")
-                continue
-            if known[0] == FILE_CLASS:
-                continue  # read above
-            if known[0] == SERVER_CLASS:
-                rid = attrs.id
-                mine = [fb for fb, _ in files.get(rid or "", [])]
-                repo = read_repository(root, page.path, block.content)
-                server = _server(ctx, run_files(mine),
-                                 {k: v for fb in sorted(mine, key=lambda f: f.line)
-                                  for k, v in fb.sets}, repo)
-                if rid is None:
-                    continue
-                if rid in originals and originals[rid] != (page.path, block.line):
-                    orig = duplicates[rid][0]
-                    duplicates[rid].append(f"{page.path}:{block.line}")
-                    ctx.error("RB001", f"duplicate runbook id '{rid}' (first defined at "
-                              f"{orig})", ctx.col_of("#" + rid))
-                    continue
-                first_at[rid] = f"{page.path}:{block.line}"
-                if server is None or ctx.failed:
-                    broken[rid] = first_at[rid]
-                else:
-                    servers[rid] = server
-                    repository[rid] = repo
-            else:
-                client = _client(ctx)
-                if client is not None:
-                    pending.append(client)
+                if ctx.failed:
+                    for target in file_targets(block):
+                        refused.setdefault(target, f"{page.path}:{block.line}")
+    return files
+
+
+def _role(ctx: Ctx) -> str | None:
+    """The block's one runbook role; None (said why) for a malformed attribute list, an
+    unknown or second role, or no role."""
+    attrs = ctx.block.attrs
+    if attrs.error:
+        ctx.error("RB006", f"malformed attribute list: {attrs.error}", ctx.col_of("{"))
+        return None
+    roles = [c for c in attrs.classes if c.startswith("runbook")]
+    for cls in (c for c in roles if c not in ROLES):
+        ctx.error("RB003", f"unknown runbook class '.{cls}'"
+                  f"{did_you_mean('.' + cls, ['.' + r for r in ROLES])}",
+                  ctx.col_of("." + cls))
+    known = [c for c in roles if c in ROLES]
+    if len(set(known)) > 1:
+        ctx.error("RB006", "a block is one of .runbook-server, .runbook-client or "
+                  ".runbook-file", ctx.col_of("." + known[-1]))
+        return None
+    return known[0] if known else None
+
+
+def _read_block(found: _Found, ctx: Ctx, root: Path | None) -> None:
+    block = ctx.block
+    role = _role(ctx)
+    rid = block.attrs.id
+    if role is None:
+        if rid and not block.attrs.error and not _several_roles(block):
+            found.broken.setdefault(rid, f"{ctx.page.path}:{block.line}")
+        return
+    if role == FILE_CLASS:
+        return  # read before (_file_blocks)
+    ctx.refuse(reserved_refusals(block))
+    if role == SERVER_CLASS:
+        _read_server(found, ctx, root)
+    else:
+        client = _client(ctx)
+        if client is not None:
+            found.pending.append(client)
+
+
+def _several_roles(block: CodeBlock) -> bool:
+    return len({c for c in block.attrs.classes if c in ROLES}) > 1
+
+
+def _read_server(found: _Found, ctx: Ctx, root: Path | None) -> None:
+    page, block = ctx.page, ctx.block
+    rid = block.attrs.id
+    mine = [fb for fb, _ in found.files.get(rid or "", [])]
+    repo = read_repository(root, page.path, block.content)
+    server = _server(ctx, run_files(mine),
+                     {k: v for fb in sorted(mine, key=lambda f: f.line) for k, v in fb.sets}, repo)
+    if rid is None:
+        return
+    here = f"{page.path}:{block.line}"
+    if rid in found.originals and found.originals[rid] != (page.path, block.line):
+        orig = found.duplicates[rid][0]
+        found.duplicates[rid].append(here)
+        ctx.error("RB001", f"duplicate runbook id '{rid}' (first defined at {orig})",
+                  ctx.col_of("#" + rid))
+        return
+    if rid in found.refused:
+        ctx.error("RB004", f"the runbook's file block at {found.refused[rid]} has errors "
+                  "(reported there): the run would start without it", ctx.col_of("#" + rid))
+    if server is None or ctx.failed:
+        found.broken[rid] = here
+    else:
+        found.servers[rid] = server
+        found.repository[rid] = repo
+
+
+def _clients(found: _Found) -> dict[str, list[ClientBlock]]:
+    """The client blocks of each runbook: named (client1, client2, … when unnamed), each name
+    once, each command understood."""
     clients: dict[str, list[ClientBlock]] = {}
     names: dict[str, dict[str, str]] = {}
     counters: dict[str, int] = {}
-    for pc in pending:
+    for pc in found.pending:
         ctx = pc.ctx
         rid = pc.for_id
-        if rid not in servers and rid not in broken:
-            ctx.error("RB002", f"for={rid} names no runbook"
-                      f"{did_you_mean(rid, list(servers) + list(broken))}", pc.for_col)
+        if not found.known(rid):
+            found.no_runbook(ctx, rid, pc.for_col)
             continue
         counters[rid] = counters.get(rid, 0) + 1
         name = pc.name or f"client{counters[rid]}"
@@ -457,22 +520,25 @@ def extract_runbooks(pages: Iterable[Page], root: Path | None,
             ctx.error("RB007", f"client command not understood: {why}; name its kind with "
                       "kind=serving|quality|smoke|kld|probe", line=ctx.block.content_line, col=1)
             continue
-        if ctx.failed or rid not in servers:
+        if ctx.failed or rid not in found.servers:
             continue
         clients.setdefault(rid, []).append(ClientBlock(
             runbook_id=rid, name=name, kind=kind,
             sweep=pc.sweep, timeout=pc.timeout, page=ctx.page.path,
             line=ctx.block.line, col=ctx.block.col, content=ctx.block.content,
             info=ctx.block.info, command=cmd, reference=pc.reference,
-        ))
+            min_duration=pc.min_duration))
+    return clients
+
+
+def _own_files(found: _Found) -> dict[str, list[FileBlock]]:
+    """The file blocks of each runbook, each path once."""
     own_files: dict[str, list[FileBlock]] = {}
-    for rid, items in files.items():
+    for rid, items in found.files.items():
         seen: dict[str, str] = {}
         for fb, ctx in items:
-            if rid not in servers and rid not in broken:
-                ctx.error("RB002", f"for={rid} names no runbook"
-                          f"{did_you_mean(rid, list(servers) + list(broken))}",
-                          ctx.col_of("for="))
+            if not found.known(rid):
+                found.no_runbook(ctx, rid, ctx.col_of("for="))
                 continue
             if fb.path and fb.path in seen:
                 ctx.error("RB008", f"file '{fb.path}' given twice for runbook '{rid}' (first at "
@@ -480,21 +546,17 @@ def extract_runbooks(pages: Iterable[Page], root: Path | None,
                 continue
             seen[fb.path] = f"{fb.page}:{fb.line}"
             own_files.setdefault(rid, []).append(fb)
-    runbooks = tuple(
-        Runbook(id=rid, page=s.page, server=s, clients=tuple(clients.get(rid, ())),
-                files=tuple(own_files.get(rid, ())), repository=repository[rid].files)
-        for rid, s in sorted(servers.items(), key=lambda kv: (kv[1].page, kv[1].line))
-    )
-    return RunbookSet(runbooks, tuple(sorted(broken.items())),
-                      tuple((rid, tuple(places)) for rid, places in sorted(duplicates.items()))
-                      ), diags
+    return own_files
 
 
 def load_runbooks(root: Path) -> tuple[RunbookSet, list[Diagnostic], list[Page]]:
-    """Read the wiki at `root` (wiki.yml honoured) and extract its runbooks."""
-    from wikitools.config import load_config, load_pages
+    """Read the wiki at `root` (wiki.yml honoured) and extract its runbooks; the diagnostics
+    include the page files left unread (PG004, PG005), as `wiki check` reports them."""
+    from wikitools.core.config import list_pages, load_config
+    from wikitools.pages.load import load_pages
 
     config = load_config(root)
-    pages = load_pages(config)
+    files = list_pages(config)
+    pages = load_pages(config, list(files.paths))
     runbooks, diags = extract_runbooks(pages, config.root)
-    return runbooks, diags, pages
+    return runbooks, [*files.problems, *diags], pages

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import re
 
-from wikitools.diagnostics import Diagnostic
-from wikitools.pages import CodeBlock, Page
+from wikitools.core.diagnostics import Diagnostic
+from wikitools.pages.parse import CodeBlock, Page
 from wikitools.runbook.engines import catalog as engines
 from wikitools.runbook.engines.types import EngineCommand
 

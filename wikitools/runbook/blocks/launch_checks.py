@@ -10,7 +10,7 @@ import posixpath
 import re
 from collections.abc import Mapping
 
-from wikitools.pages import CodeBlock
+from wikitools.pages.parse import CodeBlock
 from wikitools.runbook.blocks.refusals import STATIC_CODE, Refusal, position
 from wikitools.runbook.engines import catalog as engines
 from wikitools.runbook.engines.launcher import find_in_script, top_level_launches

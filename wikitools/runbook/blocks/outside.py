@@ -9,7 +9,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from wikitools.pages import CodeBlock, Page
+from wikitools.pages.parse import CodeBlock, Page
 from wikitools.runbook.engines.compose import compose_call
 from wikitools.runbook.engines.shell import ShellSyntaxError, assignment, split_commands
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from wikitools.pages import CodeBlock, Page
+from wikitools.pages.parse import CodeBlock, Page
 from wikitools.runbook.engines.command import parse_server_command
 from wikitools.runbook.engines.compose import DEFAULT_FILES, looks_like_compose
 from wikitools.runbook.engines.types import EngineCommand

@@ -10,8 +10,8 @@ import re
 from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass
 
-from wikitools.diagnostics import Diagnostic, Severity
-from wikitools.pages import CodeBlock, Page
+from wikitools.core.diagnostics import Diagnostic, Severity
+from wikitools.pages.parse import CodeBlock, Page
 from wikitools.runbook.blocks.variables import SHELL_VARS, reads, sets
 from wikitools.runbook.engines.compose import compose_call
 from wikitools.runbook.engines.docker_cli import COMPOSE_START_SUBCOMMANDS

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from wikitools.diagnostics import Diagnostic
-from wikitools.pages import Page
+from wikitools.core.diagnostics import Diagnostic, Severity
+from wikitools.pages.parse import Page
+from wikitools.runbook.blocks.declared import Runbook
 from wikitools.runbook.engines.shell import ShellSyntaxError, tokenize
 
 START = "wiki:results"
@@ -152,6 +153,8 @@ def find_regions(page: Page) -> tuple[list[Region], list[Diagnostic]]:
 
 
 def _attr_problems(region: Region) -> list[Diagnostic]:
+    if region.get("data") is not None:  # a data region: rendering/reported checks its own
+        return []
     out = []
     for key, _value in region.attrs:
         if key not in KEYS:
@@ -220,3 +223,21 @@ def replace_regions(text: str, bodies: Mapping[int, str], regions: list[Region])
         cursor = region.end  # skip the old body and end marker
     out.extend(a + b for a, b in lines[cursor:])
     return "".join(out)
+
+
+NO_REGION_CODE = "RGN007"
+
+
+def unshown_runbooks(pages: Iterable[Page], runbooks: Iterable[Runbook]) -> list[Diagnostic]:
+    """A warning at the server block of each runbook that no results region of `pages` names
+    (as `runbook=` or in `with=`): a run would write its record, and no page would show it."""
+    named: set[str] = set()
+    for page in pages:
+        for region in find_regions(page)[0]:
+            named.update([region.runbook or "", *region.compared])
+    return [Diagnostic(
+        rb.page, rb.server.line, rb.server.col, NO_REGION_CODE,
+        f"runbook '{rb.id}' has no results region on any page, so its results would show "
+        f"nowhere: add `<!-- wiki:results runbook={rb.id} view=serving -->` and "
+        "`<!-- wiki:end -->` where the table belongs",
+        Severity.WARNING) for rb in runbooks if rb.id not in named]

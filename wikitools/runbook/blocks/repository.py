@@ -12,8 +12,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from wikitools.pages import CodeBlock
-from wikitools.runbook.blocks.model import RepoFile
+from wikitools.pages.parse import CodeBlock
+from wikitools.runbook.blocks.declared import RepoFile
 from wikitools.runbook.blocks.refusals import (
     _ENGINE_REF,
     _ENGINE_WORD,
@@ -25,7 +25,13 @@ from wikitools.runbook.blocks.refusals import (
     _code_lines,
     position,
 )
-from wikitools.runbook.engines.compose import ComposeError, compose_call, parse_compose
+from wikitools.runbook.engines.compose import (
+    ComposeError,
+    beside_paths,
+    compose_call,
+    looks_like_compose,
+    parse_compose,
+)
 from wikitools.runbook.engines.docker_cli import COMPOSE_START_SUBCOMMANDS
 from wikitools.runbook.engines.launcher import top_level_launches
 from wikitools.runbook.engines.shell import (
@@ -43,10 +49,14 @@ RUN_DIR_VAR = "WIKI_RUN_DIR"
 _PATHLIKE = re.compile(r"^(?:\./)?[\w.-]+(?:/[\w.-]+)+$|^\./[\w.-]+$")
 _RELATIVE = re.compile(r"[\w.-]+(?:/[\w.-]+)*")
 _FILE_FLAGS = ("-f", "--file")
-# A script that finds files by its own place (`$(dirname "$0")`, `$BASH_SOURCE`) or reads
-# another file by a relative path (`source ./env.sh`, `. lib/common.sh`).
-_BESIDE = re.compile(r"""dirname\s+["']?\$(?:0|\{0\})|\$\{?BASH_SOURCE"""
+# A script that finds files by its own place (`$(dirname "$0")`, `${0%/*}`, `realpath "$0"`,
+# `$BASH_SOURCE`) or reads another file by a relative path (`source ./env.sh`, `. lib/x.sh`).
+_BESIDE = re.compile(r"""(?:dirname|realpath|readlink\s+-f)\s+["']?\$(?:0|\{0\})"""
+                     r"""|\$\{0[%#/:]|\$\{?BASH_SOURCE"""
                      r"""|(?:^|[;&|]\s*)(?:source|\.)\s+["']?(?!/|\$|~)[\w.-]+/?[\w./-]*""")
+# The most a script or compose file the runbook runs may hold: it is read, hashed, shown by
+# `plan` and copied with the runbook, whatever command reads it.
+MAX_REPOSITORY_FILE = 1024 * 1024
 # A server script inside the image (`--entrypoint /usr/local/bin/serve-x.sh`, `exec /opt/…`).
 _IMAGE_SCRIPT = re.compile(r"(?:--entrypoint[ =]+|\bexec\s+|[\s'\"])"
                            r"((?:/opt|/usr/local/bin|/workspace)/[\w./-]+)")
@@ -149,18 +159,47 @@ def read_repository(root: Path | None, page: str, text: str) -> Repository:
         rel = repository_file(root, page, text, word.spelled)
         if rel is None or word.spelled in files:
             continue
-        try:
-            content = (root / rel).read_text(encoding="utf-8")
-        except UnicodeDecodeError:
-            bad.append((word, rel, "it is not UTF-8 text"))
-            continue
-        except OSError as exc:
-            bad.append((word, rel, exc.strerror or "it cannot be read"))
+        content, why = _read_bounded(root / rel)
+        if content is None:
+            bad.append((word, rel, why))
             continue
         files[word.spelled] = RepoFile(word.spelled, rel, content)
     missing = tuple(w.spelled for w in run_words(text) if "/" in w.spelled
                     and repository_file(root, page, text, w.spelled) is None)
     return Repository(tuple(files.values()), tuple(bad), missing)
+
+
+def _read_bounded(path: Path) -> tuple[str | None, str]:
+    """(the file's text, "") or (None, why it is not read): no more than MAX_REPOSITORY_FILE
+    bytes are read, so a huge file costs neither the time nor the memory of reading it."""
+    try:
+        with path.open("rb") as f:
+            data = f.read(MAX_REPOSITORY_FILE + 1)
+    except OSError as exc:
+        return None, exc.strerror or "it cannot be read"
+    if len(data) > MAX_REPOSITORY_FILE:
+        size = path.stat().st_size
+        return None, (f"it is {size / 1e6:,.1f} MB, over the {MAX_REPOSITORY_FILE / 2**20:g} MiB a "
+                      "script or compose file of a runbook may hold")
+    try:
+        return data.decode("utf-8"), ""
+    except UnicodeDecodeError:
+        return None, "it is not UTF-8 text"
+
+
+def _beside(f: RepoFile) -> tuple[int, str] | None:
+    """(0-based line, what) of the first place a script or compose file reads a file beside
+    itself: by a path relative to its own folder, which names another file when the run
+    executes its copy under the run's folder. One rule for scripts and compose files."""
+    if looks_like_compose(f.content):
+        first = next(iter(beside_paths(f.content)), None)
+        if first is None:
+            return None
+        key, path = first
+        at = f.content.find(path)
+        return (f.content.count("\n", 0, at) if at >= 0 else 0), f"{key}: {path}"
+    return next(((i, m[0]) for i, code, _b in _code_lines(f.content)
+                 for m in [_BESIDE.search(code)] if m), None)
 
 
 _FUNCTION = re.compile(
@@ -257,9 +296,18 @@ def repository_refusals(block: CodeBlock, repo: Repository) -> list[Refusal]:
             out.append(Refusal(line, col, STATIC_CODE, "alternatives",
                                f"runs {f.path}, which starts {len(launches)} servers (its lines "
                                f"{lines}): one runbook stands for one server"))
-        near = next(((i, m[0]) for i, code, _b in _code_lines(f.content)
-                     for m in [_BESIDE.search(code)] if m), None)
-        if near is not None:
+        nested = _nested_runs(f.content)
+        if nested:
+            spelled, offset = nested[0]
+            out.append(Refusal(line, col, REPOSITORY_CODE, "repository",
+                               f"runs {f.path}, which runs {spelled} (its line "
+                               f"{f.content.count(chr(10), 0, offset) + 1}): a file the runbook "
+                               "neither reads nor hashes, so an edit to it would change what "
+                               "runs and leave the results current; run it from the server "
+                               "block itself (`bash "
+                               f"{spelled} && …`), where it is read and hashed"))
+        near = _beside(f)
+        if near is not None and not nested:
             out.append(Refusal(line, col, REPOSITORY_CODE, "repository",
                                f"runs {f.path}, which reads files beside itself ({near[1]} at "
                                f"its line {near[0] + 1}): a run executes a copy in its own "
@@ -273,6 +321,32 @@ def repository_refusals(block: CodeBlock, repo: Repository) -> list[Refusal]:
                                    "one host"))
                 break
     return out
+
+
+_INTERPRETERS = (*_SHELLS, "python", "python3", "perl", "ruby", "node")
+_WRAPPERS = ("exec", "nohup", "env", "time", "command", "nice", "setsid")
+
+
+def _nested_runs(script: str) -> list[tuple[str, int]]:
+    """(path, offset) of each file a repository script runs by a relative path (`bash
+    scripts/prep.sh`, `exec ./prep.sh`, `python3 tools/x.py`, `docker compose -f x.yml up`):
+    the run would execute it as it is then, unread."""
+    found = [(w.spelled, w.command) for w in run_words(script)]
+    try:
+        cmds = split_commands(script)
+    except ShellSyntaxError:
+        cmds = []
+    for cmd in cmds:
+        argv = [a for a in cmd.argv if assignment(a) is None]
+        while argv and argv[0] in _WRAPPERS:
+            argv = [a for a in argv[1:] if not a.startswith("-") and assignment(a) is None]
+        if argv and basename(argv[0]) in _INTERPRETERS:
+            argv = [a for a in argv[1:] if not a.startswith("-")][:1]
+        path = argv[0] if argv else ""
+        if path and not path.startswith(("/", "$", "~")) and _RELATIVE.fullmatch(path) and \
+                ("/" in path or path.endswith((".sh", ".py"))):
+            found.append((posixpath.normpath(path), cmd.words[0].start))
+    return sorted(set(found), key=lambda f: f[1])
 
 
 def with_copies(text: str, files: tuple[RepoFile, ...]) -> str:

@@ -12,9 +12,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from wikitools.diagnostics import Diagnostic, Severity
-from wikitools.fences import format_fence_info
-from wikitools.pages import CodeBlock, Page
+from wikitools.core.diagnostics import Diagnostic, Severity
+from wikitools.pages.fences import format_fence_info
+from wikitools.pages.parse import CodeBlock, Page
 from wikitools.runbook.blocks.extract import file_targets, is_runbook_block
 from wikitools.runbook.blocks.launch_checks import command_refusals
 from wikitools.runbook.blocks.outside import outside_file, outside_message
@@ -113,10 +113,10 @@ _FOR = re.compile(r"(?<=\bfor=)[\w.,-]+")
 
 def merged_suggestions(suggestions: Sequence[Suggestion]) -> list[Suggestion]:
     """One suggestion per block: a block of variables several runbooks read is a file block
-    of each (`for=a,b`)."""
-    out: dict[tuple[int, bool], Suggestion] = {}
+    of each (`for=a,b`). Blocks are told apart by page and line: pages share line numbers."""
+    out: dict[tuple[str, int, bool], Suggestion] = {}
     for s in suggestions:
-        key = (s.line, bool(s.insert))
+        key = (s.path, s.line, bool(s.insert))
         prev = out.get(key)
         if prev is None or s.insert or s.role != "file" or prev.role != "file":
             out[key] = s
@@ -224,202 +224,257 @@ def scan_wiki(pages: Iterable[Page], taken: Iterable[str] = (), root: Path | Non
     """Suggestions for every plain launch and client block of `pages`, and the launch blocks
     refused with their reasons. Ids are unique against `taken` and each other. `root`: the
     wiki's folder, to say which launches run a script or compose file of the repository."""
-    out: list[Suggestion] = []
-    refused: list[Diagnostic] = []
-    used = set(taken)
-    declared: dict[str, str] = {}  # runbook id → the attributes of its declared server
+    scan = _Scan(root, set(taken))
+    for page in sorted(pages, key=lambda p: p.path):
+        _PageScan(scan, page).run()
+    return ScanResult(scan.out, scan.refused)
 
-    def new_id(cmd: EngineCommand, page: str) -> str:
+
+@dataclass
+class _Scan:
+    """What the scan of the whole wiki gathers."""
+
+    root: Path | None
+    used: set[str]  # runbook ids taken
+    out: list[Suggestion] = field(default_factory=list)
+    refused: list[Diagnostic] = field(default_factory=list)
+    declared: dict[str, str] = field(default_factory=dict)  # id → its declared server's attrs
+
+    def new_id(self, cmd: EngineCommand, page: str) -> str:
         base = suggest_id(cmd, page)
         rid, n = base, 2
-        while rid in used:
+        while rid in self.used:
             rid = f"{base}-{n}"
             n += 1
-        used.add(rid)
+        self.used.add(rid)
         return rid
 
-    for page in sorted(pages, key=lambda p: p.path):
-        current: str | None = None  # the runbook a following client would belong to
-        compose: tuple[CodeBlock, EngineCommand, str] | None = None  # last compose file shown
-        pending_file: Suggestion | None = None  # its suggestion, until a server block uses it
-        scripts = page_scripts(page)
-        writers: dict[str, CodeBlock] = {}  # files plain blocks write, for a later block to run
-        claimed: dict[int, str] = {}  # line of such a block → the runbook it became a file of
-        below = compose_below(page)  # the page's one compose file, shown after its `up`
-        for block in page.code_blocks:
-            if not block.fenced:
+
+@dataclass
+class _Shell:
+    """A plain shell block being read: the files it may run and the blocks whose files it runs."""
+
+    block: CodeBlock
+    files: dict[str, str]  # what it may run: a compose file shown, repository files, heredocs
+    repo: Repository
+    runs: dict[int, CodeBlock]  # line → earlier plain block whose written file it runs
+    written: dict[str, str]  # the files those blocks write
+
+
+class _PageScan:
+    """The scan of one page, block by block in page order."""
+
+    def __init__(self, scan: _Scan, page: Page) -> None:
+        self.scan = scan
+        self.page = page
+        self.current: str | None = None  # the runbook a following client would belong to
+        self.compose: tuple[CodeBlock, EngineCommand, str] | None = None  # last compose file
+        self.pending_file: Suggestion | None = None  # its suggestion, until a server uses it
+        self.scripts = page_scripts(page)
+        self.writers: dict[str, CodeBlock] = {}  # files plain blocks write, for a later block
+        self.claimed: dict[int, str] = {}  # line of such a block → the runbook it is a file of
+        self.below = compose_below(page)  # the page's one compose file, shown after its `up`
+
+    def run(self) -> None:
+        for block in self.page.code_blocks:
+            if not block.fenced or self._compose_below(block):
                 continue
-            if below is not None and block is below[0] and compose is not None and \
-                    compose[0] is below[0]:
-                continue  # an `up` above took it as its file block
-            if below is not None and compose is None and block.line < below[0].line and \
-                    runs_compose(block):
-                rid = new_id(below[1], page.path)
-                compose = (below[0], below[1], rid)
-                pending_file = Suggestion(
-                    page.path, below[0].line, below[0].col, "file", _describe(below[1]),
-                    fence_info(below[0], "yaml",
-                               f".runbook-file for={rid} path={DEFAULT_FILES[0]}"), rid,
-                    below[0].end_line, below[0].line, below[1])
-                out.append(pending_file)
             if is_runbook_block(block):
                 if "runbook-server" in block.attrs.classes and block.attrs.id:
-                    current = block.attrs.id
+                    self.current = block.attrs.id
                 continue
             lang = block_lang(block)
             if block.attrs.brace:
                 continue
             if lang in YAML_LANGS and looks_like_compose(block.content):
-                cmd = understand_compose(block.content)
-                if pending_file is not None:
-                    out.append(_up_block(pending_file, declared.get(pending_file.runbook)))
-                proposal = None if cmd else declared_proposal(
-                    "docker compose up", {DEFAULT_FILES[0]: block.content}, {})
-                if proposal is not None and not proposal.missing:
-                    cmd = proposal.command  # a helper a declared server stands for
-                if cmd is None:  # the image decides the flags: a later `up` is not understood
-                    compose, pending_file = None, None
-                    compose_why = compose_reason(block, root, page.path)
-                    if compose_why:
-                        refused.append(Diagnostic(page.path, block.line, block.col, "RB016",
-                                                  f"not proposed as a runbook: {compose_why}",
-                                                  Severity.WARNING))
-                    continue
-                rid = new_id(cmd, page.path)
-                compose = (block, cmd, rid)
-                if proposal is not None:
-                    declared[rid] = proposal.attrs()
-                pending_file = Suggestion(
-                    page.path, block.line, block.col, "file", _describe(cmd),
-                    fence_info(block, "yaml",
-                               f".runbook-file for={rid} path={DEFAULT_FILES[0]}"), rid,
-                    block.end_line, block.line, cmd)
-                out.append(pending_file)
-                current = rid  # clients that follow measure it, whichever block runs it
-                continue
-            if lang not in SHELL_LANGS:
-                continue
-            files = {ANY_FILE: compose[0].content} if compose else {}
-            repo = read_repository(root, page.path, block.content)
-            files.update(repo.texts())
-            runs = {w.line: w for path, w in writers.items() if w is not block
-                    and runs_file(block.content, path)}
-            written = {p: t for w in runs.values() for p, t in heredoc_files(w.content).items()}
-            files.update(written)
-            owner = next((w for w in runs.values() if w.line in claimed), None)
-            if owner is not None:
-                refused.append(Diagnostic(
-                    page.path, block.line, block.col, "RB016",
-                    f"not proposed as a runbook: runs what the block at line {owner.line} "
-                    f"writes, which is the file block of runbook #{claimed[owner.line]}: a "
-                    "block belongs to one runbook; write the file in this block too",
-                    Severity.WARNING))
-                current = None
-                continue
-            visible = earlier_values(page, block) if "$" in block.content else {}
-            found = mentions_launcher(block.content, files, visible)
-            if found is None and compose is not None and compose[2] in declared:
-                found = as_declared(parse_server_command(block.content, visible, files,
-                                                          compose[1].engine), compose[1],
-                                    {*repo.texts(), *written, *heredoc_files(block.content)})
-            if isinstance(found, ClientCommand) and repo.files:  # a client only by its own text
-                found = mentions_launcher(block.content, {k: v for k, v in files.items()
-                                                          if k not in repo.texts()}, visible)
-            own = heredoc_files(block.content) if "<<" in block.content else {}
-            if found is None and not runs and later_runner(page, block) is not None and \
-                    not any(runs_file(block.content, p) for p in own):  # runs it elsewhere
-                for path in heredoc_files(block.content):  # decided where it is run
-                    writers.setdefault(path, block)
-                continue
-            if found is None:
-                _f, _env, problems = find_launcher(block.content, files, visible)
-                why = (runner_reason(block, runs, files, problems) if runs else
-                       unproposed_reason(page, block, problems, scripts))
-                if why is not None and why.reason == "unknown":  # an image read from a
-                    why = next((r for r in unset_refusals(  # variable the page leaves open
-                        page, block, visible, files.values())
-                        if variable_source(page, block, r.variables[0]).line), why)
-                proposal = (declared_proposal(block.content, files, visible)
-                            if why is not None and why.reason == "opaque" and not repo.files
-                            else None)
-                if proposal is not None and not proposal.missing:
-                    rid = current = new_id(proposal.command, page.path)
-                    claimed.update((w.line, rid) for w in runs.values())
-                    out += [_writer_file(page, w, rid) for w in runs.values()]
-                    out.append(Suggestion(
-                        page.path, block.line, block.col, "server", _describe(
-                            proposal.command), fence_info(
-                            block, "bash", f"#{rid} .runbook-server {proposal.attrs()}"),
-                        rid, block.end_line, block.line, proposal.command))
-                    continue
-                outside = outside_file(page, block) if why is not None and any(
-                    "needs its compose file" in p for p in problems) else None
-                if outside is not None and why is not None:
-                    why = replace(why, message=outside_message(outside))
-                if proposal is not None and why is not None:
-                    why = replace(why, code=DECLARE_CODE, message=declare_message(
-                        proposal, why.message, suggest_id(proposal.command, page.path)))
-                if repo.unreadable:
-                    why = repository_refusals(block, repo)[0]
-                elif repo.files and (why is None or why.reason in ("opaque", "unknown")):
-                    why = repository_launch(repo, block, next(iter(problems), None) or (
-                        why.message if why else "no engine launcher found in it")) or why
-                if why is not None:
-                    refused.append(Diagnostic(page.path, why.line, why.col, why.code,
-                                              f"not proposed as a runbook: {why.message}",
-                                              Severity.WARNING))
-                    refused += writer_refusals(page, block, runs, why, claimed)
-                    current = None
-                continue
-            if isinstance(found, EngineCommand):
-                use = found.container
-                from_page = (compose is not None and use is not None and use.kind == "compose"
-                             and use.compose_file not in heredoc_files(block.content)
-                             and use.compose_file not in written)
-                reasons, sources = _refuse(page, block,
-                                           {**(files if from_page else {}), **written}, repo,
-                                           found)
-                if reasons:
-                    refused += reasons
-                    first = reasons[0]
-                    refused += writer_refusals(page, block, runs, claimed=claimed, why=Refusal(
-                        first.line, first.col, first.code, "", first.message.split(": ", 1)[-1]))
-                    current = None
-                    continue
-                if sources:
-                    env = {k: v for src in sources for k, v in assigned_values(src)}
-                    resolved = parse_server_command(block.content, env, files)
-                    found = resolved if resolved.engine else found
-                if from_page and compose is not None and pending_file is not None and use:
-                    _block, cmd, rid = compose
-                    path = (use.compose_file or DEFAULT_FILES[0]).removeprefix("./")
-                    if path != DEFAULT_FILES[0]:
-                        out[out.index(pending_file)] = _with_path(pending_file, path)
-                    pending_file = None
-                    source = _block.line
-                else:
-                    assert isinstance(found, EngineCommand)
-                    rid, source = new_id(found, page.path), block.line
-                current = rid
-                assert isinstance(found, EngineCommand)
-                claimed.update((w.line, rid) for w in runs.values())
-                out += [_writer_file(page, w, rid) for w in runs.values()]
-                attrs = declared.get(rid) or f"engine={found.engine} gpus={found.gpus}"
-                out += [_source_file(page, src, rid) for src in sources]
-                out.append(Suggestion(
-                    page.path, block.line, block.col, "server", _describe(found),
-                    fence_info(block, "bash", f"#{rid} .runbook-server {attrs}"), rid,
-                    block.end_line, source, found))
-            else:
-                target = current or "RUNBOOK-ID"
-                kind = found.default_kind or "smoke"
-                out.append(Suggestion(
-                    page.path, block.line, block.col, "client", f"({found.launcher})",
-                    fence_info(block, "bash", f".runbook-client for={target} kind={kind}"),
-                    target, block.end_line, block.line, found))
-        if pending_file is not None:
-            out.append(_up_block(pending_file, declared.get(pending_file.runbook)))
-    return ScanResult(out, refused)
+                self._compose_file(block)
+            elif lang in SHELL_LANGS:
+                self._shell(block)
+        if self.pending_file is not None:
+            self.scan.out.append(self._up_block(self.pending_file))
+
+    def _up_block(self, pending: Suggestion) -> Suggestion:
+        return _up_block(pending, self.scan.declared.get(pending.runbook))
+
+    def _compose_below(self, block: CodeBlock) -> bool:
+        """The page's one compose file shown below the `up` that runs it: the `up` takes it as
+        its file block (True: `block` is that file, already taken)."""
+        below, page = self.below, self.page
+        if below is None:
+            return False
+        if block is below[0] and self.compose is not None and self.compose[0] is below[0]:
+            return True  # an `up` above took it as its file block
+        if self.compose is None and block.line < below[0].line and runs_compose(block):
+            rid = self.scan.new_id(below[1], page.path)
+            self.compose = (below[0], below[1], rid)
+            self.pending_file = Suggestion(
+                page.path, below[0].line, below[0].col, "file", _describe(below[1]),
+                fence_info(below[0], "yaml", f".runbook-file for={rid} path={DEFAULT_FILES[0]}"),
+                rid, below[0].end_line, below[0].line, below[1])
+            self.scan.out.append(self.pending_file)
+        return False
+
+    def _refuse(self, line: int, col: int, code: str, message: str) -> None:
+        self.scan.refused.append(Diagnostic(self.page.path, line, col, code,
+                                            f"not proposed as a runbook: {message}",
+                                            Severity.WARNING))
+
+    def _compose_file(self, block: CodeBlock) -> None:
+        scan, page = self.scan, self.page
+        cmd = understand_compose(block.content)
+        if self.pending_file is not None:
+            scan.out.append(self._up_block(self.pending_file))
+        proposal = None if cmd else declared_proposal(
+            "docker compose up", {DEFAULT_FILES[0]: block.content}, {})
+        if proposal is not None and not proposal.missing:
+            cmd = proposal.command  # a helper a declared server stands for
+        if cmd is None:  # the image decides the flags: a later `up` is not understood
+            self.compose, self.pending_file = None, None
+            compose_why = compose_reason(block, scan.root, page.path)
+            if compose_why:
+                self._refuse(block.line, block.col, "RB016", compose_why)
+            return
+        rid = scan.new_id(cmd, page.path)
+        self.compose = (block, cmd, rid)
+        if proposal is not None:
+            scan.declared[rid] = proposal.attrs()
+        self.pending_file = Suggestion(
+            page.path, block.line, block.col, "file", _describe(cmd),
+            fence_info(block, "yaml", f".runbook-file for={rid} path={DEFAULT_FILES[0]}"), rid,
+            block.end_line, block.line, cmd)
+        scan.out.append(self.pending_file)
+        self.current = rid  # clients that follow measure it, whichever block runs it
+
+    def _shell(self, block: CodeBlock) -> None:
+        page = self.page
+        files = {ANY_FILE: self.compose[0].content} if self.compose else {}
+        repo = read_repository(self.scan.root, page.path, block.content)
+        files.update(repo.texts())
+        runs = {w.line: w for path, w in self.writers.items() if w is not block
+                and runs_file(block.content, path)}
+        written = {p: t for w in runs.values() for p, t in heredoc_files(w.content).items()}
+        files.update(written)
+        owner = next((w for w in runs.values() if w.line in self.claimed), None)
+        if owner is not None:
+            self._refuse(block.line, block.col, "RB016",
+                         f"runs what the block at line {owner.line} writes, which is the file "
+                         f"block of runbook #{self.claimed[owner.line]}: a block belongs to one "
+                         "runbook; write the file in this block too")
+            self.current = None
+            return
+        shell = _Shell(block, files, repo, runs, written)
+        visible = earlier_values(page, block) if "$" in block.content else {}
+        found = mentions_launcher(block.content, files, visible)
+        if found is None and self.compose is not None and self.compose[2] in self.scan.declared:
+            found = as_declared(parse_server_command(block.content, visible, files,
+                                                      self.compose[1].engine), self.compose[1],
+                                {*repo.texts(), *written, *heredoc_files(block.content)})
+        if isinstance(found, ClientCommand) and repo.files:  # a client only by its own text
+            found = mentions_launcher(block.content, {k: v for k, v in files.items()
+                                                      if k not in repo.texts()}, visible)
+        if found is None:
+            self._no_launcher(shell, visible)
+        elif isinstance(found, EngineCommand):
+            self._server(shell, found)
+        else:
+            target = self.current or "RUNBOOK-ID"
+            kind = found.default_kind or "smoke"
+            self.scan.out.append(Suggestion(
+                page.path, block.line, block.col, "client", f"({found.launcher})",
+                fence_info(block, "bash", f".runbook-client for={target} kind={kind}"),
+                target, block.end_line, block.line, found))
+
+    def _no_launcher(self, shell: _Shell, visible: dict[str, str]) -> None:
+        """A block that starts no engine: one that writes a file a later block runs, a helper
+        a declared server is proposed for, or one refused with the reason."""
+        page, block, files, repo, runs = self.page, shell.block, shell.files, shell.repo, shell.runs
+        own = heredoc_files(block.content) if "<<" in block.content else {}
+        if not runs and later_runner(page, block) is not None and \
+                not any(runs_file(block.content, p) for p in own):  # runs it elsewhere
+            for path in heredoc_files(block.content):  # decided where it is run
+                self.writers.setdefault(path, block)
+            return
+        _f, _env, problems = find_launcher(block.content, files, visible)
+        why = (runner_reason(block, runs, files, problems) if runs else
+               unproposed_reason(page, block, problems, self.scripts))
+        if why is not None and why.reason == "unknown":  # an image read from a
+            why = next((r for r in unset_refusals(  # variable the page leaves open
+                page, block, visible, files.values())
+                if variable_source(page, block, r.variables[0]).line), why)
+        proposal = (declared_proposal(block.content, files, visible)
+                    if why is not None and why.reason == "opaque" and not repo.files else None)
+        if proposal is not None and not proposal.missing:
+            self._declared_server(shell, proposal.command, proposal.attrs())
+            return
+        outside = outside_file(page, block) if why is not None and any(
+            "needs its compose file" in p for p in problems) else None
+        if outside is not None and why is not None:
+            why = replace(why, message=outside_message(outside))
+        if proposal is not None and why is not None:
+            why = replace(why, code=DECLARE_CODE, message=declare_message(
+                proposal, why.message, suggest_id(proposal.command, page.path)))
+        if repo.unreadable:
+            why = repository_refusals(block, repo)[0]
+        elif repo.files and (why is None or why.reason in ("opaque", "unknown")):
+            why = repository_launch(repo, block, next(iter(problems), None) or (
+                why.message if why else "no engine launcher found in it")) or why
+        if why is not None:
+            self._refuse(why.line, why.col, why.code, why.message)
+            self.scan.refused += writer_refusals(page, block, runs, why, self.claimed)
+            self.current = None
+
+    def _declared_server(self, shell: _Shell, cmd: EngineCommand, attrs: str) -> None:
+        """The server suggestion for a helper a declared server stands for."""
+        scan, page, block = self.scan, self.page, shell.block
+        rid = self.current = scan.new_id(cmd, page.path)
+        self.claimed.update((w.line, rid) for w in shell.runs.values())
+        scan.out += [_writer_file(page, w, rid) for w in shell.runs.values()]
+        scan.out.append(Suggestion(
+            page.path, block.line, block.col, "server", _describe(cmd),
+            fence_info(block, "bash", f"#{rid} .runbook-server {attrs}"),
+            rid, block.end_line, block.line, cmd))
+
+    def _server(self, shell: _Shell, found: EngineCommand) -> None:
+        """A launch block: refused with the reasons, or a server suggestion with the file
+        suggestions of the blocks it needs."""
+        scan, page, block, runs = self.scan, self.page, shell.block, shell.runs
+        use = found.container
+        compose, pending_file = self.compose, self.pending_file
+        from_page = (compose is not None and use is not None and use.kind == "compose"
+                     and use.compose_file not in heredoc_files(block.content)
+                     and use.compose_file not in shell.written)
+        reasons, sources = _refuse(page, block,
+                                   {**(shell.files if from_page else {}), **shell.written},
+                                   shell.repo, found)
+        if reasons:
+            scan.refused += reasons
+            first = reasons[0]
+            scan.refused += writer_refusals(page, block, runs, claimed=self.claimed, why=Refusal(
+                first.line, first.col, first.code, "", first.message.split(": ", 1)[-1]))
+            self.current = None
+            return
+        if sources:
+            env = {k: v for src in sources for k, v in assigned_values(src)}
+            resolved = parse_server_command(block.content, env, shell.files)
+            found = resolved if resolved.engine else found
+        if from_page and compose is not None and pending_file is not None and use:
+            _block, _cmd, rid = compose
+            path = (use.compose_file or DEFAULT_FILES[0]).removeprefix("./")
+            if path != DEFAULT_FILES[0]:
+                scan.out[scan.out.index(pending_file)] = _with_path(pending_file, path)
+            self.pending_file = None
+            source = _block.line
+        else:
+            rid, source = scan.new_id(found, page.path), block.line
+        self.current = rid
+        self.claimed.update((w.line, rid) for w in runs.values())
+        scan.out += [_writer_file(page, w, rid) for w in runs.values()]
+        attrs = scan.declared.get(rid) or f"engine={found.engine} gpus={found.gpus}"
+        scan.out += [_source_file(page, src, rid) for src in sources]
+        scan.out.append(Suggestion(
+            page.path, block.line, block.col, "server", _describe(found),
+            fence_info(block, "bash", f"#{rid} .runbook-server {attrs}"), rid,
+            block.end_line, source, found))
 
 
 def _writer_file(page: Page, w: CodeBlock, rid: str) -> Suggestion:

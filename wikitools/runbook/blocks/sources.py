@@ -13,8 +13,9 @@ import re
 from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass
 
-from wikitools.page_model import CodeBlock, Page
-from wikitools.runbook.blocks.model import Runbook
+from wikitools.pages.page import CodeBlock, Page
+from wikitools.runbook.blocks.declared import Runbook
+from wikitools.runbook.blocks.literals import variables_refusals
 from wikitools.runbook.blocks.refusals import (
     UNSET_CODE,
     Refusal,
@@ -181,6 +182,11 @@ def variable_source(page: Page, block: CodeBlock, name: str) -> Source:
     if placeholders(setter.content):
         return Source(name, None, line, value,
                       f"{where} ({name}={value}), in a block that holds a placeholder")
+    refused = variables_refusals(setter)
+    if refused:
+        return Source(name, None, line, value,
+                      f"{where} ({name}={value}), in a block the run cannot run first: "
+                      f"{refused[0].message}")
     return Source(name, setter, line, value)
 
 

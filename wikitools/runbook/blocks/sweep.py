@@ -13,7 +13,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from wikitools.errors import UsageError
+from wikitools.core.errors import UsageError
 
 Coords = tuple[tuple[str, str], ...]  # (variable, value) of each swept variable, in sweep order
 
@@ -145,5 +145,13 @@ def parse_sweep(text: str, *, max_vars: int | None = None,
     return sweep
 
 
+def reads_variable(text: str, name: str) -> bool:
+    """Whether shell `text` reads variable `name` (`$N`, `${N…}`, or `N` inside `$(( … ))`):
+    a swept variable the command never reads makes every point run one identical command."""
+    n = re.escape(name)
+    pattern = rf"\$(?:\{{{n}\b|{n}\b)|\$\(\([^)]*\b{n}\b"
+    return re.search(pattern, text) is not None
+
+
 __all__ = ["MAX_POINTS", "Coords", "Sweep", "SweepError", "coords_label", "parse_sweep",
-           "point_name"]
+           "point_name", "reads_variable"]

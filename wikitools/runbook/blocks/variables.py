@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from wikitools.runbook.blocks.model import Runbook
+from wikitools.runbook.blocks.declared import Runbook
 from wikitools.runbook.engines.shell import env_assignments
 
 # `$NAME` or `${NAME}`; `${NAME:-x}`, `${NAME-x}`, `${NAME:=x}` carry their own default.

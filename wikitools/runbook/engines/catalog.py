@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from wikitools.runbook.engines import flag_lists
+from wikitools.runbook.engines import flag_lists, log_catalog
 from wikitools.runbook.engines.flags import FlagList
 
 
@@ -91,9 +91,10 @@ class Engine:
 class ResultFormat:
     """How a client tool's result is read. kind: serving (one JSON object, or the last line of
     an appended file) | task-scores (per-task metric scores, newest results_*.json below a
-    folder) | text (the output kept as text)."""
+    folder) | text (the output kept as text) | decode-matrix (the community's decode benchmark:
+    one cell per concurrency and context length, and its prefill runs)."""
 
-    kind: str  # serving | task-scores | text | kld-capture | probe
+    kind: str  # serving | task-scores | text | kld-capture | probe | decode-matrix
     label: str  # the record's metrics["tool"]
     what: str = ""  # named in errors: "not <what> result" ("a vllm bench serve")
     extra_keys: tuple[str, ...] = ()  # copied beside SERVING_KEYS
@@ -125,6 +126,7 @@ _COMMON_FATAL = (
     r"torch\.OutOfMemoryError",
     r"RuntimeError: ",
     r"Address already in use",
+    log_catalog.FAULTHANDLER_LINE,
 )
 
 VLLM = Engine(
@@ -236,6 +238,9 @@ MULTICAST_OFF: dict[str, str] = {
     "VLLM_FLASHINFER_ALLREDUCE_BACKEND": "trtllm",
 }
 
+# A Python process killed by a signal (SIGILL from a kernel the CPU cannot run, SIGSEGV) prints
+# which signal it was with faulthandler on; without it the server only reports its workers gone.
+FAULT_REPORT: dict[str, str] = {"PYTHONFAULTHANDLER": "1"}
 
 # Programs that run the command after their own options (NUMA and CPU pinning, the Nsight
 # Systems profiler) and their subcommands: a launch under them is still the launch.
@@ -352,6 +357,18 @@ CLIENT_TOOLS: dict[str, ClientTool] = {t.name: t for t in (
         capture_args=("--out", "{path}"),
         base_url_flag="--base-url",
     ),
+    # The community's decode benchmark, `llm_decode_bench.py` of voipmonitor/llm-inference-bench:
+    # every number the community publishes comes from its `--output` JSON (`metadata`, a
+    # `results` cell per concurrency × context, `prefill` per prompt length). It reaches the
+    # server through its own `--host`/`--port`, so the page's command names them.
+    ClientTool(
+        name="llm-decode-bench",
+        default_kind="serving",
+        launchers=(Launcher(script="llm_decode_bench.py"),),
+        result=ResultFormat("decode-matrix", "llm-decode-bench", "an llm_decode_bench.py"),
+        result_suffix=".json",
+        capture_args=("--output", "{path}"),
+    ),
     ClientTool(
         name="curl",
         default_kind="smoke",
@@ -361,6 +378,8 @@ CLIENT_TOOLS: dict[str, ClientTool] = {t.name: t for t in (
     ),
 )}
 TEXT_RESULT = ResultFormat("text", "text")
+# The readiness paths of every engine: a `curl` of one is a wait for a server, not a client run.
+HEALTH_PATHS = frozenset(e.health_path for e in ENGINES.values())
 # The flags the executor adds to a client command to say where its result goes, each followed
 # by its value (a run's own path: commands are compared without them).
 RESULT_PATH_FLAGS = frozenset(
@@ -418,7 +437,7 @@ def launchers() -> list[tuple[str, str, Launcher]]:
 SERVER_EXAMPLES = ("vllm serve", "python -m vllm.entrypoints.openai.api_server",
                    "python -m sglang.launch_server")
 CLIENT_EXAMPLES = ("vllm bench serve", "python -m sglang.bench_serving", "lm_eval", "curl",
-                   "wiki kld capture", "wiki probe")
+                   "wiki kld capture", "wiki probe", "llm_decode_bench.py")
 
 
 def engine_names() -> str:
@@ -429,6 +448,11 @@ def engine_names() -> str:
 
 # --------------------------------------------------------------------------- flags
 
+# settings of a server that change the model's outputs (a KLD between two of them cannot be
+# exactly 0 unless the capture misses the setting): the EngineCommand field or canonical flag,
+# and its name in a sentence
+OUTPUT_SETTINGS = (("kv_cache_dtype", "KV cache format"), ("quantization", "quantisation"),
+                   ("--dtype", "dtype"))
 # engine flags (all spellings) → the EngineCommand field they set (every engine)
 SERVER_FLAG_ALIASES = {
     "--tensor-parallel-size": "tp", "-tp": "tp", "--tp": "tp", "--tp-size": "tp",

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from wikitools.errors import InputError
+from wikitools.core.errors import InputError
 from wikitools.runbook.engines import catalog as engines
 from wikitools.runbook.engines.shell import ShellSyntaxError, tokenize
 
@@ -121,12 +121,67 @@ def read_probe(path: Path, fmt: engines.ResultFormat = engines.TEXT_RESULT,
             "probe_file": data.get("probe_file")}
 
 
+# A decode-benchmark cell's values kept in the record (the file keeps the rest); the names are
+# the tool's own, from its 0.4 output (`results_*.json`, `vllm_*_mtp.json`, `decode-matrix.json`).
+DECODE_CELL_KEYS = (
+    "aggregate_tps", "per_request_avg_tps", "ttft_avg", "ttft_p50", "ttft_p99",
+    "total_tokens", "wall_time", "num_completed", "num_errors", "server_gen_throughput",
+    "server_spec_accept_rate", "request_latency_avg", "inter_token_latency_avg",
+    "output_tps_per_user_avg", "avg_running_reqs", "max_running_reqs", "queue_fraction",
+)
+DECODE_META_KEYS = (
+    "version", "engine", "model", "duration_per_test", "max_tokens", "max_total_tokens",
+    "dcp_size", "decode_mode",
+)
+
+
+def read_decode_matrix(path: Path, fmt: engines.ResultFormat = engines.TEXT_RESULT,
+                       command: str = "") -> dict[str, Any]:
+    """`llm_decode_bench.py --output` JSON: one metrics object per cell under `cells`, keyed
+    `c<concurrency>_ctx<context tokens>`, the prefill runs under `prefill` keyed by prompt
+    tokens, the run's settings beside them, and `completed`/`failed` summed over the cells."""
+    data = _load_json(path)
+    if not isinstance(data, dict) or not isinstance(data.get("metadata"), dict) or \
+            not isinstance(data.get("results"), list):
+        raise ResultError(f"{path.name}: no 'metadata' object and 'results' list; "
+                          f"not {fmt.what} result")
+    cells: dict[str, Any] = {}
+    for i, cell in enumerate(data["results"]):
+        if not isinstance(cell, dict) or not all(
+                isinstance(cell.get(k), int) for k in ("concurrency", "context_tokens")):
+            raise ResultError(f"{path.name}: results[{i}] has no integer 'concurrency' and "
+                              "'context_tokens'")
+        key = f"c{cell['concurrency']}_ctx{cell['context_tokens']}"
+        cells[key] = {k: _finite(cell[k]) for k in DECODE_CELL_KEYS if _scalar(cell.get(k))}
+    prefill = data.get("prefill")
+    if not isinstance(prefill, dict):
+        prefill = {}
+    runs = {str(k): {n: _finite(x) for n, x in sorted(v.items()) if _scalar(x)}
+            for k, v in prefill.items() if isinstance(v, dict)}
+    meta = data["metadata"]
+    metrics: dict[str, Any] = {k: _finite(meta[k]) for k in DECODE_META_KEYS
+                               if _scalar(meta.get(k))}
+    metrics.update({"tool": fmt.label, "cells": cells, "prefill": runs,
+                    "completed": _total(cells, "num_completed"),
+                    "failed": _total(cells, "num_errors")})
+    return metrics
+
+
+def _total(cells: Mapping[str, Any], key: str) -> int:
+    return sum(v for c in cells.values() if isinstance(v := c.get(key), int))
+
+
+def _scalar(value: Any) -> bool:
+    return value is not None and isinstance(value, str | int | float)
+
+
 READERS: Mapping[str, Callable[[Path, engines.ResultFormat, str], dict[str, Any]]] = {
     "serving": read_serving,
     "task-scores": read_task_scores,
     "text": read_text,
     "kld-capture": read_kld_capture,
     "probe": read_probe,
+    "decode-matrix": read_decode_matrix,
 }
 
 

@@ -111,20 +111,10 @@ def _published(maps: list[str], port: int | None, scope: dict[str, str], text: s
     return None
 
 
-def parse_server_command(text: str, extra_env: dict[str, str] | None = None,
-                         files: Mapping[str, str] | None = None, declared: str | None = None,
-                         ) -> EngineCommand:
-    """Understand a server block. `extra_env` (the block's env= attribute) is used only to
-    expand `${VAR}` in flag values; `files` are the runbook's file blocks (a compose file);
-    `declared`: the engine the block declares it serves (see `launcher.find_launcher`)."""
-    found, env, problems = find_launcher(text, files, extra_env, declared)
-    if found is None or found.kind != "server":
-        if not problems:
-            problems.append(f"no engine launcher found ({', '.join(engines.SERVER_EXAMPLES)})")
-        return EngineCommand(text=text, env=tuple(env), problems=tuple(problems))
-    eng = engines.engine(found.engine)
-    assert eng is not None  # launchers name known engines
-    aliases = {**engines.SERVER_FLAG_ALIASES, **eng.flag_aliases}
+def _scope(extra_env: dict[str, str] | None, env: list[tuple[str, str]],
+           positional: list[str]) -> dict[str, str]:
+    """What `${VAR}` in a flag value expands to: the block's env=, the launch's environment,
+    the script's positional arguments."""
     scope = dict(extra_env or {})
     for var, setting in env:
         # `docker run -e PORT="$PORT"` passes the host's PORT on: it keeps the value the
@@ -134,8 +124,16 @@ def parse_server_command(text: str, extra_env: dict[str, str] | None = None,
                                          setting.strip('"')):
             continue
         scope[var] = setting
-    scope.update((str(n), v) for n, v in enumerate(found.positional, start=1))
-    positionals, raw_flags = parse_flags(found.rest)
+    scope.update((str(n), v) for n, v in enumerate(positional, start=1))
+    return scope
+
+
+def _read_flags(raw_flags: list[tuple[str, str | None]], eng: engines.Engine,
+                aliases: dict[str, str],
+                scope: dict[str, str], problems: list[str],
+                ) -> tuple[dict[str, Any], dict[str, Any] | None, list[tuple[str, str | None]]]:
+    """The flags of the launch: the values of the settings the engine names (model, port, TP,
+    …), the speculative-decoding settings, and every other flag as written."""
     values: dict[str, Any] = {}
     spec: dict[str, Any] | None = None
     flag_spec: dict[str, Any] = {}  # from `--speculative-*` flags, where the engine has them
@@ -176,6 +174,26 @@ def parse_server_command(text: str, extra_env: dict[str, str] | None = None,
         spec = {**flag_spec, **(spec or {})}
         if "algo" in spec:
             spec["algorithm"] = spec.pop("algo")
+    return values, spec, flags
+
+
+def parse_server_command(text: str, extra_env: dict[str, str] | None = None,
+                         files: Mapping[str, str] | None = None, declared: str | None = None,
+                         ) -> EngineCommand:
+    """Understand a server block. `extra_env` (the block's env= attribute) is used only to
+    expand `${VAR}` in flag values; `files` are the runbook's file blocks (a compose file);
+    `declared`: the engine the block declares it serves (see `launcher.find_launcher`)."""
+    found, env, problems = find_launcher(text, files, extra_env, declared)
+    if found is None or found.kind != "server":
+        if not problems:
+            problems.append(f"no engine launcher found ({', '.join(engines.SERVER_EXAMPLES)})")
+        return EngineCommand(text=text, env=tuple(env), problems=tuple(problems))
+    eng = engines.engine(found.engine)
+    assert eng is not None  # launchers name known engines
+    aliases = {**engines.SERVER_FLAG_ALIASES, **eng.flag_aliases}
+    scope = _scope(extra_env, env, found.positional)
+    positionals, raw_flags = parse_flags(found.rest)
+    values, spec, flags = _read_flags(raw_flags, eng, aliases, scope, problems)
     model = values.get("model")
     if model is None and positionals and eng.model_positional:
         model = positionals[0]

@@ -13,10 +13,10 @@ from typing import Any
 
 import yaml
 
-from wikitools.errors import InputError
+from wikitools.core.errors import InputError
+from wikitools.core.yamlload import load_yaml
 from wikitools.runbook.engines import docker_cli as dk
 from wikitools.runbook.engines.shell import split_words
-from wikitools.yamlload import load_yaml
 
 # Compose interpolation: $$ (a literal $), ${VAR}, ${VAR:-default}, ${VAR-default},
 # ${VAR:?message}, ${VAR?message}, ${VAR:+alt}, $VAR.
@@ -204,6 +204,67 @@ def _parse_compose(text: str, host_items: tuple[tuple[str, str], ...]) -> Compos
     top = data.get("name")
     return ComposeFile(tuple(services), interpolate(str(top), host) if top else None,
                        tuple(problems))
+
+
+# --------------------------------------------------------------------------- paths beside it
+
+
+def _relative(path: Any, bind: bool = False) -> bool:
+    """A path Compose reads relative to the compose file's folder. With `bind` (a volume's
+    short syntax) only `.`-paths are: a bare name is a named volume."""
+    text = str(path).strip()
+    if not text or text.startswith(("/", "$", "~")):
+        return False
+    return text.startswith(".") if bind else True
+
+
+def _listed(value: Any, key: str) -> list[Any]:
+    """The paths of a `env_file:` / `include:` value: a string, or a list of strings or of
+    maps holding `key`."""
+    items = value if isinstance(value, list) else [value] if value is not None else []
+    return [i.get(key) if isinstance(i, dict) else i for i in items if i is not None]
+
+
+def _service_paths(svc: dict[str, Any]) -> list[tuple[str, Any]]:
+    found: list[tuple[str, Any]] = [("env_file", p) for p in _listed(svc.get("env_file"), "path")
+                                    if _relative(p)]
+    volumes = svc.get("volumes")
+    for v in volumes if isinstance(volumes, list) else ():
+        if isinstance(v, str) and _relative(v.split(":", 1)[0], bind=True):
+            found.append(("volumes", v))
+        elif isinstance(v, dict) and v.get("type") == "bind" and _relative(v.get("source")):
+            found.append(("volumes", v.get("source")))
+    build = svc.get("build")
+    context = build.get("context", ".") if isinstance(build, dict) else build
+    if build is not None and _relative(context):
+        found.append(("build", context))
+    extends = svc.get("extends")
+    if isinstance(extends, dict) and extends.get("file") and _relative(extends["file"]):
+        found.append(("extends", extends["file"]))
+    return found
+
+
+def beside_paths(text: str) -> list[tuple[str, str]]:
+    """(key, path) of every path a compose file reads relative to its own folder (env files,
+    bind mounts, build contexts, extended and included files, config and secret files): they
+    name other files when the file is run from a copy elsewhere. Nothing for invalid YAML."""
+    try:
+        data = load_yaml(text)
+    except yaml.YAMLError:
+        return []
+    if not isinstance(data, dict):
+        return []
+    found = [("include", p) for p in _listed(data.get("include"), "path") if _relative(p)]
+    services = data.get("services")
+    for svc in services.values() if isinstance(services, dict) else ():
+        if isinstance(svc, dict):
+            found += _service_paths(svc)
+    for key in ("configs", "secrets"):
+        group = data.get(key)
+        for item in group.values() if isinstance(group, dict) else ():
+            if isinstance(item, dict) and item.get("file") and _relative(item["file"]):
+                found.append((key, item["file"]))
+    return [(k, str(p)) for k, p in found]
 
 
 # --------------------------------------------------------------------------- the CLI

@@ -3,6 +3,8 @@ options go (the run's `--label`), the run's own Compose project in place of the 
 
 from __future__ import annotations
 
+import shlex
+
 from wikitools.runbook.engines import docker_cli
 from wikitools.runbook.engines.compose import compose_call
 from wikitools.runbook.engines.launcher import strip_prefixes
@@ -10,7 +12,6 @@ from wikitools.runbook.engines.shell import (
     ShellSyntaxError,
     SimpleCommand,
     basename,
-    shell_quote,
     split_commands,
 )
 
@@ -52,7 +53,7 @@ def own_compose_project(text: str, project: str) -> str | None:
             continue
         j = i + len(call.program)
         edits: list[tuple[int, int, str]] = []
-        new = shell_quote(project)
+        new = shlex.quote(project)
         while j < len(argv) and argv[j].startswith("-"):
             a, w = argv[j], cmd.words[j]
             name, eq, _ = a.partition("=")

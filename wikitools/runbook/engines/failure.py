@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+import signal
 from collections.abc import Iterable
 
 from wikitools.runbook.engines import log_catalog
@@ -14,6 +15,8 @@ _EXCEPTION = re.compile(
     r"^((?:[A-Za-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Warning))(?::\s+(.*))?$"
 )
 TRACEBACK = "Traceback (most recent call last):"
+_FAULT = re.compile(log_catalog.FAULTHANDLER_LINE)
+_DIED = re.compile(log_catalog.WORKER_DIED_LINE)
 
 
 def strip_prefix(line: str) -> str:
@@ -40,6 +43,24 @@ def exception_line(lines: Iterable[str]) -> str | None:
     return first_any
 
 
+def signal_death(lines: Iterable[str]) -> str | None:
+    """"worker killed by SIGILL (illegal instruction)" when a process of the server says a
+    signal killed it (the first such line); None when no line does."""
+    for line in lines:
+        m = _FAULT.search(line)
+        if m is not None:
+            return killed_by(signal.Signals[log_catalog.FAULTHANDLER_SIGNALS[m[1]]])
+        m = _DIED.search(line)
+        if m is not None and int(m[1]) in signal.valid_signals():
+            return killed_by(signal.Signals(int(m[1])))
+    return None
+
+
+def killed_by(sig: signal.Signals) -> str:
+    what = signal.strsignal(sig) or sig.name
+    return f"worker killed by {sig.name} ({what.lower()})"
+
+
 def better_message(message: str | None, log_lines: Iterable[str]) -> str | None:
     """`message`, with a bare traceback header replaced by the exception the log names."""
     if message is None or TRACEBACK not in message:
@@ -52,4 +73,5 @@ def better_message(message: str | None, log_lines: Iterable[str]) -> str | None:
     return f"{head} {found}".strip() if head else found
 
 
-__all__ = ["TRACEBACK", "better_message", "exception_line", "strip_prefix"]
+__all__ = ["TRACEBACK", "better_message", "exception_line", "killed_by", "signal_death",
+           "strip_prefix"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from wikitools.diagnostics import closest
+from wikitools.core.diagnostics import closest
 
 
 @dataclass(frozen=True, slots=True)

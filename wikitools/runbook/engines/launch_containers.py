@@ -8,7 +8,7 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 from wikitools.runbook.engines import catalog as engines
 from wikitools.runbook.engines import docker_cli as dk
@@ -33,16 +33,60 @@ def not_top(use: ContainerUse) -> ContainerUse:
     return replace(use, top_level=False)
 
 
-def docker_run(
-    argv: list[str], words: list[Word] | None, j: int, base: str, env: list[tuple[str, str]],
-    scope: Scope, depth: int, top: bool, find: Find,
-) -> Found | None:
-    denv: list[tuple[str, str]] = []
-    gpus = None
-    entrypoint = None
-    name = None
-    detached = remove = False
-    ports: list[str] = []
+@dataclass
+class _RunOptions:
+    """What the options of `docker run` before the image say."""
+
+    env: list[tuple[str, str]] = field(default_factory=list)
+    gpus: str | None = None
+    entrypoint: str | None = None
+    name: str | None = None
+    detached: bool = False
+    remove: bool = False
+    ports: list[str] = field(default_factory=list)
+
+    def take(self, flag: str, value: str) -> None:
+        if flag in dk.ENV_FLAGS:
+            k, eq, v = value.partition("=")
+            self.env.append((k, v if eq else f"${{{k}}}"))  # bare `-e K` passes the host's K
+        elif flag == dk.GPUS_FLAG:
+            self.gpus = value
+        elif flag == dk.ENTRYPOINT_FLAG:
+            self.entrypoint = value
+        elif flag in dk.PUBLISH_FLAGS:
+            self.ports.append(value)
+        elif flag == dk.NAME_FLAG:
+            self.name = value
+
+
+def _option(argv: list[str], j: int, opts: _RunOptions) -> tuple[str, str | None, int]:
+    """The option at `argv[j]`: (flag, its value or None, the index after it); sets the
+    switches (-d, --rm) on `opts`."""
+    a = argv[j]
+    flag, eq, val = a.partition("=")
+    if eq:
+        return flag, val, j + 1
+    if flag in dk.RUN_VALUE_FLAGS:
+        return flag, (argv[j + 1] if j + 1 < len(argv) else None), j + 2
+    if re.fullmatch(r"-[a-zA-Z]+", flag) and flag[-1] in dk.RUN_VALUE_SHORT and set(
+            flag[1:-1]) <= dk.RUN_BOOL_SHORT:
+        # combined short flags ending with a value flag, e.g. -itv /x:/y is rare; -e handled
+        opts.detached = opts.detached or "d" in flag[1:-1]
+        return "-" + flag[-1], (argv[j + 1] if j + 1 < len(argv) else None), j + 2
+    if flag in dk.DETACH_FLAGS or (
+            re.fullmatch(r"-[a-zA-Z]+", flag) and set(flag[1:]) <= dk.RUN_BOOL_SHORT
+            and "d" in flag):
+        opts.detached = True
+    elif flag == dk.REMOVE_FLAG:
+        opts.remove = True
+    return flag, None, j + 1
+
+
+def _run_options(argv: list[str], words: list[Word] | None, j: int, scope: Scope,
+                 ) -> tuple[_RunOptions, list[str], list[Word] | None, int]:
+    """The options of `docker run` from `argv[j]` on; with argv and words as read (an array
+    of options expanded) and the index of the image."""
+    opts = _RunOptions()
     while j < len(argv):
         a = argv[j]
         if a == "--":
@@ -58,49 +102,24 @@ def docker_run(
             continue
         if not a.startswith("-") or a == "-":
             break
-        flag, eq, val = a.partition("=")
-        if eq:
-            value: str | None = val
-            j += 1
-        elif flag in dk.RUN_VALUE_FLAGS:
-            value = argv[j + 1] if j + 1 < len(argv) else None
-            j += 2
-        elif re.fullmatch(r"-[a-zA-Z]+", flag) and flag[-1] in dk.RUN_VALUE_SHORT and set(
-            flag[1:-1]) <= dk.RUN_BOOL_SHORT:
-            # combined short flags ending with a value flag, e.g. -itv /x:/y is rare; -e handled
-            detached = detached or "d" in flag[1:-1]
-            value = argv[j + 1] if j + 1 < len(argv) else None
-            flag = "-" + flag[-1]
-            j += 2
-        else:
-            if flag in dk.DETACH_FLAGS or (
-                    re.fullmatch(r"-[a-zA-Z]+", flag) and set(flag[1:]) <= dk.RUN_BOOL_SHORT
-                    and "d" in flag):
-                detached = True
-            elif flag == dk.REMOVE_FLAG:
-                remove = True
-            value = None
-            j += 1
-        if value is None:
-            continue
-        if flag in dk.ENV_FLAGS:
-            k, eq2, v = value.partition("=")
-            denv.append((k, v if eq2 else f"${{{k}}}"))  # bare `-e K` passes the host's K
-        elif flag == dk.GPUS_FLAG:
-            gpus = value
-        elif flag == dk.ENTRYPOINT_FLAG:
-            entrypoint = value
-        elif flag in dk.PUBLISH_FLAGS:
-            ports.append(value)
-        elif flag == dk.NAME_FLAG:
-            name = value
+        flag, value, j = _option(argv, j, opts)
+        if value is not None:
+            opts.take(flag, value)
+    return opts, argv, words, j
+
+
+def docker_run(
+    argv: list[str], words: list[Word] | None, j: int, base: str, env: list[tuple[str, str]],
+    scope: Scope, depth: int, top: bool, find: Find,
+) -> Found | None:
+    opts, argv, words, j = _run_options(argv, words, j, scope)
     if j >= len(argv):
         return None
     image = argv[j]
     cmd = argv[j + 1 :]
-    if entrypoint:
-        cmd = split_words(entrypoint) + cmd
-    sub_words = words[j + 1 :] if words is not None and not entrypoint else None
+    if opts.entrypoint:
+        cmd = split_words(opts.entrypoint) + cmd
+    sub_words = words[j + 1 :] if words is not None and not opts.entrypoint else None
     found = find(cmd, sub_words, scope, depth + 1, False) if cmd else None
     if found is None:
         found = image_entrypoint(resolve(image, scope.values), cmd, sub_words) or \
@@ -112,12 +131,12 @@ def docker_run(
     found.wrappers.insert(0, f"{base} run")
     found.image = image
     found.docker = True
-    found.docker_gpus = gpus
-    found.docker_env = denv
-    found.docker_ports = ports
-    found.env = env + denv + found.env
-    found.container = ContainerUse(kind="run", detached=detached, remove=remove, name=name,
-                                   top_level=top)
+    found.docker_gpus = opts.gpus
+    found.docker_env = opts.env
+    found.docker_ports = opts.ports
+    found.env = env + opts.env + found.env
+    found.container = ContainerUse(kind="run", detached=opts.detached, remove=opts.remove,
+                                   name=opts.name, top_level=top)
     return found
 
 

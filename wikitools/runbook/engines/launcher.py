@@ -10,7 +10,9 @@ launchers is data in `engines`; reading the shell text is `shell`'s job, compose
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Mapping
+from urllib.parse import urlsplit
 
 from wikitools.runbook.engines import catalog as engines
 from wikitools.runbook.engines import docker_cli
@@ -26,7 +28,6 @@ from wikitools.runbook.engines.shell import (
     assignments,
     basename,
     heredoc_files,
-    shell_quote,
     split_commands,
     tokenize,
 )
@@ -167,32 +168,7 @@ def _find(argv: list[str], words: list[Word] | None, scope: Scope, depth: int = 
     if depth > 4:
         return None
     if base in _SHELLS:
-        j = i + 1
-        script = None
-        while j < len(argv):
-            a = argv[j]
-            if a.startswith("-") and not a.startswith("--") and "c" in a[1:]:
-                script = argv[j + 1] if j + 1 < len(argv) else None
-                break
-            if a.startswith("-"):
-                j += 1
-                continue
-            break
-        if script is None:
-            return None
-        inner = find_in_script(_cat_heredoc(script), depth + 1, scope)
-        if inner is None:
-            return None
-        found, inner_env = inner
-        passed = argv[j + 2 :]  # `sh -c SCRIPT NAME ARGS…`: NAME is $0, ARGS are "$@"
-        if passed and any(_FORWARD.match(a) for a in found.rest):
-            _forward(found, passed[1:])
-        found.words = None
-        found.wrappers.insert(0, f"{base} {argv[j]}")
-        found.env = env + inner_env + found.env
-        if found.container is not None and found.container.top_level:
-            found.container = lc.not_top(found.container)
-        return found
+        return _shell_c(argv, i, base, env, scope, depth)
     call = compose_call(argv, i)
     if call is not None:
         composed = lc.compose_up(call, scope, depth, env, _find)
@@ -200,13 +176,51 @@ def _find(argv: list[str], words: list[Word] | None, scope: Scope, depth: int = 
             composed.container = lc.not_top(composed.container)
         return composed
     if base in docker_cli.CONTAINER_PROGRAMS:
-        sub = argv[i + 1 : i + 3]
-        if sub[:1] == ["run"] or sub == ["container", "run"]:
-            j = i + 2 if argv[i + 1] == "run" else i + 3
-            return lc.docker_run(argv, words, j, base, env, scope, depth, top, _find)
-        if sub[:1] == ["exec"] or sub == ["container", "exec"]:
-            j = i + 2 if argv[i + 1] == "exec" else i + 3
-            return lc.docker_exec(argv, j, f"{base} exec", env, scope, depth, _find)
+        return _container(argv, words, i, base, env, scope, depth, top)
+    return None
+
+
+def _shell_c(argv: list[str], i: int, base: str, env: list[tuple[str, str]], scope: Scope,
+             depth: int) -> Found | None:
+    """The launcher in the script of `bash -c SCRIPT [NAME ARGS…]` (`argv[i]`: the shell)."""
+    j = i + 1
+    script = None
+    while j < len(argv):
+        a = argv[j]
+        if a.startswith("-") and not a.startswith("--") and "c" in a[1:]:
+            script = argv[j + 1] if j + 1 < len(argv) else None
+            break
+        if a.startswith("-"):
+            j += 1
+            continue
+        break
+    if script is None:
+        return None
+    inner = find_in_script(_cat_heredoc(script), depth + 1, scope)
+    if inner is None:
+        return None
+    found, inner_env = inner
+    passed = argv[j + 2 :]  # `sh -c SCRIPT NAME ARGS…`: NAME is $0, ARGS are "$@"
+    if passed and any(_FORWARD.match(a) for a in found.rest):
+        _forward(found, passed[1:])
+    found.words = None
+    found.wrappers.insert(0, f"{base} {argv[j]}")
+    found.env = env + inner_env + found.env
+    if found.container is not None and found.container.top_level:
+        found.container = lc.not_top(found.container)
+    return found
+
+
+def _container(argv: list[str], words: list[Word] | None, i: int, base: str,
+               env: list[tuple[str, str]], scope: Scope, depth: int, top: bool) -> Found | None:
+    """`docker run …` / `docker exec …` (`argv[i]`: the container program)."""
+    sub = argv[i + 1 : i + 3]
+    if sub[:1] == ["run"] or sub == ["container", "run"]:
+        j = i + 2 if argv[i + 1] == "run" else i + 3
+        return lc.docker_run(argv, words, j, base, env, scope, depth, top, _find)
+    if sub[:1] == ["exec"] or sub == ["container", "exec"]:
+        j = i + 2 if argv[i + 1] == "exec" else i + 3
+        return lc.docker_exec(argv, j, f"{base} exec", env, scope, depth, _find)
     return None
 
 
@@ -233,37 +247,18 @@ def find_in_script(script: str, depth: int = 0, scope: Scope | None = None,
     """First launcher in a script, with the environment set before it (export / local / K=V /
     unset). A launcher that forwards "$@" takes its arguments from the script's call of the
     function or here-document script that holds it."""
-    scope = scope if scope is not None else Scope()
-    if "<<" in script:  # here-documents
-        for path, body in heredoc_files(script).items():
-            scope.files.setdefault(path, body)
-            scope.callables.setdefault(basename(path), body)
-    for name, fn_body in _callables(script).items():
-        scope.callables.setdefault(name, fn_body)
+    scope = _learn_scripts(script, scope if scope is not None else Scope())
     env: list[tuple[str, str]] = []
     cmds = split_commands(script)
     first_problem: Found | None = None
+    first_poll: tuple[Found, list[tuple[str, str]]] | None = None
     for index, cmd in enumerate(cmds):
         argv = cmd.argv
         if not argv:
             continue
-        if argv[0] in ("export", "local", "declare", "typeset", "readonly"):
-            env.extend(pairs := assignments([a for a in argv[1:] if not a.startswith("-")]))
-            scope.values.update(pairs)
-            continue
-        if argv[0] == "unset":
-            names = {a for a in argv[1:] if not a.startswith("-")}
-            env = [(k, v) for k, v in env if k not in names]
-            continue
-        pairs = assignments(argv)
-        if len(pairs) == len(argv):
-            for k, v in pairs:
-                items = _array_items(v)
-                if items is not None:
-                    scope.arrays[k] = items
-                else:
-                    env.append((k, v))
-                    scope.values[k] = v  # `"$IMAGE"` in a later docker run
+        assigned = _assigned(argv, env, scope)
+        if assigned is not None:
+            env = assigned
             continue
         lead = 0  # `PORT=8402 /tmp/run-x`: the assignments before the script are its env
         while lead < len(argv) - 1 and assignment(argv[lead]) is not None:
@@ -271,17 +266,16 @@ def find_in_script(script: str, depth: int = 0, scope: Scope | None = None,
         run = _script_word(argv, lead)
         script_body = scope.callables.get(basename(argv[run])) if run < len(argv) else None
         if script_body:  # a script of the runbook (`/tmp/run-x`, `bash x.sh`) with arguments
-            known = dict(env + assignments(argv[:lead]))  # what the caller sets for it
-            inner = find_in_script(choose_cases(script_body, known), depth + 1, scope)
-            if inner is not None:
-                found, inner_env = inner
-                _forward(found, argv[run + 1 :])
-                found.words = None
-                return found, env + assignments(argv[:lead]) + inner_env
+            called = _called_script(script_body, argv, lead, run, env, scope, depth)
+            if called is not None:
+                return called
             continue
         hit = _find(argv, cmd.words if depth == 0 else None, scope, depth)
         if hit is not None and hit.kind == "none":
             first_problem = first_problem or hit
+            continue
+        if hit is not None and _health_poll(hit):  # waits for a server: a later one is the launch
+            first_poll = first_poll or (hit, list(env))
             continue
         if hit is not None:
             hit.rest = _arrays(hit.rest, scope)
@@ -293,7 +287,65 @@ def find_in_script(script: str, depth: int = 0, scope: Scope | None = None,
             return hit, env
     if first_problem is not None:
         return first_problem, env
-    return None
+    return first_poll
+
+
+def _health_poll(hit: Found) -> bool:
+    """A `curl` of an engine's readiness path (`curl -sf http://…:8000/health`): a script
+    waiting for a server, not the command it runs."""
+    if hit.kind != "client" or hit.tool != "curl":
+        return False
+    urls = [a for a in hit.rest if "://" in a]
+    return any(urlsplit(u).path.rstrip("/") in engines.HEALTH_PATHS for u in urls)
+
+
+def _learn_scripts(script: str, scope: Scope) -> Scope:
+    """`scope` with the here-document files and shell functions `script` defines."""
+    if "<<" in script:  # here-documents
+        for path, body in heredoc_files(script).items():
+            scope.files.setdefault(path, body)
+            scope.callables.setdefault(basename(path), body)
+    for name, fn_body in _callables(script).items():
+        scope.callables.setdefault(name, fn_body)
+    return scope
+
+
+def _assigned(argv: list[str], env: list[tuple[str, str]], scope: Scope,
+              ) -> list[tuple[str, str]] | None:
+    """The environment after a command that only sets or unsets variables (export, local,
+    unset, K=V, arrays); None for any other command."""
+    if argv[0] in ("export", "local", "declare", "typeset", "readonly"):
+        pairs = assignments([a for a in argv[1:] if not a.startswith("-")])
+        scope.values.update(pairs)
+        return [*env, *pairs]
+    if argv[0] == "unset":
+        names = {a for a in argv[1:] if not a.startswith("-")}
+        return [(k, v) for k, v in env if k not in names]
+    pairs = assignments(argv)
+    if len(pairs) != len(argv):
+        return None
+    out = list(env)
+    for k, v in pairs:
+        items = _array_items(v)
+        if items is not None:
+            scope.arrays[k] = items
+        else:
+            out.append((k, v))
+            scope.values[k] = v  # `"$IMAGE"` in a later docker run
+    return out
+
+
+def _called_script(body: str, argv: list[str], lead: int, run: int, env: list[tuple[str, str]],
+                   scope: Scope, depth: int) -> tuple[Found, list[tuple[str, str]]] | None:
+    """The launcher inside a script of the runbook that `argv` calls with arguments."""
+    known = dict(env + assignments(argv[:lead]))  # what the caller sets for it
+    inner = find_in_script(choose_cases(body, known), depth + 1, scope)
+    if inner is None:
+        return None
+    found, inner_env = inner
+    _forward(found, argv[run + 1 :])
+    found.words = None
+    return found, env + assignments(argv[:lead]) + inner_env
 
 
 def _script_word(argv: list[str], lead: int) -> int:
@@ -455,4 +507,4 @@ def append_args(text: str, args: list[str]) -> str | None:
         return None
     if not args:
         return text
-    return text[:at] + " " + " ".join(shell_quote(a) for a in args) + text[at:]
+    return text[:at] + " " + shlex.join(args) + text[at:]

@@ -151,6 +151,20 @@ def _sglang_kv_gib(m: re.Match[str]) -> dict[str, float]:
 
 # What engines put before a log line's text, e.g. "(Worker_TP0 pid=1165) ERROR 11-30 09:50:52
 # [multiproc_executor.py:1007] " (vLLM and SGLang workers).
+# How a Python process says a signal killed it. faulthandler (PYTHONFAULTHANDLER=1, which the
+# executor sets for every server it starts) prints "Fatal Python error: <what>" with these names;
+# vLLM's multiprocess executor logs a worker's death with its exit code, negative for a signal.
+FAULTHANDLER_LINE = (r"Fatal Python error: (Illegal instruction|Segmentation fault"
+                     r"|Floating-point exception|Aborted|Bus error)")
+FAULTHANDLER_SIGNALS = {
+    "Illegal instruction": "SIGILL",
+    "Segmentation fault": "SIGSEGV",
+    "Floating-point exception": "SIGFPE",
+    "Aborted": "SIGABRT",
+    "Bus error": "SIGBUS",
+}
+WORKER_DIED_LINE = r"died unexpectedly \(exit code: -(\d+)\)"
+
 LOG_LINE_PREFIX = (
     r"^(?:\([^)]*\)\s+)?(?:(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+\d\d-\d\d\s+[\d:.]+\s+"
     r"\[[^\]]*\]\s+)?"

@@ -3,25 +3,50 @@ CUDA graphs, versions) and Prometheus `/metrics` samples (spec-decode counters, 
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from wikitools.core.errors import InputError
 from wikitools.runbook.engines import log_catalog
+
+_SHOWN = 120  # characters of an unreadable line quoted in the message
+
+
+class MarkerError(InputError):
+    """A log line that names a fact (a KV-cache size, a concurrency) whose value cannot be
+    read: `line` is its 1-based number in the log."""
+
+    def __init__(self, line: int, name: str, text: str) -> None:
+        shown = text.strip()
+        if len(shown) > _SHOWN:
+            shown = shown[:_SHOWN] + f"… ({len(shown):,} characters)"
+        super().__init__(f"cannot read {name} from the engine's log line {shown!r}")
+        self.line = line
+
+
+def _convert(name: str, convert: Callable[[re.Match[str]], dict[str, Any]],
+             m: re.Match[str], number: int, line: str) -> dict[str, Any]:
+    try:
+        return convert(m)
+    except (ValueError, ArithmeticError):  # "per request: .x", an int of 5,000 digits
+        raise MarkerError(number, name, line) from None
 
 
 def scan_markers(lines: list[str] | tuple[str, ...]) -> dict[str, Any]:
-    """Backend and capacity facts from server log lines; the first match of each marker wins."""
+    """Backend and capacity facts from server log lines; the first match of each marker wins.
+    A matching line whose value cannot be read is a MarkerError naming the line."""
     found: dict[str, Any] = {}
     pending = list(log_catalog.LOG_MARKERS)
-    for line in lines:
+    for number, line in enumerate(lines, 1):
         if not pending:
             break
         keep = []
         for name, pattern, convert in pending:
             m = pattern.search(line)
             if m:
-                for k, v in convert(m).items():
+                for k, v in _convert(name, convert, m, number, line).items():
                     found.setdefault(k, v)
             else:
                 keep.append((name, pattern, convert))
@@ -86,7 +111,8 @@ def metrics_markers(text: str) -> dict[str, Any]:
         if name == log_catalog.CACHE_CONFIG_METRIC and "cache_config" not in out:
             out["cache_config"] = {k: labels[k] for k in sorted(labels)
                                    if k in log_catalog.CACHE_CONFIG_KEYS}
-        elif name == log_catalog.GPU_BLOCKS_METRIC and "num_gpu_blocks" not in out:
+        elif (name == log_catalog.GPU_BLOCKS_METRIC and "num_gpu_blocks" not in out
+              and math.isfinite(_value)):  # an engine's NaN is no number of blocks
             out["num_gpu_blocks"] = int(_value)
     cfg = out.get("cache_config", {})
     for key in ("kv_cache_size_tokens", "num_gpu_blocks", "block_size"):

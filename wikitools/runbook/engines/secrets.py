@@ -220,14 +220,16 @@ _PATTERNS: tuple[re.Pattern[str], ...] = (
     # YAML-ish and log `key: value` with a secret name
     re.compile(rf"(?<![\w-])(?P<name>{_NAME}):[ \t]+(?P<value>{_VALUE})(?=\s|$)"),
 )
-_ALWAYS: tuple[re.Pattern[str], ...] = (
+_HEADERS: tuple[re.Pattern[str], ...] = (
     # Authorization headers: Bearer/Basic/Token credentials
     re.compile(r"(?i)\b(?:proxy-)?authorization\s*:\s*(?:(?:bearer|basic|token|apikey)\s+)?"
                rf"(?P<value>{_VALUE})"),
     re.compile(rf"(?i)\b(?:x-)?api-key\s*:\s*(?P<value>{_VALUE})"),
     # credentials in a URL: scheme://user:password@host
     re.compile(r"(?i)\b[a-z][a-z0-9+.-]*://[^\s:/@'\"]+:(?P<value>[^\s/@'\"\\;&|<>()`$]+)@"),
-    # token formats that are secrets wherever they appear
+)
+# Token formats that are secrets wherever they appear, whatever the text around them says.
+_FORMATS: tuple[re.Pattern[str], ...] = (
     re.compile(r"\b(?P<value>(?:sk|rk)-(?:proj-|ant-|live-|test-)?[A-Za-z0-9_-]{16,})"),
     re.compile(r"\b(?P<value>hf_[A-Za-z0-9]{16,})"),
     re.compile(r"\b(?P<value>(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}))"),
@@ -236,6 +238,11 @@ _ALWAYS: tuple[re.Pattern[str], ...] = (
     re.compile(r"\b(?P<value>(?:AKIA|ASIA)[0-9A-Z]{16})\b"),
     re.compile(r"\b(?P<value>eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})"),
 )
+_ALWAYS = _HEADERS + _FORMATS
+# What every one of _FORMATS starts with: substring tests (fast) tell whether any can match.
+_FORMAT_STARTS = ("sk-", "rk-", "hf_", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_",
+                  "glpat-", "nvapi-", "xoxa-", "xoxb-", "xoxp-", "xoxr-", "xoxs-", "AKIA", "ASIA",
+                  "eyJ")
 
 
 def _text_edits(text: str) -> list[tuple[int, int, str]]:
@@ -252,6 +259,20 @@ def _text_edits(text: str) -> list[tuple[int, int, str]]:
 
 
 # --------------------------------------------------------------------------- entry points
+
+
+def secret_spans(text: str, *, formats_only: bool = False) -> list[tuple[int, int]]:
+    """Where `text` holds a secret value, as sorted (start, end) offsets: what the masking of
+    free text replaces. `formats_only`: only values whose own format makes them secrets
+    (`hf_…`, `sk-…`, `ghp_…`), for prose, where "token: the next word" is no secret."""
+    if formats_only:
+        if not any(start in text for start in _FORMAT_STARTS):
+            return []
+        found = {(m.start("value"), m.end("value")) for rx in _FORMATS
+                 for m in rx.finditer(text)}
+    else:
+        found = {(a, b) for a, b, new in _text_edits(text) if text[a:b] != new}
+    return sorted(found)
 
 
 def mask_text(text: str) -> str:

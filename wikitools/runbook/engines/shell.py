@@ -6,11 +6,10 @@ continuations, comments, `;`/`&&`/`||`/`|`/newline separators, heredocs), simple
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from wikitools.errors import InputError
+from wikitools.core.errors import InputError
 from wikitools.runbook.engines import docker_cli
 
 # --------------------------------------------------------------------------- shell words
@@ -77,40 +76,46 @@ def _tokens(text: str) -> tuple[Word, ...]:
                 i = _skip_heredocs(text, i, heredocs)
                 heredocs = []
             continue
-        two = text[i : i + 2]
-        if two == "&>":  # &> file, &>> file: redirection of both streams
-            op = "&>>" if text[i : i + 3] == "&>>" else "&>"
-            out.append(Word(op, i, i + len(op), op=True))
-            i += len(op)
-            continue
-        if two in ("&&", "||", "|&", ";;"):
-            out.append(Word(two, i, i + 2, op=True))
-            i += 2
-            continue
-        if c in ";&|()":
-            out.append(Word(c, i, i + 1, op=True))
-            i += 1
-            continue
-        # redirections: [n]> >> < << <<- <<< >& <&
-        m = _REDIRECT_AT.match(text, i) if c in "<>0123456789" else None
-        if m and (m.group(0)[0] in "<>" or _at_word_start(text, i)):
-            op = m.group(0)
+        op = _operator_at(text, i)
+        if op is not None:
             out.append(Word(op, i, i + len(op), op=True))
             i += len(op)
             if op.lstrip("0123456789") in ("<<", "<<-"):  # not the here-string `<<<`
-                j = i
-                while j < n and text[j] in " \t":
-                    j += 1
-                word, j = _read_word(text, j)
-                if word is not None:
-                    out.append(word)
-                    heredocs.append((word, op.endswith("-")))
-                i = j
+                i = _heredoc_word(text, i, op.endswith("-"), out, heredocs)
             continue
         word, i = _read_word(text, i)
         if word is not None:
             out.append(word)
     return tuple(out)
+
+
+
+def _operator_at(text: str, i: int) -> str | None:
+    """The control operator or redirection starting at `text[i]`, if any: `&>`, `&>>`, `&&`,
+    `||`, `|&`, `;;`, one of `;&|()`, or [n]> >> < << <<- <<< >& <&."""
+    c, two = text[i], text[i : i + 2]
+    if two == "&>":  # &> file, &>> file: redirection of both streams
+        return "&>>" if text[i : i + 3] == "&>>" else "&>"
+    if two in ("&&", "||", "|&", ";;"):
+        return two
+    if c in ";&|()":
+        return c
+    m = _REDIRECT_AT.match(text, i) if c in "<>0123456789" else None
+    if m and (m.group(0)[0] in "<>" or _at_word_start(text, i)):
+        return m.group(0)
+    return None
+
+
+def _heredoc_word(text: str, i: int, strip: bool, out: list[Word],
+                  heredocs: list[tuple[Word, bool]]) -> int:
+    """Read the delimiter word after `<<`/`<<-` at `text[i]` (its body follows the line)."""
+    while i < len(text) and text[i] in " \t":
+        i += 1
+    word, i = _read_word(text, i)
+    if word is not None:
+        out.append(word)
+        heredocs.append((word, strip))
+    return i
 
 
 def split_words(text: str) -> list[str]:
@@ -179,27 +184,8 @@ def _read_word(text: str, i: int) -> tuple[Word | None, int]:
             i = end + 1
             continue
         if c == '"':
-            i += 1
+            i = _double_quoted(text, i + 1, start, buf)
             quoted = True
-            while True:
-                if i >= n:
-                    raise ShellSyntaxError(f"unclosed double quote at offset {start}")
-                d = text[i]
-                if d == '"':
-                    i += 1
-                    break
-                if d == "\\" and i + 1 < n and text[i + 1] in '$`"\\\n':
-                    if text[i + 1] != "\n":
-                        buf.append(text[i + 1])
-                    i += 2
-                    continue
-                if d == "$" and text[i + 1 : i + 2] == "(":
-                    j = _match_paren(text, i + 1)
-                    buf.append(text[i:j])
-                    i = j
-                    continue
-                buf.append(d)
-                i += 1
             continue
         if c == "$" and text[i + 1 : i + 2] in ("(", "{"):
             j = _match_paren(text, i + 1) if text[i + 1] == "(" else _match_brace(text, i + 1)
@@ -216,6 +202,31 @@ def _read_word(text: str, i: int) -> tuple[Word | None, int]:
     if i == start:
         return None, i
     return Word("".join(buf), start, i, quoted=quoted), i
+
+
+
+def _double_quoted(text: str, i: int, start: int, buf: list[str]) -> int:
+    """Read a double-quoted string's inside from `text[i]` into `buf`; the offset after its
+    closing quote. `start`: where the word began (for the message of an unclosed quote)."""
+    n = len(text)
+    while True:
+        if i >= n:
+            raise ShellSyntaxError(f"unclosed double quote at offset {start}")
+        d = text[i]
+        if d == '"':
+            return i + 1
+        if d == "\\" and i + 1 < n and text[i + 1] in '$`"\\\n':
+            if text[i + 1] != "\n":
+                buf.append(text[i + 1])
+            i += 2
+            continue
+        if d == "$" and text[i + 1 : i + 2] == "(":
+            j = _match_paren(text, i + 1)
+            buf.append(text[i:j])
+            i = j
+            continue
+        buf.append(d)
+        i += 1
 
 
 def _match_paren(text: str, i: int) -> int:
@@ -368,19 +379,6 @@ def assignment(word: str) -> tuple[str, str] | None:
     """(name, value) when `word` is a `NAME=value` assignment."""
     m = _ASSIGN.match(word)
     return (m.group(1), m.group(2)) if m else None
-
-
-def shell_quote(arg: str) -> str:
-    """`arg` as one shell word that means exactly `arg`: the one quoting function of every
-    command the tool builds."""
-    if arg and re.fullmatch(r"[A-Za-z0-9_./:=,+@%-]+", arg):
-        return arg
-    return "'" + arg.replace("'", "'\"'\"'") + "'"
-
-
-def shell_join(argv: Iterable[str]) -> str:
-    """A command line whose words are exactly `argv` (each through `shell_quote`)."""
-    return " ".join(shell_quote(a) for a in argv)
 
 
 def env_assignments(text: str) -> list[tuple[str, str, str]]:

@@ -12,8 +12,8 @@ from typing import Any
 
 from wikitools.runbook.engines.secrets import mask_command
 from wikitools.runbook.execution.host import gpu_memory_used
-from wikitools.runbook.execution.model import Plan, PlannedClient, PlannedVariant, Verdict
-from wikitools.runbook.execution.runstate import RunLock
+from wikitools.runbook.execution.planned import Plan, PlannedClient, PlannedVariant, Verdict
+from wikitools.runbook.execution.runlock import RunLock
 from wikitools.runbook.records.record import (
     ClientResult,
     Point,

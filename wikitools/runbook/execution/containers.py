@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import time
@@ -20,8 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from wikitools.runbook.engines.shell import shell_join, shell_quote
-from wikitools.runbook.execution.model import PlannedContainer
+from wikitools.runbook.execution.planned import PlannedContainer
 from wikitools.runbook.execution.processes import TAG_VAR, spawn, stop_group
 
 DOCKER_TIMEOUT_S = 30.0  # any single docker CLI call
@@ -216,12 +216,12 @@ class Containers:
                     "--no-color"]
         else:
             logs = ["docker", "logs", "-f", self.ids[0]]
-        self.helpers.append(spawn(f"exec {shell_join(logs)} >> {shell_quote(str(self.log_path))}"
+        self.helpers.append(spawn(f"exec {shlex.join(logs)} >> {shlex.quote(str(self.log_path))}"
                                   " 2>&1", self.env, self.log_path.with_suffix(".follow"),
                                   self.workdir))
         self.exit_path = self.log_path.with_suffix(".exit")
         self.exit_path.unlink(missing_ok=True)
-        self.helpers.append(spawn(f"exec {shell_join(['docker', 'wait', *self.ids])}", {},
+        self.helpers.append(spawn(f"exec {shlex.join(['docker', 'wait', *self.ids])}", {},
                                   self.exit_path, self.workdir))
 
     def exited(self) -> int | None:

@@ -8,7 +8,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from wikitools.runbook.blocks.declared import Declaration
+from wikitools.runbook.blocks.declaration import Declaration
 from wikitools.runbook.engines import catalog as engines
 
 

@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -20,14 +21,16 @@ import httpx
 
 from wikitools.runbook.blocks.repository import RUN_DIR_VAR
 from wikitools.runbook.engines import clients as result_parsers
-from wikitools.runbook.engines.markers import scan_markers
+from wikitools.runbook.engines import failure
+from wikitools.runbook.engines.markers import MarkerError, scan_markers
 from wikitools.runbook.execution import containers as docker
-from wikitools.runbook.execution import server_api
+from wikitools.runbook.execution import receipt, server_api
 from wikitools.runbook.execution.assemble import RunState, VariantState, build_record
 from wikitools.runbook.execution.declared_check import declaration_problems, served_models
+from wikitools.runbook.execution.folders import run_folder
 from wikitools.runbook.execution.host import gpu_memory_used, gpu_state, port_free
 from wikitools.runbook.execution.logwatch import LogWatcher, tail_file
-from wikitools.runbook.execution.model import (
+from wikitools.runbook.execution.planned import (
     Plan,
     PlannedClient,
     PlannedPoint,
@@ -45,7 +48,7 @@ from wikitools.runbook.execution.processes import (
     spawn,
     stop_group,
 )
-from wikitools.runbook.execution.runstate import RunLock
+from wikitools.runbook.execution.runlock import RunLock
 from wikitools.runbook.execution.steps import Event, EventSink, StepFailed, step
 from wikitools.runbook.execution.teardown import CLIENT_GRACE_S, image_facts, teardown
 from wikitools.runbook.records.record import RUN_ID, Point, Record, Step, make_run_id
@@ -80,7 +83,7 @@ def execute(
     verdict = verdict if verdict is not None else plan.verdict
     started = started or datetime.now(UTC)
     run_id = _run_id(plan, started)
-    (root / plan.artifacts_dir).mkdir(parents=True, exist_ok=True)
+    run_folder(root, plan.artifacts_dir)
     st = RunState(tag=run_lock.tag if run_lock is not None else new_tag(run_id), lock=run_lock)
     t0 = time.monotonic()
     with signals_raise(handle_signals):
@@ -94,10 +97,16 @@ def execute(
     if st.failed_step is not None:
         st.steps.append(Step("teardown", "skipped", 0.0, "nothing was started"))
     else:
-        for variant in plan.variants:
-            if not _run_variant(plan, variant, root, st, emit, verdict, http_timeout,
-                                handle_signals):
-                break
+        with signals_raise(handle_signals):  # also between one variant's teardown and the next
+            try:
+                for variant in plan.variants:
+                    if not _run_variant(plan, variant, root, st, emit, verdict, http_timeout,
+                                        handle_signals):
+                        break
+            except Interrupted as exc:
+                msg = f"interrupted by {exc} between server variants"
+                st.fail("between variants", msg)
+                st.steps.append(Step("between variants", "failed", 0.0, msg))
     if len(plan.variants) == 1:
         st.v.timings["total_s"] = round(time.monotonic() - t0, 3)
     finished = datetime.now(UTC)
@@ -119,7 +128,7 @@ def _run_variant(
     vs = VariantState(started=True)
     st.variants.append(vs)
     t0 = time.monotonic()
-    (root / variant.artifacts_dir).mkdir(parents=True, exist_ok=True)
+    run_folder(root, variant.artifacts_dir)
     baseline_gpu: dict[int, int] | None = None
     go_on = True
     with signals_raise(handle_signals):
@@ -220,6 +229,8 @@ def _start(variant: PlannedVariant, root: Path, st: RunState, vs: VariantState,
         env = {**srv.env, TAG_VAR: st.tag,
                RUN_DIR_VAR: str((root / variant.artifacts_dir).resolve())}
         _write_copies(root, variant)
+        env.update(receipt.shared_cache_env(srv, root))
+        vs.markers["caches_warm_at_start"] = receipt.warm_caches(srv, root)
         if srv.container is not None:
             docker.write_files(root, srv.container)
             cwd = root / srv.container.workdir
@@ -235,6 +246,19 @@ def _start(variant: PlannedVariant, root: Path, st: RunState, vs: VariantState,
             st.lock.started("server", vs.server.pid, docker=c is not None,
                             project=c.project if c is not None else None)
         vs.timings["start_s"] = out.seconds = round(time.monotonic() - vs.t_start, 3)
+
+
+def _down_message(down: str, watcher: LogWatcher, vs: VariantState) -> str:
+    """Why a server that went away during start-up did: the signal that killed it, else the
+    cause its log gives."""
+    killed = failure.signal_death(watcher.lines)
+    if killed is not None:
+        return f"{killed} during start-up ({down})"
+    msg = f"{down} during start-up"
+    cause = watcher.cause() or (_last_line(watcher) if vs.containers else None)
+    if cause:
+        msg += f": {docker.explain(cause) if vs.containers else cause}"
+    return msg
 
 
 def _wait_ready(variant: PlannedVariant, root: Path, st: RunState, vs: VariantState,
@@ -264,15 +288,12 @@ def _wait_ready(variant: PlannedVariant, root: Path, st: RunState, vs: VariantSt
             if down is not None:
                 time.sleep(POLL_S)  # the last lines of a followed log
                 watcher.poll()
-                msg = f"{down} during start-up"
-                cause = watcher.cause() or (_last_line(watcher) if vs.containers else None)
-                if cause:
-                    msg += f": {docker.explain(cause) if vs.containers else cause}"
-                raise failed(now, msg)
+                raise failed(now, _down_message(down, watcher, vs))
             if watcher.fatal_line is not None:
                 fatal_since = fatal_since or now
                 if now - fatal_since >= FATAL_GRACE_S:
-                    raise failed(now, f"fatal log line: {watcher.cause()}")
+                    killed = failure.signal_death(watcher.lines)
+                    raise failed(now, killed or f"fatal log line: {watcher.cause()}")
             if now >= deadline:
                 raise failed(now, f"not ready after {srv.ready_timeout:g} s (last state: {state})",
                              "timeout")
@@ -290,10 +311,13 @@ def _wait_ready(variant: PlannedVariant, root: Path, st: RunState, vs: VariantSt
             emit(Event("waiting", name, state, elapsed=now - t_start))
             time.sleep(POLL_S)
         vs.timings["ready_s"] = out.seconds = out.elapsed = round(time.monotonic() - t_start, 3)
+        watcher.poll()
+        try:
+            vs.markers.update(scan_markers(watcher.lines))
+        except MarkerError as exc:
+            raise failed(time.monotonic(), f"{srv.log_path}:{exc.line}: {exc}") from None
     if vs.containers is not None:
         image_facts(vs)
-    watcher.poll()
-    vs.markers.update(scan_markers(watcher.lines))
     version, facts = server_api.scrape_server(srv, http_timeout)
     vs.markers.update(facts)
     vs.engine_version = version or vs.markers.get("engine_version")
@@ -342,7 +366,9 @@ def _run_clients(variant: PlannedVariant, root: Path, st: RunState, vs: VariantS
                 key = (ci, pi, run.repeat)
                 down = _server_down(vs, lock=st.lock)
                 if down is not None:
-                    msg = f"{down} before {run.label}"
+                    killed = _server_killed(root, variant)
+                    msg = f"{killed} ({down}) before {run.label}" if killed else \
+                        f"{down} before {run.label}"
                     vs.log_tail = tail_file(root / variant.server.log_path)
                     vs.results[key] = Point(point.value, "failed", message=msg)
                     st.steps.append(Step(label, "failed", 0.0, msg))
@@ -355,7 +381,14 @@ def _run_clients(variant: PlannedVariant, root: Path, st: RunState, vs: VariantS
                 st.steps.append(Step(label, result.status, result.seconds, result.message))
                 emit(Event("point-end", label, result.status, result.message, result.seconds,
                            index, total))
+                short = _too_short(client, result)
+                if short:
+                    emit(Event("note", label, message=f"{label}: {short}"))
                 if result.status != "ok":
+                    killed = _server_killed(root, variant)
+                    if killed is not None:
+                        result = replace(result, message=f"{result.message}; the server's {killed}")
+                        vs.results[key] = result
                     if not vs.log_tail:
                         vs.log_tail = tail_file(root / run.log_path)
                     raise StepFailed(label, result.message or result.status, result.status)
@@ -407,7 +440,19 @@ def _run_point(variant: PlannedVariant, client: PlannedClient, point: PlannedPoi
     metrics.update(server_api.spec_delta(srv, before, http_timeout))
     if client.kind == "serving":
         metrics.setdefault("spec_decode_acceptance", None)
+    if client.min_duration is not None:
+        metrics["min_duration_s"] = client.min_duration  # the rule the run was held to
     return Point(point.value, "ok", metrics, run.result_path or run.log_path, None, secs)
+
+
+def _too_short(client: PlannedClient, result: Point) -> str | None:
+    """Why a serving run's throughput is no steady number (None when it is)."""
+    took = result.metrics.get("duration")
+    if client.min_duration is None or not isinstance(took, int | float) or \
+            took >= client.min_duration:
+        return None
+    return (f"the benchmark ran {took:.1f} s, under the {client.min_duration:g} s minimum "
+            "(min_duration=): its throughput is no steady number; send more requests")
 
 
 def _server_down(st: VariantState, elapsed: float | None = None,
@@ -437,6 +482,16 @@ def _server_down(st: VariantState, elapsed: float | None = None,
     if code is None:
         return None
     return f"server exited with code {code}"
+
+
+def _server_killed(root: Path, variant: PlannedVariant) -> str | None:
+    """"worker killed by SIGILL (…)" when the server's log says a signal killed one of its
+    processes; None otherwise (and when the log cannot be read)."""
+    try:
+        with (root / variant.server.log_path).open(encoding="utf-8", errors="replace") as log:
+            return failure.signal_death(log)
+    except OSError:
+        return None
 
 
 def _last_line(watcher: LogWatcher) -> str | None:

@@ -10,7 +10,7 @@ import os
 import subprocess
 import tempfile
 
-from wikitools.errors import UsageError
+from wikitools.core.errors import UsageError
 
 FETCH_TIMEOUT_S = 300.0
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from wikitools.runbook.execution.model import GpuInfo
+from wikitools.runbook.execution.planned import GpuInfo
 
 GPU_QUERY = ("index,name,compute_cap,memory.total,memory.used,memory.free,driver_version,"
              "pci.bus_id,uuid")

@@ -22,7 +22,7 @@ from typing import Any
 
 import psutil
 
-from wikitools.errors import InputError
+from wikitools.core.errors import InputError
 
 STATE_ENV = "WIKI_STATE_DIR"  # overrides where the per-user state (keys, port locks) lives
 KEY_FILE = "lock-key"

@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from wikitools.runbook.engines import failure
+
 # An exception line as Python prints it, e.g. "RuntimeError: CUDA error: …".
 _EXCEPTION_LINE = re.compile(r"\b(?:[A-Z]\w*(?:Error|Exception)|[a-z]\w*\.\w*Error): \S")
 # A warning ("WARNING 12-01 18:45:25 [...]", "WARNING: ..."): it may quote an exception as
@@ -52,10 +54,14 @@ class LogWatcher:
                 self.fatal_index = len(self.lines) - 1
 
     def cause(self) -> str | None:
-        """The most telling line about a failure: the first exception line (`RuntimeError:
-        CUDA error: …`) at or after the first fatal line, else the fatal line itself."""
+        """The most telling line about a failure: a signal that killed a worker ("worker killed
+        by SIGILL (illegal instruction)"), else the first exception line (`RuntimeError: CUDA
+        error: …`) at or after the first fatal line, else the fatal line itself."""
         if self.fatal_index is None:
             return None
+        killed = failure.signal_death(self.lines)
+        if killed is not None:
+            return killed
         for line in self.lines[self.fatal_index :]:
             if _EXCEPTION_LINE.search(line) and not _WARNING.search(line):
                 return line.strip()

@@ -1,19 +1,29 @@
 """The plan: exactly what a run will execute, as data. No process is started here.
 
 The server command is the block text as written (it runs through `bash -c`), plus only what
-the executor needs: `--port` when the port is overridden, and CUDA_VISIBLE_DEVICES for the GPUs
-preflight selected. Client commands get result-capture flags and a `--base-url` pointing at the
-server the executor started. Paths are relative to the wiki root (commands run there).
+the executor needs: `--port` when the port is overridden, CUDA_VISIBLE_DEVICES for the GPUs
+preflight selected, and the folders of the engine's compile and kernel caches (one per run,
+shared by its server variants) where nothing else places them. Client commands get
+result-capture flags and a `--base-url` pointing at the server the executor started. Paths
+are relative to the wiki root (commands run there).
 """
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from wikitools.errors import UsageError
-from wikitools.runbook.blocks.model import ClientBlock, FileBlock, Runbook
+from wikitools.core.errors import UsageError
+from wikitools.runbook.blocks.declared import (
+    DEFAULT_MIN_DURATION,
+    ClientBlock,
+    FileBlock,
+    Runbook,
+    ServerBlock,
+)
 from wikitools.runbook.blocks.repository import RUN_DIR_VAR, with_copies
 from wikitools.runbook.blocks.sweep import Coords, Sweep, SweepError, point_name
 from wikitools.runbook.engines import catalog as engines
@@ -27,7 +37,7 @@ from wikitools.runbook.engines.launcher import append_args
 from wikitools.runbook.engines.secrets import mask_command, mask_env
 from wikitools.runbook.execution.containers import RUN_LABEL
 from wikitools.runbook.execution.fetch import fetch_file, sha256
-from wikitools.runbook.execution.model import (
+from wikitools.runbook.execution.planned import (
     Plan,
     PlannedClient,
     PlannedContainer,
@@ -129,7 +139,7 @@ def make_plan(
     for coords in variants.points():
         name = ",".join(f"{k}={v}" for k, v in coords)
         folder = f"{artifacts_dir}/{_slug(name)}" if coords else artifacts_dir
-        server = _server(runbook, coords, folder, ov, verdict, notes)
+        server = _server(runbook, coords, folder, ov, verdict, notes, f"{artifacts_dir}/caches")
         clients = tuple(_client(c, coords, folder, ov, server, notes) for c in chosen)
         planned.append(PlannedVariant(coords, folder, server, clients))
     return Plan(runbook=runbook, artifacts_dir=artifacts_dir, variants=tuple(planned),
@@ -152,8 +162,21 @@ def _chosen_clients(runbook: Runbook, ov: PlanOverrides) -> list[ClientBlock]:
     return chosen
 
 
+def _shared_caches(eng: engines.Engine | None, own: Mapping[str, str], folder: str,
+                   notes: list[str]) -> tuple[tuple[str, str], ...]:
+    """The engine's compile and kernel caches that neither the block nor this environment
+    places: each in a folder of the run's own, which every variant of the run starts with."""
+    out = tuple((c.env, f"{folder}/{_slug(c.name)}") for c in (eng.cache_dirs if eng else ())
+                if c.env not in own and c.env not in os.environ)
+    if out:
+        notes.append(f"compile and kernel caches in {folder}/, shared by every server start of "
+                     "this run and new with it (the first start fills them): "
+                     + ", ".join(var for var, _ in out))
+    return out
+
+
 def _server(runbook: Runbook, coords: Coords, folder: str, ov: PlanOverrides,
-            verdict: Verdict | None, notes: list[str]) -> PlannedServer:
+            verdict: Verdict | None, notes: list[str], caches_dir: str) -> PlannedServer:
     server = runbook.server
     cmd = server.command
     eng = engines.engine(server.engine)
@@ -184,30 +207,7 @@ def _server(runbook: Runbook, coords: Coords, folder: str, ov: PlanOverrides,
                    *(["sets " + ", ".join(k for k, _v in f.sets)] if f.sets else [])]
             notes.append(f"the block at {f.page}:{f.line} runs first: it {' and '.join(did)}")
 
-    env: dict[str, str] = dict(server.extra_env)
-    env.update(coords)
-    own = block_env(server)
-    if cmd.docker:
-        missing = [k for k in engines.MULTICAST_OFF if k not in own]
-        if missing and cmd.container is not None and cmd.container.kind == "compose":
-            notes.append("the container does not inherit the run's environment; add "
-                         + " ".join(f"{k}={engines.MULTICAST_OFF[k]}" for k in missing)
-                         + " to the service's environment: to keep NVLink multicast off")
-        elif missing:
-            notes.append("the container does not inherit the run's environment; add "
-                         + " ".join(f"-e {k}={engines.MULTICAST_OFF[k]}" for k in missing)
-                         + " to keep NVLink multicast off")
-    else:
-        # whatever env= says; preflight refuses a block that differs
-        env.update(engines.MULTICAST_OFF)
-    if verdict is not None and verdict.selected_gpus and not cmd.docker:
-        if "CUDA_VISIBLE_DEVICES" in own:
-            notes.append(f"GPUs chosen by the block: CUDA_VISIBLE_DEVICES="
-                         f"{own['CUDA_VISIBLE_DEVICES']}")
-        else:
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in verdict.selected_gpus)
-    elif cmd.docker:
-        notes.append(f"GPUs chosen by docker --gpus {cmd.docker_gpus or '(none given)'}")
+    env, caches = _server_env(server, coords, verdict, notes, eng, caches_dir)
 
     container = None
     use = cmd.container
@@ -276,6 +276,7 @@ def _server(runbook: Runbook, coords: Coords, folder: str, ov: PlanOverrides,
         container=container,
         container_env=mask_env(dict(cmd.docker_env)) if container else {},
         copies=tuple(copies),
+        caches=caches,
     )
 
 
@@ -288,6 +289,44 @@ def _file_text(f: FileBlock, notes: list[str]) -> str:
     text = fetch_file(repo, commit, f.path)
     notes.append(f"{f.path} fetched from {repo} at commit {commit} ({sha256(text)})")
     return text
+
+
+def _server_env(server: ServerBlock, coords: Coords, verdict: Verdict | None,
+                notes: list[str], eng: engines.Engine | None, caches_dir: str,
+                ) -> tuple[dict[str, str], tuple[tuple[str, str], ...]]:
+    """The server's environment: env=, the sweep point, NVLink multicast off, the run's shared
+    compile and kernel caches and the GPUs the preflight chose (a container's: what the notes
+    say to add); and those caches."""
+    cmd = server.command
+    env: dict[str, str] = dict(server.extra_env)
+    caches: tuple[tuple[str, str], ...] = ()
+    env.update(coords)
+    own = block_env(server)
+    if cmd.docker:
+        missing = [k for k in engines.MULTICAST_OFF if k not in own]
+        if missing and cmd.container is not None and cmd.container.kind == "compose":
+            notes.append("the container does not inherit the run's environment; add "
+                         + " ".join(f"{k}={engines.MULTICAST_OFF[k]}" for k in missing)
+                         + " to the service's environment: to keep NVLink multicast off")
+        elif missing:
+            notes.append("the container does not inherit the run's environment; add "
+                         + " ".join(f"-e {k}={engines.MULTICAST_OFF[k]}" for k in missing)
+                         + " to keep NVLink multicast off")
+    else:
+        # whatever env= says; preflight refuses a block that differs
+        env.update(engines.MULTICAST_OFF)
+        for k, v in engines.FAULT_REPORT.items():
+            env.setdefault(k, own.get(k, v))
+        caches = _shared_caches(eng, own, caches_dir, notes)
+    if verdict is not None and verdict.selected_gpus and not cmd.docker:
+        if "CUDA_VISIBLE_DEVICES" in own:
+            notes.append(f"GPUs chosen by the block: CUDA_VISIBLE_DEVICES="
+                         f"{own['CUDA_VISIBLE_DEVICES']}")
+        else:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in verdict.selected_gpus)
+    elif cmd.docker:
+        notes.append(f"GPUs chosen by docker --gpus {cmd.docker_gpus or '(none given)'}")
+    return env, caches
 
 
 def _client(client: ClientBlock, variant: Coords, folder: str, ov: PlanOverrides,
@@ -333,5 +372,6 @@ def _client(client: ClientBlock, variant: Coords, folder: str, ov: PlanOverrides
                                    result_path, f"{stem}{run}.log"))
         env = {**dict(variant), **dict(coords)}
         points.append(PlannedPoint(coords, value, label, env, mask_env(env), tuple(runs)))
+    least = (client.min_duration or DEFAULT_MIN_DURATION) if client.kind == "serving" else None
     return PlannedClient(client.name, client.kind, parser, client.timeout, sweep.vars, repeats,
-                         warmup, tuple(points))
+                         warmup, tuple(points), least)

@@ -4,16 +4,16 @@ each client's points and runs, notes) and the preflight checks."""
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import PurePosixPath
 
-from wikitools.runbook.blocks.model import ServerBlock
+from wikitools.runbook.blocks.declared import ServerBlock
 from wikitools.runbook.blocks.sweep import coords_label
-from wikitools.runbook.engines.shell import shell_join, shell_quote
 from wikitools.runbook.execution.containers import RUN_LABEL
 from wikitools.runbook.execution.fetch import sha256
-from wikitools.runbook.execution.model import Plan, PlannedClient, PlannedVariant, Verdict
 from wikitools.runbook.execution.plan import with_values
+from wikitools.runbook.execution.planned import Plan, PlannedClient, PlannedVariant, Verdict
 from wikitools.runbook.execution.processes import TAG_VAR
 
 
@@ -34,7 +34,9 @@ def _client_line(c: PlannedClient) -> str:
         what = f"{len(c.points)} point{'s' * (len(c.points) != 1)} ({sweep})"
     else:
         what = "1 point"
-    return f"  client {c.name} ({c.kind}): {what}, each {runs}"
+    least = (f"; a run under {c.min_duration:g} s is too short (min_duration=)"
+             if c.min_duration else "")
+    return f"  client {c.name} ({c.kind}): {what}, each {runs}{least}"
 
 
 def format_summary(plan: Plan, unset: Sequence[tuple[str, str]] | None = None) -> str:
@@ -73,7 +75,7 @@ def _served_lines(server: ServerBlock) -> list[str]:
     use = cmd.container
     if use is not None and use.kind == "compose" and use.service:
         out.append(f"  compose service {use.service} of {use.compose_file} runs: "
-                   f"{shell_join(cmd.argv) or '(the image entrypoint)'}")
+                   f"{shlex.join(cmd.argv) or '(the image entrypoint)'}")
     if server.declared is not None:
         said = " ".join(f"{k}={v}" for k, v in server.declared.pairs())
         out.append(f"  declared by the block, not read from its command: {said} "
@@ -90,7 +92,7 @@ def _command_lines(env: Mapping[str, str], command: str, where: str = "the wiki 
     """The `env added` and `command` lines shared by the server and each client."""
     out = []
     if env:
-        pairs = " ".join(f"{k}={shell_quote(v)}" for k, v in sorted(env.items()))
+        pairs = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(env.items()))
         out.append(f"  env added: {pairs}")
     out.append(f"  command (bash -c, in {where}):")
     return out + ["    " + line for line in command.splitlines()]
@@ -107,7 +109,7 @@ def _container_lines(v: PlannedVariant, fetched: Mapping[str, str]) -> list[str]
                   else "from the page")
         out.append(f"  file: {c.workdir}/{path} ({origin})")
     if v.server.container_env:
-        pairs = " ".join(f"{k}={shell_quote(val)}" for k, val in v.server.container_env.items())
+        pairs = " ".join(f"{k}={shlex.quote(val)}" for k, val in v.server.container_env.items())
         out.append(f"  container env: {pairs}")
     if c.kind == "run":
         how = "detached: its log followed with docker logs -f" if c.detached else "attached"
@@ -115,7 +117,7 @@ def _container_lines(v: PlannedVariant, fetched: Mapping[str, str]) -> list[str]
         out.append("  stop: docker stop <that ID>" + ("" if c.remove else ", docker rm")
                    + "; then the ID checked gone")
     else:
-        prog = shell_join(c.compose_program + c.compose_args)
+        prog = shlex.join(c.compose_program + c.compose_args)
         how = "detached: logs followed" if c.detached else "attached"
         out.append(f"  containers: Compose project {c.project} ({how})")
         out.append(f"  stop: {prog} down; then each container ID checked gone")

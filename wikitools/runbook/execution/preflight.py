@@ -9,12 +9,12 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from wikitools.runbook.blocks.model import Runbook, ServerBlock
+from wikitools.runbook.blocks.declared import Runbook, ServerBlock
 from wikitools.runbook.engines.catalog import MULTICAST_OFF
 from wikitools.runbook.engines.shell import env_assignments, expand
 from wikitools.runbook.execution.containers import DockerFacts, gather_docker, short
 from wikitools.runbook.execution.host import HostFacts, gather_host, port_free, summarise_topology
-from wikitools.runbook.execution.model import Check, GpuInfo, Verdict
+from wikitools.runbook.execution.planned import Check, GpuInfo, Verdict
 
 BUSY_USED_MIB = 1024  # a GPU with more memory in use than this counts as busy
 NO_DRIVER = "nvidia-smi not found: no NVIDIA driver on this host"

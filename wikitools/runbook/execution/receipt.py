@@ -12,6 +12,7 @@ import hashlib
 import os
 import re
 import tempfile
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -19,9 +20,14 @@ from typing import Any
 from wikitools.runbook.engines import catalog as engines
 from wikitools.runbook.engines.shell import ShellSyntaxError, tokenize
 from wikitools.runbook.engines.types import EngineCommand
-from wikitools.runbook.execution.model import Plan
+from wikitools.runbook.execution.planned import Plan, PlannedServer
 
 MAX_FOLDER_FILES = 64  # a folder named by a command: its files (not below), at most this many
+# Bounds on the hashing before the server starts (and again after the run): a file larger than
+# MAX_HASH_BYTES is named with its size only, and no more than HASH_BUDGET_S is spent in all.
+MAX_HASH_BYTES = 16 * 2**30
+HASH_BUDGET_S = 30.0
+NOT_HASHED = "not hashed: "
 _EXT = re.compile(r"\.[A-Za-z0-9]{1,12}$")
 _HUB_SNAPSHOT = re.compile(r"/snapshots/([0-9a-f]{7,64})(?:/|$)")
 _HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
@@ -83,21 +89,40 @@ def _files(root: Path, named: str) -> list[tuple[str, Path]]:
     return []
 
 
-def file_hash(path: Path) -> str:
+def _size(n: int) -> str:
+    return f"{n / 2**30:,.1f} GiB" if n >= 2**30 else f"{n:,} bytes"
+
+
+def file_hash(path: Path, deadline: float) -> str:
+    """"sha256:<hex>" of the file, or "not hashed: why" for a file over MAX_HASH_BYTES (known
+    from its size, before reading) or one whose hashing would pass `deadline` (monotonic)."""
+    size = path.stat().st_size
+    if size > MAX_HASH_BYTES:
+        return (f"{NOT_HASHED}{_size(size)}, over the {_size(MAX_HASH_BYTES)} a file may have "
+                "to be hashed for the receipt")
     h = hashlib.sha256()
     with path.open("rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
+            if time.monotonic() > deadline:
+                return (f"{NOT_HASHED}{_size(size)}; the {HASH_BUDGET_S:g} s the receipt may "
+                        "spend hashing ran out")
             h.update(block)
     return "sha256:" + h.hexdigest()
 
 
-def snapshot(root: Path, named: list[str]) -> dict[str, str]:
-    """{shown path: sha256} of every file the named paths reach now."""
+def snapshot(root: Path, named: list[str], unhashed: frozenset[str] = frozenset()
+             ) -> dict[str, str]:
+    """{shown path: sha256 or "not hashed: why"} of every file the named paths reach now,
+    within HASH_BUDGET_S in all (a model folder may hold hundreds of GiB); the paths in
+    `unhashed` (not hashed before the run) are left out."""
     out: dict[str, str] = {}
+    deadline = time.monotonic() + HASH_BUDGET_S
     for n in named:
         for shown, path in _files(root, n):
+            if shown in unhashed:
+                continue
             try:
-                out[shown] = file_hash(path)
+                out[shown] = file_hash(path, deadline)
             except OSError:
                 continue
     return out
@@ -113,25 +138,56 @@ def _expand(template: str, env: Mapping[str, str]) -> str:
     return Path(text.replace("{xdg_cache}", xdg)).expanduser().as_posix()
 
 
-def cache_state(plan: Plan) -> list[dict[str, Any]]:
-    """The engine's cache folders as the server will see them, and whether each already holds
-    something (warm) before it starts. Nothing for a server in a container (its folders are the
-    container's)."""
-    eng = engines.engine(plan.server.engine)
-    if eng is None or plan.server.docker:
-        return []
-    env = {**os.environ, **plan.server.env}
-    out = []
-    for c in eng.cache_dirs:
-        base = env.get(c.env) or _expand(c.default, env)
-        folder = Path(base) / c.suffix if c.suffix else Path(base)
-        try:
-            entries = sum(1 for _ in folder.iterdir()) if folder.is_dir() else 0
-        except OSError:
-            entries = 0
-        out.append({"name": c.name, "path": folder.as_posix(), "env": c.env,
-                    "set": c.env in env, "warm": entries > 0})
+def shared_cache_env(server: PlannedServer, root: Path) -> dict[str, str]:
+    """The variables that place the run's shared compile and kernel caches, as absolute
+    paths (the folders are made here)."""
+    out = {}
+    for var, rel in server.caches:
+        folder = (root / rel).resolve()
+        folder.mkdir(parents=True, exist_ok=True)
+        out[var] = str(folder)
     return out
+
+
+def _cache_folders(server: PlannedServer, root: Path) -> list[tuple[engines.CacheDir, Path]]:
+    """Each compile/kernel cache of the server's engine and its folder as the server sees it."""
+    eng = engines.engine(server.engine)
+    env = {**os.environ, **server.env, **{v: (root / r).resolve().as_posix()
+                                            for v, r in server.caches}}
+    out = []
+    for c in eng.cache_dirs if eng is not None else ():
+        base = env.get(c.env) or _expand(c.default, env)
+        out.append((c, Path(base) / c.suffix if c.suffix else Path(base)))
+    return out
+
+
+def _filled(folder: Path) -> bool:
+    try:
+        return folder.is_dir() and any(True for _ in folder.iterdir())
+    except OSError:
+        return False
+
+
+def warm_caches(server: PlannedServer, root: Path) -> dict[str, bool]:
+    """{cache name: already holds something} just before a server starts; nothing for a
+    server in a container (its folders are the container's)."""
+    if server.docker:
+        return {}
+    return {c.name: _filled(folder) for c, folder in _cache_folders(server, root)}
+
+
+def cache_state(plan: Plan, root: Path) -> list[dict[str, Any]]:
+    """The engine's cache folders as the first server will see them, and whether each already
+    holds something (warm) before it starts; `shared`: the run's own folder, new with it.
+    Nothing for a server in a container (its folders are the container's)."""
+    srv = plan.server
+    if srv.docker:
+        return []
+    placed = {**os.environ, **srv.env}
+    shared = {v for v, _ in srv.caches}
+    return [{"name": c.name, "path": folder.as_posix(), "env": c.env,
+             "set": c.env in placed, "shared": c.env in shared, "warm": _filled(folder)}
+            for c, folder in _cache_folders(srv, root)]
 
 
 def model_snapshot(cmd: EngineCommand, root: Path,
@@ -163,15 +219,27 @@ def model_snapshot(cmd: EngineCommand, root: Path,
     return {"model": model, "snapshot": None, "from": "local folder: its files are hashed"}
 
 
+def _entry(path: str, old: str | None, new: str | None) -> dict[str, Any]:
+    """A file of the receipt: read (the same before and after the run) or written, with its
+    hash, or with why it was not hashed (a file not hashed before the run is not hashed after:
+    it counts as read)."""
+    if old is not None and old.startswith(NOT_HASHED):
+        return {"path": path, "sha256": None, "role": "read",
+                "not_hashed": old.removeprefix(NOT_HASHED)}
+    role = "read" if old is not None and old == new else "written"
+    if new is not None and new.startswith(NOT_HASHED):
+        return {"path": path, "sha256": None, "role": role,
+                "not_hashed": new.removeprefix(NOT_HASHED)}
+    return {"path": path, "sha256": new or old, "role": role}
+
+
 def build_receipt(plan: Plan, root: Path, before: Mapping[str, str],
                   caches: list[dict[str, Any]]) -> dict[str, Any]:
     """The receipt, from the files hashed `before` the run and now."""
-    after = snapshot(root, named_paths(plan))
-    files = []
-    for path in sorted(set(before) | set(after)):
-        old, new = before.get(path), after.get(path)
-        role = "read" if old is not None and old == new else "written"
-        files.append({"path": path, "sha256": new or old, "role": role})
+    unhashed = frozenset(p for p, why in before.items() if why.startswith(NOT_HASHED))
+    after = snapshot(root, named_paths(plan), unhashed)
+    files = [_entry(path, before.get(path), after.get(path))
+             for path in sorted(set(before) | set(after))]
     cmd = plan.runbook.server.command
     model = model_snapshot(cmd, root, {**os.environ, **plan.server.env})
     receipt: dict[str, Any] = {"files": files, "model": model, "caches": caches}

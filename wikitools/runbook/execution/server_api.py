@@ -18,7 +18,7 @@ from wikitools.runbook.engines.markers import (
     spec_acceptance,
     spec_counters,
 )
-from wikitools.runbook.execution.model import PlannedServer
+from wikitools.runbook.execution.planned import PlannedServer
 
 
 def base_url(srv: PlannedServer) -> str:

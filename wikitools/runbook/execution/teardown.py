@@ -8,7 +8,7 @@ import time
 from wikitools.runbook.execution import containers as docker
 from wikitools.runbook.execution.assemble import RunState, VariantState
 from wikitools.runbook.execution.host import gpu_memory_used, port_free
-from wikitools.runbook.execution.model import PlannedVariant, Verdict
+from wikitools.runbook.execution.planned import PlannedVariant, Verdict
 from wikitools.runbook.execution.processes import stop_all_tagged, stop_group, wait_until
 from wikitools.runbook.execution.steps import EventSink, step
 from wikitools.runbook.records.record import Step

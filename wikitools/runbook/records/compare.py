@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import difflib
 import re
+import shlex
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from wikitools.runbook.engines.catalog import RESULT_PATH_FLAGS
-from wikitools.runbook.engines.shell import shell_quote, split_words
+from wikitools.runbook.engines.shell import split_words
 from wikitools.runbook.records.record import ClientResult, Record
 from wikitools.runbook.records.stats import Spread, beyond_spread
 
@@ -398,7 +399,7 @@ def _word_diff(a: list[str], b: list[str]) -> tuple[str, str]:
 
 
 def _join(words: list[str]) -> str:
-    return " ".join(w if w == "…" else shell_quote(w) for w in words)
+    return " ".join(w if w == "…" else shlex.quote(w) for w in words)
 
 
 # --------------------------------------------------------------------------- which records

@@ -19,13 +19,13 @@ import os
 import re
 import secrets
 import stat
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from wikitools.core.fsio import open_temp
 from wikitools.runbook.engines.secrets import mask_data
 from wikitools.runbook.records.schema import (
     ENGINE,
@@ -346,7 +346,7 @@ def write_record(root: Path, record: Record) -> Path:
     tmp: str | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        fd, tmp = open_temp(path)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()

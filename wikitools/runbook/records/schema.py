@@ -21,11 +21,11 @@ import math
 import re
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import MISSING, asdict, fields, is_dataclass
 from typing import Any, Self, TypeVar, Union
 
-from wikitools.errors import InputError
+from wikitools.core.errors import InputError
 
 MAX_NUMBER = 1e18  # no measured quantity comes near; 10**400 and Infinity are refused
 MAX_STRING = 1 << 20  # one string (a log tail line, a command) at most 1 MiB
@@ -176,51 +176,75 @@ def check_shape(value: Any, shape: Shape, path: str, depth: int = 0) -> None:
         if shape.nullable or shape.kind in ("scalar", "json"):
             return
         raise SchemaError(path, "expected an object, got null")
-    kind = shape.kind
-    if kind == "str":
-        _string(value, path, shape.pattern)
-    elif kind in ("int", "number"):
-        _number(value, path, shape.low, shape.high, kind == "int")
-    elif kind == "bool":
-        if not isinstance(value, bool):
-            raise SchemaError(path, f"expected a boolean, got {_kind(value)}")
-    elif kind == "scalar":
-        if isinstance(value, str):
-            _string(value, path, None)
-        elif not isinstance(value, bool):
-            if not isinstance(value, int | float):
-                raise SchemaError(path, f"expected a number, string, boolean or null, got "
-                                        f"{_kind(value)}")
-            _number(value, path, -MAX_NUMBER, MAX_NUMBER, False)
-    elif kind in ("object", "map"):
-        if not isinstance(value, dict):
-            raise SchemaError(path, f"expected an object, got {_kind(value)}")
+    check = _CHECKS.get(shape.kind)
+    if check is None:  # pragma: no cover - a Shape with an unknown kind is a bug in this module
+        raise AssertionError(shape.kind)
+    check(value, shape, path, depth)
+
+
+def _check_str(value: Any, shape: Shape, path: str, _depth: int) -> None:
+    _string(value, path, shape.pattern)
+
+
+def _check_number(value: Any, shape: Shape, path: str, _depth: int) -> None:
+    _number(value, path, shape.low, shape.high, shape.kind == "int")
+
+
+def _check_bool(value: Any, _shape: Shape, path: str, _depth: int) -> None:
+    if not isinstance(value, bool):
+        raise SchemaError(path, f"expected a boolean, got {_kind(value)}")
+
+
+def _check_scalar(value: Any, _shape: Shape, path: str, _depth: int) -> None:
+    if isinstance(value, str):
+        _string(value, path, None)
+    elif not isinstance(value, bool):
+        if not isinstance(value, int | float):
+            raise SchemaError(path, f"expected a number, string, boolean or null, got "
+                                    f"{_kind(value)}")
+        _number(value, path, -MAX_NUMBER, MAX_NUMBER, False)
+
+
+def _check_object(value: Any, shape: Shape, path: str, depth: int) -> None:
+    if not isinstance(value, dict):
+        raise SchemaError(path, f"expected an object, got {_kind(value)}")
+    for key, item in value.items():
+        sub = shape.keys.get(key) or (shape.item if shape.kind == "map" else None) or JSON
+        check_shape(item, sub, _at(path, key), depth + 1)
+
+
+def _check_list(value: Any, shape: Shape, path: str, depth: int) -> None:
+    if not isinstance(value, list):
+        raise SchemaError(path, f"expected a list, got {_kind(value)}")
+    for i, item in enumerate(value):
+        check_shape(item, shape.item or JSON, _at(path, i), depth + 1)
+
+
+def _check_metric(value: Any, _shape: Shape, path: str, depth: int) -> None:
+    if isinstance(value, dict):
         for key, item in value.items():
-            sub = shape.keys.get(key) or (shape.item if kind == "map" else None) or JSON
-            check_shape(item, sub, _at(path, key), depth + 1)
-    elif kind == "list":
-        if not isinstance(value, list):
-            raise SchemaError(path, f"expected a list, got {_kind(value)}")
-        for i, item in enumerate(value):
-            check_shape(item, shape.item or JSON, _at(path, i), depth + 1)
-    elif kind == "metric":
-        if isinstance(value, dict):
-            for key, item in value.items():
-                check_shape(item, METRIC, _at(path, key), depth + 1)
-        elif isinstance(value, list):
-            raise SchemaError(path, "expected a number, string, boolean, null or object, got "
-                                    "a list")
-        else:
-            check_shape(value, SCALAR, path, depth)
-    elif kind == "json":
-        if isinstance(value, dict | list):
-            items = value.items() if isinstance(value, dict) else enumerate(value)
-            for key, item in items:
-                check_shape(item, JSON, _at(path, key), depth + 1)
-        else:
-            check_shape(value, SCALAR, path, depth)
-    else:  # pragma: no cover - a Shape with an unknown kind is a bug in this module
-        raise AssertionError(kind)
+            check_shape(item, METRIC, _at(path, key), depth + 1)
+    elif isinstance(value, list):
+        raise SchemaError(path, "expected a number, string, boolean, null or object, got "
+                                "a list")
+    else:
+        check_shape(value, SCALAR, path, depth)
+
+
+def _check_json(value: Any, _shape: Shape, path: str, depth: int) -> None:
+    if isinstance(value, dict | list):
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, item in items:
+            check_shape(item, JSON, _at(path, key), depth + 1)
+    else:
+        check_shape(value, SCALAR, path, depth)
+
+
+_CHECKS: dict[str, Callable[[Any, Shape, str, int], None]] = {
+    "str": _check_str, "int": _check_number, "number": _check_number, "bool": _check_bool,
+    "scalar": _check_scalar, "object": _check_object, "map": _check_object,
+    "list": _check_list, "metric": _check_metric, "json": _check_json,
+}
 
 
 # --------------------------------------------------------------------------- dataclasses

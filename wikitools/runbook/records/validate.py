@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from wikitools.diagnostics import Diagnostic
+from wikitools.core.diagnostics import Diagnostic
 from wikitools.runbook.records.record import RECORDS_DIR, RecordError, read_record
 
 

@@ -20,11 +20,6 @@ def fmt(value: Any, pattern: str) -> str:
     return DASH if number(value) is None else pattern.format(value)
 
 
-def cell(text: str) -> str:
-    """Text safe inside a Markdown table cell."""
-    return " ".join(str(text).split()).replace("|", "\\|")
-
-
 def day(stamp: str) -> str:
     return stamp[:10]
 
@@ -130,7 +125,7 @@ def headline(record: Record) -> str:
     if not record.ok:
         msg = record.message or ""
         msg = msg if len(msg) <= 80 else msg[:77] + "..."
-        return cell(f"failed at {md_code(record.failed_step)}: {md_text(msg)}")
+        return f"failed at {md_code(record.failed_step)}: {md_text(msg)}"
     best: tuple[float, str, str] | None = None
     for variant in record.each_variant():
         for client in variant.clients:
@@ -146,7 +141,7 @@ def headline(record: Record) -> str:
                     best = (v, md_text(client.name), f" at {', '.join(where)}" if where else "")
     if best is None:
         return "ok"
-    return cell(f"best output {best[0]:,.1f} tok/s ({best[1]}{best[2]})")
+    return f"best output {best[0]:,.1f} tok/s ({best[1]}{best[2]})"
 
 
 def record_archs(record: Record) -> set[str]:

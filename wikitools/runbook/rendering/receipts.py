@@ -18,6 +18,7 @@ from wikitools.runbook.records.record import (
     VariantResult,
     record_rel_path,
 )
+from wikitools.runbook.rendering.escape import md_code, md_text
 
 VIEWS = ("kld", "capacity", "probes", "receipt")
 DASH = "–"
@@ -51,10 +52,6 @@ def fmt_small(value: Any) -> str:
     if v == 0:
         return "0"
     return f"{v:.3e}" if abs(v) < 1e-3 else f"{v:.4g}"
-
-
-def cell(text: Any) -> str:
-    return " ".join(str(text).split()).replace("|", "\\|")
 
 
 _PARAM = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}|\$(\w+)")
@@ -111,25 +108,27 @@ def kld_rows(cfgs: Sequence[Config],
             for p in client.points:
                 m = p.metrics
                 if m.get("kld_reference_sha256"):
-                    ref = f"`{m['kld_reference']}` (`{m['kld_reference_sha256']}`)"
+                    ref = f"{md_code(m['kld_reference'])} ({md_code(m['kld_reference_sha256'])})"
                     refs.append(ref) if ref not in refs else None
                 k = m.get("kld_top_k", m.get("top_k"))
-                top_k = "all" if k == -1 else (str(k) if k is not None else DASH)
-                if "kld_mean" not in m:
-                    note = m.get("kld_problem") or m.get("kld_note") or p.message or p.status
-                    rows.append([cell(cfg.label), cell(note), DASH, DASH, DASH,
-                                 str(m.get("positions", DASH)), top_k, DASH])
+                top_k = "all" if k == -1 else (md_text(k) if k is not None else DASH)
+                if "kld_mean" not in m or m.get("kld_not_exercised"):
+                    note = (m.get("kld_not_exercised") or m.get("kld_problem")
+                            or m.get("kld_note") or p.message or p.status)
+                    rows.append([md_text(cfg.label), md_text(note), DASH, DASH, DASH,
+                                 md_text(m.get("positions", DASH)), top_k, DASH])
                     continue
                 est = m.get("kld_estimated")
                 if isinstance(est, int) and est > 0:
                     slots = m.get("kld_positions", 0) * m.get("kld_runs", 0) * (k or 0)
-                    notes.append(f"{cell(cfg.label)}: {est:,} of {slots:,} reference tokens were "
-                                 "outside the candidate's top-k, their probabilities estimated")
+                    notes.append(f"{md_text(cfg.label)}: {est:,} of {slots:,} reference tokens "
+                                 "were outside the candidate's top-k, their probabilities "
+                                 "estimated")
                 agree = _num(m.get("kld_top1_agreement"))
                 rows.append([
-                    cell(cfg.label), fmt_small(m["kld_mean"]), fmt_small(m.get("kld_run_sd")),
-                    fmt_small(m.get("kld_position_sd")), str(m.get("kld_runs", DASH)),
-                    str(m.get("kld_positions", DASH)), top_k,
+                    md_text(cfg.label), fmt_small(m["kld_mean"]), fmt_small(m.get("kld_run_sd")),
+                    fmt_small(m.get("kld_position_sd")), md_text(m.get("kld_runs", DASH)),
+                    md_text(m.get("kld_positions", DASH)), top_k,
                     f"{agree * 100:.1f} %" if agree is not None else DASH,
                 ])
     return rows, refs
@@ -170,7 +169,7 @@ def capacity_rows(cfgs: Sequence[Config], lengths: Sequence[int]) -> list[list[s
         conc = _num(m.get("max_concurrency"))
         at = m.get("max_concurrency_tokens")
         rows.append([
-            cell(cfg.label), cell(kv_fmt), cell(mem), _gib(m.get("model_load_gib")),
+            md_text(cfg.label), md_text(kv_fmt), md_text(mem), _gib(m.get("model_load_gib")),
             _gib(m.get("kv_cache_gib")), f"{tokens:,}" if tokens is not None else DASH,
             f"{conc:,.2f}× at {at:,}" if conc is not None and isinstance(at, int) else DASH,
             *[fits(n, tokens, max_len) for n in lengths],
@@ -188,13 +187,14 @@ def probe_rows(cfgs: Sequence[Config]) -> list[list[str]]:
             for p in client.points:
                 m = p.metrics
                 if "correct" not in m:
-                    rows.append([cell(cfg.label), cell(p.message or p.status), DASH, DASH])
+                    rows.append([md_text(cfg.label), md_text(p.message or p.status), DASH, DASH])
                     continue
-                result = f"{m['correct']}/{m['total']} correct at c{m.get('concurrency', '?')}"
-                failures = (f"{m.get('failures', 0)} kept in `{p.result_file}`"
+                result = md_text(f"{m['correct']}/{m['total']} correct at "
+                                 f"c{m.get('concurrency', '?')}")
+                failures = (f"{md_text(m.get('failures', 0))} kept in {md_code(p.result_file)}"
                             if m.get("failures") else "none")
-                rows.append([cell(cfg.label), result, cell(m.get("probe_file") or DASH),
-                             cell(failures)])
+                rows.append([md_text(cfg.label), result, md_text(m.get("probe_file") or DASH),
+                             failures])
     return rows
 
 
@@ -205,41 +205,69 @@ def receipt_lines(rec: Record) -> list[str]:
     """One record's receipt: engine, image, model snapshot, file hashes, cache folders."""
     receipt = rec.receipt or {}
     eng = rec.each_variant()[0].engine
-    lines = [f"Record `{record_rel_path(rec)}`, blocks `{rec.blocks_hash}`:", ""]
-    lines.append(f"- engine: {cell(eng.get('name') or DASH)} "
-                 f"{cell(eng.get('version') or '(version not reported)')}")
+    lines = [f"Record {md_code(record_rel_path(rec))}, blocks {md_code(rec.blocks_hash)}:", ""]
+    lines.append(f"- engine: {md_text(eng.get('name') or DASH)} "
+                 f"{md_text(eng.get('version') or '(version not reported)')}")
     if eng.get("image"):
-        lines.append(f"- image: `{eng['image']}` digest `{eng.get('image_digest') or DASH}`")
+        lines.append(f"- image: {md_code(eng['image'])} digest "
+                     f"{md_code(eng['image_digest']) if eng.get('image_digest') else DASH}")
     else:
         lines.append("- image: none (the engine ran from the host's Python)")
     model = receipt.get("model") or {}
     if model:
         snap = model.get("snapshot")
-        lines.append(f"- model: `{model.get('model')}`, snapshot "
-                     f"{'`' + str(snap) + '`' if snap else DASH} ({cell(model.get('from'))})")
+        lines.append(f"- model: {md_code(model.get('model'))}, snapshot "
+                     f"{md_code(snap) if snap else DASH} ({md_text(model.get('from'))})")
     files = list(receipt.get("files") or ())
     kept = [f for f in files if not str(f.get("path", "")).startswith(".artifacts/")]
     for f in kept:
-        lines.append(f"- {cell(f.get('role'))}: `{f.get('path')}` `{f.get('sha256')}`")
+        digest = (md_code(f.get("sha256")) if f.get("sha256") is not None
+                  else f"not hashed ({md_text(f.get('not_hashed'))})")
+        lines.append(f"- {md_text(f.get('role'))}: {md_code(f.get('path'))} {digest}")
     if len(kept) < len(files):
-        lines.append(f"- {len(files) - len(kept)} result and log files of the run under "
-                     f"`{rec.artifacts_dir}/` (kept on the host that ran it; their hashes are "
-                     "in the record)")
+        results = {s.result_file for v in rec.each_variant() for c in v.clients
+                   for p in c.points for s in p.samples if s.result_file}
+        n = sum(1 for f in files if f.get("path") in results)
+        others = len(files) - len(kept) - n
+        also = f" and {others} other file{'s' if others != 1 else ''}" if others else ""
+        lines.append(f"- {n} result file{'s' if n != 1 else ''}{also} of the run under "
+                     f"{md_code(f'{rec.artifacts_dir}/')} (kept on the host that ran it; their "
+                     "hashes are in the record)")
     spec = receipt.get("speculative")
     if spec:
         conf = ", ".join(f"{k}={v}" for k, v in spec.items())
-        lines.append(f"- speculative decoding as configured: {cell(conf)}")
+        lines.append(f"- speculative decoding as configured: {md_text(conf)}")
     for c in receipt.get("caches") or ():
         state = "warm" if c.get("warm") else "cold (empty or absent)"
-        lines.append(f"- cache {cell(c.get('name'))}: `{c.get('path')}` — {state} at start")
+        where = ", the run's own, shared by its server starts" if c.get("shared") else ""
+        lines.append(f"- cache {md_text(c.get('name'))}: {md_code(c.get('path'))}{where} — "
+                     f"{state} at the first start")
+    lines += start_lines(rec)
     if not receipt:
         lines.append("- this record predates receipts: no file hashes were kept")
     return [*lines, ""]
 
 
+def start_lines(rec: Record) -> list[str]:
+    """Per server start: warm (which of its caches already held something) or cold, and how
+    long it took to be ready; nothing for a record made before starts were noted."""
+    out = []
+    for v in rec.each_variant():
+        warm = v.markers.get("caches_warm_at_start")
+        if not isinstance(warm, Mapping) or v.status == "skipped":
+            continue
+        filled = [str(name) for name, full in warm.items() if full is True]
+        state = f"warm ({', '.join(filled)})" if filled else "cold (every cache empty)"
+        ready = _num(v.timings.get("ready_s"))
+        took = f", ready in {ready:,.1f} s" if ready is not None else ""
+        label = md_code(v.name) if v.name else "the server"
+        out.append(f"- start of {label}: {md_text(state)}{took}")
+    return out
+
+
 def render(view: str, cfgs: Sequence[Config], attrs: Callable[[str], str | None],
            template: Callable[[dict[str, Any]], str]) -> str:
-    paths = list(dict.fromkeys(f"`{record_rel_path(c.record)}`" for c in cfgs))
+    paths = list(dict.fromkeys(md_code(record_rel_path(c.record)) for c in cfgs))
     ctx: dict[str, Any] = {"view": view, "configs": cfgs, "rows": [], "refs": [], "lines": [],
                            "lengths": [], "records": paths, "notes": []}
     if view == "kld":

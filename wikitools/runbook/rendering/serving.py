@@ -4,10 +4,12 @@ throughput/interactivity trade-off of several runbooks."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from wikitools.runbook.blocks.declared import DEFAULT_MIN_DURATION
+from wikitools.runbook.execution.plan import DEFAULT_REPEATS
 from wikitools.runbook.records.record import ClientResult, Point, Record
 from wikitools.runbook.records.stats import NOISY_SPREAD, Spread, number
 from wikitools.runbook.rendering.charts import (
@@ -19,10 +21,10 @@ from wikitools.runbook.rendering.charts import (
     render_chart,
     render_heat,
 )
-from wikitools.runbook.rendering.describe import DASH, cell, fmt
+from wikitools.runbook.rendering.describe import DASH, fmt
 from wikitools.runbook.rendering.escape import md_text
 
-MIN_SAMPLE_S = 10.0  # a benchmark run shorter than this measures start-up and tail effects
+MIN_BAND_RUNS = DEFAULT_REPEATS["serving"]  # fewer runs per point: a range, not a spread
 
 # (header, metric key, format) of the full table, after the swept variable(s).
 FULL_COLUMNS: tuple[tuple[str, str, str], ...] = (
@@ -59,10 +61,18 @@ def with_spread(spread: Spread | None, pattern: str) -> str:
     return text
 
 
+def throughput_cell(point: Point, spread: Spread | None) -> str:
+    """The output tok/s of a point with its band; `too short` instead of a band when its runs
+    were shorter than the minimum (they measured no steady state)."""
+    if spread is None or too_short(point) is None:
+        return with_spread(spread, "{:,.1f}")
+    return f"{spread.median:,.1f} too short"
+
+
 def _label(client: ClientResult, point: Point) -> list[str]:
     if client.grid:
-        return [cell(md_text(point.coord(v) or DASH)) for v in client.sweep_vars]
-    return [cell(md_text(point.value if point.value is not None else DASH))]
+        return [md_text(point.coord(v) or DASH) for v in client.sweep_vars]
+    return [md_text(point.value if point.value is not None else DASH)]
 
 
 def _status_cell(point: Point) -> str:
@@ -76,7 +86,7 @@ def short_table(client: ClientResult, speculative: bool = False) -> dict[str, An
     """The headline table. For a speculative-decoding server the acceptance rate stands beside
     the throughput, and a throughput without one is marked untrusted."""
     vars_ = list(client.sweep_vars) if client.grid else [client.sweep_var or "run"]
-    header = [cell(md_text(v)) for v in vars_] + [h for h, _, _ in SHORT_COLUMNS]
+    header = [md_text(v) for v in vars_] + [h for h, _, _ in SHORT_COLUMNS]
     if speculative:
         header.insert(len(vars_) + 1, "spec acceptance")
     rows = []
@@ -84,11 +94,12 @@ def short_table(client: ClientResult, speculative: bool = False) -> dict[str, An
         row = _label(client, point)
         if point.status == "ok":
             cells = [with_spread(point.spread(key), pattern) for _, key, pattern in SHORT_COLUMNS]
+            cells[0] = throughput_cell(point, point.spread(SHORT_COLUMNS[0][1]))
             if speculative:
                 acc = number(point.metrics.get("spec_decode_acceptance"))
                 if acc is None:
                     cells[0] += " untrusted"
-                cells.insert(1, "none captured" if acc is None else f"{acc * 100:.1f} %")
+                cells.insert(1, _acceptance(point.metrics, acc))
             row += cells
         else:
             row += [point.status] + [DASH] * (len(header) - len(vars_) - 1)
@@ -97,10 +108,18 @@ def short_table(client: ClientResult, speculative: bool = False) -> dict[str, An
             "rows": rows}
 
 
+def _acceptance(metrics: Mapping[str, Any], acc: float | None) -> str:
+    """The acceptance cell: the rate; "0 drafts" when the counters were read and the drafter
+    made none; "none captured" when there were no counters to read."""
+    if acc is not None:
+        return f"{acc * 100:.1f} %"
+    return "0 drafts" if metrics.get("spec_decode_draft_tokens_delta") == 0 else "none captured"
+
+
 def full_table(client: ClientResult, show_accept: bool) -> dict[str, Any]:
     vars_ = list(client.sweep_vars) if client.grid else [client.sweep_var or "run"]
     many = any(len(p.samples) > 1 for p in client.points)
-    header = [cell(md_text(v)) for v in vars_] + [h for h, _, _ in FULL_COLUMNS]
+    header = [md_text(v) for v in vars_] + [h for h, _, _ in FULL_COLUMNS]
     if show_accept:
         header.append("spec acceptance")
     header += ["ok/total", "runs"]
@@ -123,32 +142,59 @@ def full_table(client: ClientResult, show_accept: bool) -> dict[str, Any]:
             "rows": rows}
 
 
+def minimum_duration(point: Point) -> float:
+    """The shortest run the point was held to: the block's `min_duration=` as recorded, else
+    the default (records made before the rule)."""
+    least = number(point.metrics.get("min_duration_s"))
+    return least if least is not None else DEFAULT_MIN_DURATION
+
+
+def too_short(point: Point) -> float | None:
+    """The median run length (s) of a point whose runs were shorter than its minimum."""
+    sp = point.spread("duration") if point.status == "ok" else None
+    return sp.median if sp is not None and sp.median < minimum_duration(point) else None
+
+
 def short_runs(client: ClientResult) -> str:
     """A sentence naming the points whose runs were too short to mean much; '' when none."""
     short = []
     for p in client.points:
-        sp = p.spread("duration") if p.status == "ok" else None
-        if sp is not None and sp.median < MIN_SAMPLE_S:
+        took = too_short(p)
+        if took is not None:
             where = p.value if p.value is not None else "the run"
-            short.append(f"{where} ({sp.median:.1f} s)")
+            short.append(f"{where} ({took:.1f} s, under {minimum_duration(p):g} s)")
     if not short:
         return ""
     var = f"{client.sweep_var} = " if client.sweep_var and not client.grid else ""
-    return (f" Runs shorter than {MIN_SAMPLE_S:.0f} s are too short for a stable number: "
-            f"{var}{', '.join(short)}.")
+    return (f" Runs shorter than the block's minimum (`min_duration=`, {DEFAULT_MIN_DURATION:g} s "
+            "unless it says otherwise) measure start-up and tail rather than a steady state; "
+            f"their points show no ± and read `too short`: {var}{', '.join(short)}.")
+
+
+def run_lengths(client: ClientResult) -> str:
+    """` of 31.2–35.0 s each` (the measured runs' durations); '' when none was recorded."""
+    took = [d for p in client.points if p.status == "ok" for s in p.samples
+            if s.status == "ok" and (d := number(s.metrics.get("duration"))) is not None]
+    if not took:
+        return ""
+    low, high = min(took), max(took)
+    return f" of {low:.1f} s each" if f"{low:.1f}" == f"{high:.1f}" else (
+        f" of {low:.1f}–{high:.1f} s each")
 
 
 def repeats_note(client: ClientResult) -> str:
     counts = sorted({p.repeats for p in client.points if p.status == "ok"})
     if not counts or counts == [1]:
-        return ("Each point is one run: there is no spread to show, so small differences "
-                "between rows or records may be noise." + short_runs(client))
+        return (f"Each point is one run{run_lengths(client)}: there is no spread to show, so "
+                "small differences between rows or records may be noise." + short_runs(client))
     runs = "–".join(str(c) for c in (counts[0], counts[-1])) if len(counts) > 1 else str(counts[0])
     warm = " after an unrecorded warm-up run" if client.warmup else ""
-    return (f"Each number is the median of {runs} runs{warm}; ± is half the range between the "
-            f"lowest and the highest run, relative to the median, and `noisy` marks a range "
-            f"wider than {NOISY_SPREAD * 100:.0f} % of the median. Latencies are medians over "
-            "the requests of a run." + short_runs(client))
+    few = (f" Two runs make a range, not a band: {MIN_BAND_RUNS} or more (the default) show "
+           "how far a number moves." if counts[0] < MIN_BAND_RUNS else "")
+    return (f"Each number is the median of {runs} runs{run_lengths(client)}{warm}; ± is half "
+            f"the range between the lowest and the highest run, relative to the median, and "
+            f"`noisy` marks a range wider than {NOISY_SPREAD * 100:.0f} % of the median. "
+            "Latencies are medians over the requests of a run." + few + short_runs(client))
 
 
 # --------------------------------------------------------------------------- charts
@@ -216,11 +262,11 @@ def grid_view(client: ClientResult) -> dict[str, Any] | None:
     at = {(p.coord(row_var), p.coord(col_var)): p for p in client.points}
     matrix, values = [], []
     for r in rows:
-        line, nums = [cell(md_text(r))], []
+        line, nums = [md_text(r)], []
         for c in cols:
             point = at.get((r, c))
             sp = point.spread("output_throughput") if point and point.status == "ok" else None
-            line.append(with_spread(sp, "{:,.1f}") if point and point.status == "ok"
+            line.append(throughput_cell(point, sp) if point and point.status == "ok"
                         else (point.status if point else DASH))
             nums.append(sp.median if sp else None)
         matrix.append(line)
@@ -229,7 +275,7 @@ def grid_view(client: ClientResult) -> dict[str, Any] | None:
                 tuple(values), " tok/s")
     return {
         "header": [f"{md_text(row_var)} \\\\ {md_text(col_var)}",
-                   *[cell(md_text(c)) for c in cols]],
+                   *[md_text(c) for c in cols]],
         "aligns": ["---"] + ["--:"] * len(cols),
         "rows": matrix,
         "chart": figure([render_heat(heat)]),
@@ -319,7 +365,7 @@ def tradeoff(entries: Sequence[tuple[str, Record, ClientResult, bool]]) -> dict[
             per_user, per_gpu = 1000.0 / tpot, tput / gpus
             pts.append(XY(per_user, per_gpu, label=f"{client.sweep_var}={point.value}"
                           if client.sweep_var else ""))
-            rows.append([cell(md_text(name)), str(gpus), cell(md_text(point.value or DASH)),
+            rows.append([md_text(name), str(gpus), md_text(point.value or DASH),
                          f"{per_user:,.1f}", f"{per_gpu:,.1f}"])
         series.append(Series(label + (" (stale)" if stale else ""), tuple(pts)))
     var = next((c.sweep_var for _, _, c, _ in entries if c.sweep_var), None) or "point"
@@ -335,6 +381,6 @@ def tradeoff(entries: Sequence[tuple[str, Record, ClientResult, bool]]) -> dict[
     }
 
 
-__all__ = ["FULL_COLUMNS", "SHORT_COLUMNS", "cell", "fmt", "full_table", "gpu_count",
+__all__ = ["FULL_COLUMNS", "SHORT_COLUMNS", "fmt", "full_table", "gpu_count",
            "grid_view", "repeats_note", "short_table", "sweep_charts", "tradeoff",
            "with_spread", "with_variants"]

@@ -10,7 +10,9 @@ import jinja2
 
 @functools.cache
 def environment() -> jinja2.Environment:
-    return jinja2.Environment(
+    from wikitools.runbook.rendering.syntax import FILTERS
+
+    env = jinja2.Environment(
         loader=jinja2.PackageLoader("wikitools", "templates"),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
@@ -20,4 +22,6 @@ def environment() -> jinja2.Environment:
         autoescape=jinja2.select_autoescape(enabled_extensions=("svg.j2",),
                                             default_for_string=False, default=False),
     )
+    env.filters.update(FILTERS)  # note, folded, boxed: in the dialect of the wiki written to
+    return env
 

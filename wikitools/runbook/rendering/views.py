@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from wikitools.runbook.blocks.model import Runbook
+from wikitools.runbook.blocks.declared import Runbook
 from wikitools.runbook.blocks.regions import (
     Region,
 )
@@ -18,9 +18,9 @@ from wikitools.runbook.records.record import (
 )
 from wikitools.runbook.rendering import receipts, serving
 from wikitools.runbook.rendering.charts import XY, Chart, Series, figure, render_chart
+from wikitools.runbook.rendering.decode import decode_grid
 from wikitools.runbook.rendering.describe import (
     DASH,
-    cell,
     day,
     engine_text,
     fmt,
@@ -81,8 +81,8 @@ def _variant_facts(record: Record) -> list[str]:
         facts = server_facts(flat)
         state = "" if v.ok else f" ({v.status}" + (f" at {md_code(v.failed_step)}"
                                                     if v.failed_step else "") + ")"
-        out.append(cell(f"{md_code(v.name)}{state}: {engine_text(flat)}" + (
-            f"; {facts}" if facts else "")))
+        out.append(f"{md_code(v.name)}{state}: {engine_text(flat)}" + (
+            f"; {facts}" if facts else ""))
     return out
 
 
@@ -104,7 +104,8 @@ def serving_table(record: Record, client_name: str | None) -> dict[str, Any]:
                 "acceptance rate measured over the same run, and one without an acceptance "
                 "rate is untrusted. " + note).strip()
     shown.update(full, short=serving.short_table(client, bool(spec)),
-                 charts=serving.sweep_charts(client), grid=serving.grid_view(client), note=note)
+                 charts=serving.sweep_charts(client),
+                 grid=serving.grid_view(client) or decode_grid(client), note=note)
     return shown
 
 
@@ -125,8 +126,8 @@ def quality_table(record: Record, client_name: str | None) -> dict[str, Any]:
                     if metric.endswith("_stderr"):
                         continue
                     err = values.get(f"{metric}_stderr,{flt}" if flt else f"{metric}_stderr")
-                    rows.append([cell(prefix + md_text(task)), cell(md_text(metric)),
-                                 cell(md_text(flt or DASH)),
+                    rows.append([prefix + md_text(task), md_text(metric),
+                                 md_text(flt or DASH),
                                  fmt(values[key], "{:.4f}"), fmt(err, "{:.4f}")])
     shown["rows"] = rows
     return shown
@@ -143,9 +144,10 @@ def for_region(region: Region, records: list[Record]) -> list[Record]:
 def render_region(
     region: Region, runbook: Runbook | None, records: list[Record], *, ref: str,
     others: Mapping[str, list[Record]] | None = None,
-    hashes: Mapping[str, str] | None = None,
+    hashes: Mapping[str, str] | None = None, dialect: str = "github",
 ) -> str:
-    """The Markdown body of one region (each line ending in LF; a blank line first and last).
+    """The Markdown body of one region (each line ending in LF; a blank line first and last),
+    its notes in `dialect` (wikitools.dialect).
     `others`: the records of the runbooks a trade-off region compares with (`with=`);
     `hashes`: their blocks hashes on the page, to tell a stale record."""
     records = for_region(region, records)
@@ -161,11 +163,12 @@ def render_region(
         "failed": None,
         "shown": None,
         "stale": False,
+        "dialect": dialect,
     }
     if region.view == "history":
         rows = [
-            [day(r.started_at), md_code(r.run_id), r.status, cell(engine_text(r)),
-             cell(hardware(r)), headline(r)]
+            [day(r.started_at), md_code(r.run_id), r.status, engine_text(r),
+             hardware(r), headline(r)]
             for r in reversed(records)
         ]
         return _finish(environment().get_template("history.md.j2").render(
@@ -232,8 +235,8 @@ def _tradeoff(region: Region, runbook: Runbook | None, records: list[Record],
             stale = bool(page_hash) and got[0].blocks_hash != page_hash
             entries.append((rid, got[0], got[1], stale))
     shown = serving.tradeoff(entries)
-    sources = [f"`{record_rel_path(r)}` ({day(r.started_at)}, {cell(hardware(r))}; "
-               f"{cell(engine_text(r))})" for _, r, _, _ in entries]
+    sources = [f"{md_code(record_rel_path(r))} ({day(r.started_at)}, {hardware(r)}; "
+               f"{engine_text(r)})" for _, r, _, _ in entries]
     return environment().get_template("tradeoff.md.j2").render(
         ctx, tradeoff=shown, sources=sources, missing=missing)
 

@@ -1,0 +1,1 @@
+"""Shared ground: errors, diagnostics, files, YAML, configuration, locating the wiki."""
