@@ -7,9 +7,9 @@
 #
 # Run from the repository root. Downloads the wheels named in ENGINE.txt (no dependencies: the
 # list is complete against the device image), unpacks them, removes the paths in ENGINE.strip,
-# packs the rest with xz and splits it into parts of 60 MiB: .gpu-ENGINE/p1, p2, ... (git-ignored),
-# plus .gpu-ENGINE/sha256 and .gpu-ENGINE/on-device.sh. One device call carries one part
-# (a call carries at most 64 MiB); see on-device.sh.
+# packs the rest with xz and splits it into parts of 55 MiB: .gpu-ENGINE/p1, p2, ... (git-ignored),
+# plus .gpu-ENGINE/sha256 and .gpu-ENGINE/on-device.sh. One device call carries one part; a call
+# carries at most 64 MiB, the checkout (about 6 MB) included; see on-device.sh.
 set -euo pipefail
 engine=${1:?usage: build.sh vllm|sglang}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -36,7 +36,7 @@ fi
 echo "unpacked: $(du -sm "$work/site" | cut -f1) MiB; packing..." >&2
 tar -cf - -C "$work/site" . | xz -T0 -6 > "$work/site.tar.xz"
 rm -rf "$dest"; mkdir -p "$dest"
-split -b 60M -d -a 2 "$work/site.tar.xz" "$work/part."
+split -b 55M -d -a 2 "$work/site.tar.xz" "$work/part."
 i=1; for f in "$work"/part.*; do mkdir -p "$dest/p$i"; mv "$f" "$dest/p$i/"; i=$((i+1)); done
 sha256sum "$work/site.tar.xz" | cut -c1-64 > "$dest/sha256"
 cp "$here/on-device.sh" "$dest/"
