@@ -122,7 +122,10 @@ def region(page_text: str, client: str) -> str:
 
 def table(body: str) -> tuple[list[str], list[list[str]]]:
     """The region's full table (every metric, one click away under "All metrics")."""
-    rows = [line.strip() for line in body.splitlines() if line.startswith("    |")]
+    folded = body.split("All metrics</summary>", 1)
+    assert len(folded) == 2, f"no folded full table in region:\n{body}"
+    rows = [line.strip() for line in folded[1].split("</details>", 1)[0].splitlines()
+            if line.startswith("|")]
     assert len(rows) >= 3, f"no table in region:\n{body}"
 
     def cells(line: str) -> list[str]:
