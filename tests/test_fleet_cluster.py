@@ -263,7 +263,12 @@ def test_pages_are_rendered_once_at_the_end(main_run: Fleet, tree: Path) -> None
     expected = ["rendered: wiki/fleet-one-gpu.md", "rendered: wiki/fleet-shapes.md"]
     if HAVE_ENGINE:
         expected.insert(0, "rendered: wiki/cpu-engine.md")
-    assert rendered == expected
+    assert [line for line in rendered if line.endswith(".md")] == expected
+    # the pages' charts, written as files beside them, once each
+    charts = [line for line in rendered if not line.endswith(".md")]
+    assert charts and len(set(charts)) == len(charts), rendered
+    assert all(re.fullmatch(r"rendered: wiki/charts/(cpu-engine|fleet-one-gpu|fleet-shapes)"
+                            r"-[0-9a-f]{10}\.svg", line) for line in charts), charts
     tally = next(i for i, line in enumerate(out) if re.fullmatch(r"\d+/\d+ ok", line))
     assert min(out.index(line) for line in rendered) > tally  # after every run ended
     page = (tree / "wiki" / "fleet-one-gpu.md").read_text(encoding="utf-8")
