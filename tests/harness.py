@@ -19,6 +19,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -363,3 +364,41 @@ def apply(root: Path) -> str:
             (root / c.path).parent.mkdir(parents=True, exist_ok=True)
             (root / c.path).write_text(c.new)
     return (root / "wiki/fake.md").read_text()
+
+
+@dataclass
+class Case:
+    """One case of a fixture file in markdown-it-py's form: a title line, then `.`, the input,
+    `.`, the expected output, `.`."""
+
+    file: Path
+    line: int  # 1-based line of the title
+    title: str
+    source: str
+    expected: str
+
+
+def read_cases(folder: Path) -> list[Case]:
+    """Every case of the `*.md` fixture files in `folder`, in file and line order."""
+    return [c for f in sorted(folder.glob("*.md")) for c in _read_cases(f)]
+
+
+def _read_cases(file: Path) -> list[Case]:
+    lines = file.read_text(encoding="utf-8").split("\n")
+    cases: list[Case] = []
+    i = 0
+    while i < len(lines):
+        if i + 1 < len(lines) and lines[i + 1] == "." and lines[i].strip():
+            parts: list[list[str]] = [[], []]
+            j = i + 2
+            for part in parts:
+                while j < len(lines) and lines[j] != ".":
+                    part.append(lines[j])
+                    j += 1
+                j += 1
+            cases.append(Case(file, i + 1, lines[i], "\n".join(parts[0]) + "\n",
+                              "\n".join(parts[1])))
+            i = j
+        else:
+            i += 1
+    return cases

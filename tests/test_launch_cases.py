@@ -8,10 +8,10 @@ get for a proposed server block, `client L: TOOL`, or `refused L:C CODE reason`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from harness import Case, read_cases
 
 from wikitools.pages.parse import parse_page
 from wikitools.runbook.blocks.scan import scan_wiki
@@ -20,38 +20,8 @@ from wikitools.runbook.engines.types import ClientCommand, EngineCommand
 FIXTURES = Path(__file__).parent / "fixtures" / "launches"
 
 
-@dataclass
-class Case:
-    file: Path
-    line: int
-    title: str
-    source: str
-    expected: str
-
-
-def _read_cases(file: Path) -> list[Case]:
-    lines = file.read_text(encoding="utf-8").split("\n")
-    cases: list[Case] = []
-    i = 0
-    while i < len(lines):
-        if i + 1 < len(lines) and lines[i + 1] == "." and lines[i].strip():
-            parts: list[list[str]] = [[], []]
-            j = i + 2
-            for part in parts:
-                while j < len(lines) and lines[j] != ".":
-                    part.append(lines[j])
-                    j += 1
-                j += 1
-            cases.append(Case(file, i + 1, lines[i], "\n".join(parts[0]) + "\n",
-                              "\n".join(parts[1])))
-            i = j
-        else:
-            i += 1
-    return cases
-
-
 def _cases() -> list[Case]:
-    return [c for f in sorted(FIXTURES.glob("*.md")) for c in _read_cases(f)]
+    return read_cases(FIXTURES)
 
 
 def dump(source: str) -> str:

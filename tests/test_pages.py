@@ -7,56 +7,18 @@ line. A title containing `[crlf]` feeds the input with CRLF line endings. `pytes
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from harness import Case, read_cases
 
 from wikitools.pages.parse import Page, parse_fence_info, parse_page, read_page
 
 FIXTURES = Path(__file__).parent / "fixtures" / "pages"
 
 
-@dataclass
-class Case:
-    file: Path
-    line: int  # 1-based line of the title
-    title: str
-    source: str
-    expected: str
-
-
-def _read_cases(file: Path) -> list[Case]:
-    lines = file.read_text(encoding="utf-8").split("\n")
-    cases: list[Case] = []
-    i = 0
-    while i < len(lines):
-        if i + 1 < len(lines) and lines[i + 1] == "." and lines[i].strip():
-            title_line = i
-            parts: list[list[str]] = [[], []]
-            j = i + 2
-            for part in parts:
-                while j < len(lines) and lines[j] != ".":
-                    part.append(lines[j])
-                    j += 1
-                j += 1
-            cases.append(
-                Case(
-                    file,
-                    title_line + 1,
-                    lines[title_line],
-                    "\n".join(parts[0]) + "\n",
-                    "\n".join(parts[1]),
-                )
-            )
-            i = j
-        else:
-            i += 1
-    return cases
-
-
 def _all_cases() -> list[Case]:
-    return [c for f in sorted(FIXTURES.glob("*.md")) for c in _read_cases(f)]
+    return read_cases(FIXTURES)
 
 
 def dump(page: Page) -> str:
