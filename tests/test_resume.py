@@ -157,3 +157,17 @@ def test_a_run_is_resumed_only_on_the_gpus_it_measured_on() -> None:
                               "1 × NVIDIA H100 80GB HBM3")
     data = json.loads(json.dumps(record.to_dict()))
     assert Record.from_dict(data) == record
+
+
+def test_a_run_of_some_variants_is_resumed_with_the_others(tree: Path, capsys) -> None:
+    assert main([*RUN, "--variant", "KV=2000", "--root", str(tree)]) == 0, capsys.readouterr()
+    (path,) = _records(tree)
+    first = read_record(path)
+    assert first.ok and [v.name for v in first.variants] == ["KV=2000"]
+    assert main([*RUN, "--resume", "--root", str(tree)]) == 0, capsys.readouterr()
+    record = read_record(_records(tree)[1])
+    assert [(v.name, v.measured_in) for v in record.variants] == [
+        ("KV=1000", None), ("KV=2000", first.run_id)]  # the block's order
+    # the reference is the one the first run kept (its first variant's), not a new one
+    ref = first.variants[0].client("kld").points[0].metrics["kld_reference"]
+    assert record.variants[0].client("kld").points[0].metrics["kld_reference"] == ref

@@ -147,7 +147,8 @@ def prepare(
                               warmup=options.warmup)
     resumed = None
     if options.resume is not None:
-        resumed = resumed_record(config.root, runbook.id, runbook.blocks_hash, options.resume)
+        resumed = resumed_record(config.root, runbook.id, runbook.blocks_hash, options.resume,
+                                 runbook.server.variants.points())
         check_same_gpus(resumed, [g.name for g in facts.gpus])
         overrides = _resuming(overrides, resumed, config.root)
     plan = make_plan(runbook, root=config.root, artifacts_dir=artifacts_dir_for(runbook, run_id),

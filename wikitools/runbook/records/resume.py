@@ -28,9 +28,11 @@ from wikitools.runbook.records.record import (
 LATEST = "latest"
 
 
-def resumed_record(root: Path, runbook_id: str, blocks_hash: str, which: str) -> Record:
+def resumed_record(root: Path, runbook_id: str, blocks_hash: str, which: str,
+                   variants: Sequence[tuple[tuple[str, str], ...]]) -> Record:
     """The record `--resume` names (`latest`: the runbook's newest record), checked: it has
-    variants, did not finish them all, and was made from the page's blocks as they are now.
+    variants, did not finish all of the runbook's `variants` (a run of some of them, with
+    `--variant`, leaves the others), and was made from the page's blocks as they are now.
     UsageError says what does not fit."""
     try:
         records = load_records(root, runbook_id)
@@ -47,7 +49,8 @@ def resumed_record(root: Path, runbook_id: str, blocks_hash: str, which: str) ->
     where = record_rel_path(record)
     if not record.variants:
         raise UsageError(f"--resume: {where} has no server variants; run the runbook again")
-    if record.ok:
+    finished = {v.coords for v in record.variants if v.ok}
+    if all(coords in finished for coords in variants):
         raise UsageError(f"--resume: {where} finished every variant; nothing is left to run")
     if record.blocks_hash != blocks_hash:
         raise UsageError(f"--resume: {where} was made from other blocks ({_short(record)}; "
