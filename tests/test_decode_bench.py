@@ -14,7 +14,7 @@ from wikitools.runbook.blocks.extract import extract_runbooks
 from wikitools.runbook.engines import clients
 from wikitools.runbook.engines.command import parse_client_command
 from wikitools.runbook.execution.plan import PlanOverrides, make_plan
-from wikitools.runbook.records.schema import METRICS, check_shape
+from wikitools.runbook.records.record import Sample
 
 KEPT = Path(__file__).resolve().parent.parent / "data/voipmonitor-rtx6kpro/738985b"
 QWEN = KEPT / "benchmarks/inference-throughput/vllm_awq_mtp.json"
@@ -62,7 +62,7 @@ def test_a_real_qwen_result_is_read_cell_by_cell_exactly() -> None:
     assert m["prefill"]["131072"] == {"tok_per_sec": 15260.0, "ttft_seconds": 8.619}
     assert m["completed"] == sum(r["num_completed"] for r in raw["results"])
     assert m["failed"] == 0
-    check_shape(m, METRICS, "metrics")  # raises when the record could not hold it
+    Sample.from_dict({"metrics": m})  # raises when the record could not hold it
 
 
 def test_a_real_glm_matrix_of_the_newer_version_reads_too() -> None:
@@ -70,7 +70,7 @@ def test_a_real_glm_matrix_of_the_newer_version_reads_too() -> None:
     assert (m["version"], m["dcp_size"], m["max_tokens"]) == ("0.4.17", 4, 2048)
     assert m["cells"]["c1_ctx0"]["aggregate_tps"] == pytest.approx(74.7, abs=0.05)
     assert m["prefill"] == {}  # prefill was skipped: its part holds no runs
-    check_shape(m, METRICS, "metrics")  # raises when the record could not hold it
+    Sample.from_dict({"metrics": m})  # raises when the record could not hold it
 
 
 @pytest.mark.parametrize(("content", "message"), [

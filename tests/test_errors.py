@@ -16,9 +16,10 @@ from wikitools.runbook.engines.clients import ResultError
 from wikitools.runbook.engines.shell import ShellSyntaxError
 from wikitools.runbook.records.record import RecordError
 
-# Control flow that never leaves its module: the executor's step failure and interruption, and
-# the parser's usage exit (each caught where it is raised).
-INTERNAL = {"StepFailed", "Interrupted", "_UsageExit"}
+# Control flow that never leaves its module: the executor's step failure and interruption, the
+# parser's usage exit, and the record schema's error inside a msgspec hook (a ValueError, which
+# msgspec locates; schema.py turns it into a RecordError), each caught where it is raised.
+INTERNAL = {"StepFailed", "Interrupted", "_UsageExit", "_Located"}
 
 
 def _modules():

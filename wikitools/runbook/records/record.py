@@ -19,28 +19,33 @@ import os
 import re
 import secrets
 import stat
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+from msgspec import Meta
 
 from wikitools.core.fsio import open_temp
 from wikitools.runbook.engines.secrets import mask_data
 from wikitools.runbook.records.schema import (
-    ENGINE,
-    GPU_STATE,
-    HOST,
-    MARKERS,
-    METRICS,
-    SERVER,
-    TIMINGS,
+    EngineMap,
+    GpuStateMap,
+    HostMap,
+    MarkersMap,
+    MetricsMap,
+    Pairs,
     RecordData,
     RecordError,
+    ServerMap,
+    Str,
+    TimingsMap,
+    json_schema,
     locate,
-    matching,
-    shaped,
+    pattern,
 )
+from wikitools.runbook.records.schema import Number as Num
 from wikitools.runbook.records.stats import Spread, median_metrics, spread_of
 
 SCHEMA_VERSION = 2  # a record without variants
@@ -49,6 +54,7 @@ READABLE_VERSIONS = (1, 2, 3)
 # What each variant has of its own; at the top level only in a record without variants.
 PER_VARIANT = ("engine", "server", "markers", "timings", "gpu_state", "clients")
 RECORDS_DIR = "runbooks"
+SCHEMA_FILE = f"{RECORDS_DIR}/record.schema.json"  # written by scripts/record-schema.py
 
 
 
@@ -60,23 +66,34 @@ VARIANT_STATUS = r"ok|failed|skipped"
 STEP_STATUS = r"ok|failed|timeout|skipped"
 
 
+def _d(text: str) -> Meta:
+    return Meta(description=text)
+
+
+Message = Annotated[Str | None, _d("why it failed, when it did")]
+Seconds = Annotated[Num, _d("how long it took, seconds")]
+
+
 @dataclass(frozen=True, slots=True)
 class Step(RecordData):
-    name: str
-    status: str = field(metadata=matching(STEP_STATUS))
-    seconds: float = 0.0
-    message: str | None = None
+    """One step of the run (preflight, start, ready, a client, stop)."""
+
+    name: Annotated[Str, _d("the step's name")]
+    status: Annotated[str, pattern(STEP_STATUS), _d(STEP_STATUS)]
+    seconds: Seconds = 0.0
+    message: Message = None
 
 
 @dataclass(frozen=True, slots=True)
 class Sample(RecordData):
     """One measurement of a sweep point (one client run)."""
 
-    status: str = field(default="ok", metadata=matching(STEP_STATUS))
-    metrics: Mapping[str, Any] = field(default_factory=dict, metadata=shaped(METRICS))
-    seconds: float = 0.0
-    result_file: str | None = None
-    message: str | None = None
+    status: Annotated[str, pattern(STEP_STATUS), _d(STEP_STATUS)] = "ok"
+    metrics: Annotated[MetricsMap, _d("what the client measured, by name")] = field(
+        default_factory=dict)
+    seconds: Seconds = 0.0
+    result_file: Annotated[Str | None, _d("the client's result file")] = None
+    message: Message = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,14 +102,15 @@ class Point(RecordData):
     `metrics` is the median over the successful `samples`; `coords` names the value of each
     swept variable (one for a plain sweep, two for a grid)."""
 
-    value: str | None = None
-    status: str = field(default="ok", metadata=matching(STEP_STATUS))
-    metrics: Mapping[str, Any] = field(default_factory=dict, metadata=shaped(METRICS))
-    result_file: str | None = None
-    message: str | None = None
-    seconds: float = 0.0
-    samples: tuple[Sample, ...] = ()
-    coords: tuple[tuple[str, str], ...] = ()
+    value: Annotated[Str | None, _d("the swept value (grid: the first variable's)")] = None
+    status: Annotated[str, pattern(STEP_STATUS), _d(STEP_STATUS)] = "ok"
+    metrics: Annotated[MetricsMap, _d("the median over the successful samples")] = field(
+        default_factory=dict)
+    result_file: Annotated[Str | None, _d("the first sample's result file")] = None
+    message: Message = None
+    seconds: Annotated[Num, _d("the samples' seconds, summed")] = 0.0
+    samples: Annotated[tuple[Sample, ...], _d("every run of the point, warm-up excluded")] = ()
+    coords: Annotated[Pairs, _d("each swept variable's value (an object)")] = ()
 
     def spread(self, key: str) -> Spread | None:
         """Median, min and max of metric `key` over the successful samples (the point's own
@@ -112,14 +130,16 @@ class Point(RecordData):
 
 @dataclass(frozen=True, slots=True)
 class ClientResult(RecordData):
-    name: str
-    kind: str = "serving"
-    command: str = ""
-    sweep_var: str | None = None
-    points: tuple[Point, ...] = ()
-    sweep_vars: tuple[str, ...] = ()  # every swept variable; two for a grid sweep
-    repeats: int = field(default=1, metadata={"low": 0, "high": 1_000_000})  # samples per point
-    warmup: bool = False  # an unrecorded run preceded each point
+    """What one client block measured: a point per swept value."""
+
+    name: Annotated[Str, _d("the client block's name")]
+    kind: Annotated[Str, _d("serving, quality, smoke, ...")] = "serving"
+    command: Annotated[Str, _d("the client command, secrets masked")] = ""
+    sweep_var: Annotated[Str | None, _d("the swept variable (grid: the first)")] = None
+    points: Annotated[tuple[Point, ...], _d("one per swept value, in sweep order")] = ()
+    sweep_vars: Annotated[tuple[Str, ...], _d("every swept variable; two for a grid")] = ()
+    repeats: Annotated[int, Meta(ge=0, le=1_000_000), _d("samples per point")] = 1
+    warmup: Annotated[bool, _d("an unrecorded run preceded each point")] = False
 
     def __post_init__(self) -> None:
         if not self.sweep_vars and self.sweep_var:
@@ -136,19 +156,23 @@ class VariantResult(RecordData):
     variants has one, with no coordinates, made from its top-level fields. Its coordinates are
     stored as a list of pairs: the block's order."""
 
-    coords: tuple[tuple[str, str], ...] = ()  # (variable, value), in the block's order
-    # ok | failed | skipped (not started: an earlier variant failed hard)
-    status: str = field(default="ok", metadata=matching(VARIANT_STATUS))
-    failed_step: str | None = None
-    message: str | None = None
-    engine: Mapping[str, Any] = field(default_factory=dict, metadata=shaped(ENGINE))
-    server: Mapping[str, Any] = field(default_factory=dict, metadata=shaped(SERVER))
-    markers: Mapping[str, Any] = field(default_factory=dict, metadata=shaped(MARKERS))
-    timings: Mapping[str, Any] = field(default_factory=dict, metadata=shaped(TIMINGS))
-    gpu_state: Mapping[str, Any] = field(default_factory=dict, metadata=shaped(GPU_STATE))
-    clients: tuple[ClientResult, ...] = ()
-    # the run it was measured in, when a resumed run (`--resume`) took it over from that run
-    measured_in: str | None = field(default=None, metadata=matching(RUN_ID_PATTERN))
+    coords: Annotated[Pairs, _d("(variable, value) pairs, in the block's order")] = ()
+    status: Annotated[str, pattern(VARIANT_STATUS),
+                      _d("ok | failed | skipped (not started: an earlier one failed hard)")] = "ok"
+    failed_step: Annotated[Str | None, _d("the step that failed")] = None
+    message: Message = None
+    engine: Annotated[EngineMap, _d("the engine that served it")] = field(default_factory=dict)
+    server: Annotated[ServerMap, _d("the server as it ran")] = field(default_factory=dict)
+    markers: Annotated[MarkersMap, _d("what the server log said (markers)")] = field(
+        default_factory=dict)
+    timings: Annotated[TimingsMap, _d("seconds per phase of the server's start")] = field(
+        default_factory=dict)
+    gpu_state: Annotated[GpuStateMap, _d("the GPUs before and after")] = field(
+        default_factory=dict)
+    clients: Annotated[tuple[ClientResult, ...], _d("what each client measured")] = ()
+    measured_in: Annotated[Annotated[str, pattern(RUN_ID_PATTERN)] | None,
+                           _d("the run it was measured in, when a resumed run (--resume) "
+                              "took it over from that run")] = None
 
     @property
     def name(self) -> str | None:
@@ -170,29 +194,37 @@ class VariantResult(RecordData):
 
 @dataclass(frozen=True, slots=True)
 class Record(RecordData):
-    runbook: str = field(metadata=matching(RUNBOOK_ID_PATTERN))
-    page: str
-    blocks_hash: str
-    run_id: str = field(metadata=matching(RUN_ID_PATTERN))
-    started_at: str = field(metadata=matching(STAMP))
-    finished_at: str = field(metadata=matching(STAMP))
-    status: str = field(metadata=matching(RUN_STATUS))  # ok | failed
-    failed_step: str | None = None
-    message: str | None = None
-    host: Mapping[str, Any] = field(default_factory=dict, metadata=shaped(HOST))
-    engine: Mapping[str, Any] = field(default_factory=dict, metadata=shaped(ENGINE))
-    server: Mapping[str, Any] = field(default_factory=dict, metadata=shaped(SERVER))
-    markers: Mapping[str, Any] = field(default_factory=dict, metadata=shaped(MARKERS))
-    timings: Mapping[str, Any] = field(default_factory=dict, metadata=shaped(TIMINGS))
-    steps: tuple[Step, ...] = ()
-    clients: tuple[ClientResult, ...] = ()
-    artifacts_dir: str | None = None
-    gpu_state: Mapping[str, Any] = field(  # {"before": …, "after": …}
-        default_factory=dict, metadata=shaped(GPU_STATE))
-    receipt: Mapping[str, Any] = field(  # file hashes, model snapshot, caches
-        default_factory=dict, metadata=shaped(MARKERS))
-    schema_version: int = SCHEMA_VERSION
-    variants: tuple[VariantResult, ...] = ()  # schema 3: every server variant, in run order
+    """One run of a runbook: `runbooks/<runbook>/<run_id>.json`."""
+
+    runbook: Annotated[str, pattern(RUNBOOK_ID_PATTERN), _d("the runbook's id")]
+    page: Annotated[Str, _d("the page holding the runbook")]
+    blocks_hash: Annotated[Str, _d("sha256 of the runbook's blocks as run")]
+    run_id: Annotated[str, pattern(RUN_ID_PATTERN), _d("the run's id: the file's name")]
+    started_at: Annotated[str, pattern(STAMP), _d("UTC start time")]
+    finished_at: Annotated[str, pattern(STAMP), _d("UTC end time")]
+    status: Annotated[str, pattern(RUN_STATUS), _d(RUN_STATUS)]
+    failed_step: Annotated[Str | None, _d("the step that failed")] = None
+    message: Message = None
+    host: Annotated[HostMap, _d("the host it ran on")] = field(default_factory=dict)
+    engine: Annotated[EngineMap, _d("the engine (schema 2; schema 3: per variant)")] = field(
+        default_factory=dict)
+    server: Annotated[ServerMap, _d("the server as it ran (schema 2)")] = field(
+        default_factory=dict)
+    markers: Annotated[MarkersMap, _d("what the server log said (schema 2)")] = field(
+        default_factory=dict)
+    timings: Annotated[TimingsMap, _d("seconds per phase of the server's start (schema 2)")] = \
+        field(default_factory=dict)
+    steps: Annotated[tuple[Step, ...], _d("every step, in run order")] = ()
+    clients: Annotated[tuple[ClientResult, ...], _d("what each client measured (schema 2)")] = ()
+    artifacts_dir: Annotated[Str | None, _d("where the run's logs and results are")] = None
+    gpu_state: Annotated[GpuStateMap, _d("the GPUs before and after (schema 2)")] = field(
+        default_factory=dict)
+    receipt: Annotated[MarkersMap, _d("file hashes, model snapshot, caches, resumed_from")] = \
+        field(default_factory=dict)
+    schema_version: Annotated[int, _d("1, 2, or 3 (a record with server variants)")] = \
+        SCHEMA_VERSION
+    variants: Annotated[tuple[VariantResult, ...],
+                        _d("schema 3: every server variant, in run order")] = ()
 
     def __post_init__(self) -> None:
         if self.variants and self.schema_version < VARIANTS_VERSION:
@@ -276,6 +308,11 @@ def _clients_with_coords(clients: Any) -> Any:
         and not p.get("coords") and isinstance(c.get("sweep_var"), str)
         and p.get("value") is not None else p for p in c["points"]]}
         if isinstance(c, dict) and isinstance(c.get("points"), list) else c for c in clients]
+
+
+def record_schema() -> str:
+    """The JSON Schema of a run record (SCHEMA_FILE's text)."""
+    return json_schema(Record, "A run record: runbooks/<runbook-id>/<run-id>.json")
 
 
 def point_from_samples(value: str | None, samples: Sequence[Sample],

@@ -1,37 +1,53 @@
-"""The run record's schema as data, and the one reader that checks a record against it.
+"""The run record's schema: msgspec reads JSON data into the frozen dataclasses of `record.py` by
+their type hints, which carry each field's pattern, bounds and description (`msgspec.Meta`), and
+writes the same hints out as a JSON Schema for contributors (`runbooks/record.schema.json`). Every
+error names the field (`clients[0].points[2].metrics.output_throughput`) and, through `locate`,
+the line and column of the JSON text that holds it.
 
-The frozen dataclasses of `record.py` *are* the schema: this module reads JSON data into them by
-their type hints, field by field, so the dataclasses, the reader and the validator cannot drift
-apart. A field's metadata adds what a type cannot say (a pattern, bounds); the free-form mappings
-of a record (host, engine, GPU state, metrics, …) are described by `Shape` values below. Every
-error names the field (`clients[0].points[2].metrics.output_throughput`) and, through
-`locate`, the line and column of the JSON text that holds it.
+Why msgspec decoding into the existing dataclasses, rather than msgspec Structs or pydantic: the
+records stay the frozen dataclasses the rest of the code builds, compares and `replace`s (STYLE),
+so nothing outside this module and `record.py` changes; msgspec is one small compiled dependency
+whose errors carry the field's path, and whose `Meta` gives the pattern, the bounds and the
+description in one place, from which the JSON Schema is generated. pydantic would bring a larger
+runtime (pydantic-core, typing-inspection) for the same checks.
 
-Why dataclasses read by their hints rather than JSON Schema or pydantic: records are frozen
-dataclasses everywhere else in the code (STYLE), both alternatives would add a dependency and a
-second description of the same fields (a JSON Schema document beside the dataclasses, or pydantic
-models replacing them and their `slots`), and neither rejects what this reader must reject by
-default — non-finite numbers (`NaN`, `Infinity`) and integers too large for a float (`10**400`).
-"""
+What a type cannot say is read here: the free-form mappings of a record (host, engine, server,
+GPU state, markers, metrics, timings) keep every key, a newer writer's additions included, so
+they are not Structs: `FreeForm` reads them as any bounded JSON (no non-finite number, no number
+beyond 1e18, no string over 1 MiB, at most 16 levels deep), its `fields` Struct checking the keys
+it knows. msgspec's messages are translated into the reader's own (`expected a string, got a
+number`), so a malformed record is reported as before."""
 
 from __future__ import annotations
 
 import json
 import math
 import re
-import types
-import typing
-from collections.abc import Callable, Mapping
-from dataclasses import MISSING, asdict, fields, is_dataclass
-from typing import Any, Self, TypeVar, Union
+from collections.abc import Mapping
+from dataclasses import asdict
+from functools import cache
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Self, TypeAlias
+
+import msgspec
+from msgspec import Meta
 
 from wikitools.core.errors import InputError
 
 MAX_NUMBER = 1e18  # no measured quantity comes near; 10**400 and Infinity are refused
 MAX_STRING = 1 << 20  # one string (a log tail line, a command) at most 1 MiB
 MAX_DEPTH = 16  # nesting of the free-form mappings
+_MAX_INT = 10**18
 
-T = TypeVar("T")
+
+def pattern(regex: str) -> Meta:
+    """A string matching `regex` as a whole (not before a final newline, as `$` alone would)."""
+    return Meta(pattern=f"^(?:{regex})$(?!\\n)")
+
+
+Str = Annotated[str, Meta(max_length=MAX_STRING)]
+Number = Annotated[float, Meta(ge=-MAX_NUMBER, le=MAX_NUMBER)]
+Int = Annotated[int, Meta(ge=-_MAX_INT, le=_MAX_INT)]
+Count = Annotated[int, Meta(ge=0, le=_MAX_INT)]
 
 
 class SchemaError(InputError):
@@ -43,82 +59,16 @@ class SchemaError(InputError):
         self.problem = problem
 
 
-# --------------------------------------------------------------------------- shapes
+class _Located(ValueError):
+    """Raised inside a msgspec hook: msgspec adds where the hook's value sits."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        super().__init__(problem)
+        self.path = path
+        self.problem = problem
 
 
-@typing.final
-class Shape:
-    """What a free-form JSON value may hold. `kind`: "str", "int", "number", "bool", "scalar"
-    (any of those or null), "metric" (a scalar or an object of metrics), "object" (with `keys`:
-    known keys and their shapes; other keys are any bounded JSON value, so newer writers'
-    additions still read), "map" (any keys, each value `item`), "list" (each item `item`),
-    "json" (any bounded JSON value)."""
-
-    __slots__ = ("high", "item", "keys", "kind", "low", "nullable", "pattern")
-
-    def __init__(self, kind: str, *, keys: Mapping[str, Shape] | None = None,
-                 item: Shape | None = None, pattern: str | None = None,
-                 low: float = -MAX_NUMBER, high: float = MAX_NUMBER,
-                 nullable: bool = True) -> None:
-        self.kind = kind
-        self.keys = dict(keys or {})
-        self.item = item
-        self.pattern = re.compile(pattern) if pattern else None
-        self.low, self.high = low, high
-        self.nullable = nullable
-
-
-STR = Shape("str")
-INT = Shape("int")
-COUNT = Shape("int", low=0)
-NUMBER = Shape("number")
-BOOL = Shape("bool")
-SCALAR = Shape("scalar")
-JSON = Shape("json")
-
-GPU = Shape("object", nullable=False, keys={
-    "name": STR, "compute_capability": STR, "index": COUNT, "pci_bus_id": STR,
-    "memory_total_mib": NUMBER, "memory_free_mib": NUMBER, "uuid": STR,
-})
-HOST = Shape("object", nullable=False, keys={
-    "gpus": Shape("list", item=GPU), "gpu_count": Shape("int", low=0, high=4096),
-    "driver": STR, "cuda": STR, "cpu_only": BOOL, "topology": STR, "hostname_hash": STR,
-})
-ENGINE = Shape("object", nullable=False, keys={
-    "name": STR, "version": STR, "image": STR, "image_digest": STR,
-})
-GPU_SNAPSHOT = Shape("object", keys={
-    "gpus": Shape("list", item=Shape("object", nullable=False, keys={
-        "index": COUNT, "name": STR, "driver": STR, "pstate": STR, "uuid": STR,
-        "clocks_event_reasons": STR,
-    })),
-    "processes": Shape("list", item=Shape("object", nullable=False, keys={
-        "gpu": COUNT, "pid": COUNT, "name": STR, "used_mib": NUMBER,
-    })),
-    "error": STR,
-})
-GPU_STATE = Shape("object", nullable=False, keys={"before": GPU_SNAPSHOT, "after": GPU_SNAPSHOT})
-SERVER = Shape("object", nullable=False, keys={
-    "command": STR, "env": Shape("map", item=STR), "log_tail": Shape("list", item=STR),
-    "model": STR, "port": Shape("int", low=0, high=65535), "run_tag": STR,
-})
-# A metric is a number, a string, a flag or null, or an object of those (quality clients nest
-# scores per task, a smoke client keeps the server's `usage`); never a list.
-METRIC = Shape("metric")
-METRICS = Shape("map", nullable=False, item=METRIC)
-TIMINGS = Shape("map", nullable=False, item=NUMBER)
-MARKERS = Shape("object", nullable=False)
-
-
-
-def shaped(shape: Shape) -> dict[str, Any]:
-    """Field metadata: the shape a mapping field's value must have."""
-    return {"shape": shape}
-
-
-def matching(pattern: str) -> dict[str, Any]:
-    """Field metadata: the pattern a string field must match."""
-    return {"pattern": pattern}
+# --------------------------------------------------------------------------- free-form values
 
 
 def _at(path: str, key: str | int) -> str:
@@ -136,199 +86,314 @@ def _kind(value: Any) -> str:
         return "a number"
     if isinstance(value, str):
         return "a string"
-    if isinstance(value, list):
+    if isinstance(value, list | tuple):
         return "a list"
     if isinstance(value, dict):
         return "an object"
     return type(value).__name__
 
 
-def _number(value: Any, path: str, low: float, high: float, integer: bool) -> float | int:
-    if isinstance(value, bool) or not isinstance(value, int | float) or (
-            integer and not isinstance(value, int)):
-        raise SchemaError(path, f"expected {'an integer' if integer else 'a number'}, "
-                                f"got {_kind(value)}")
+def _range(value: float, low: float = -MAX_NUMBER, high: float = MAX_NUMBER) -> str | None:
     if isinstance(value, float) and not math.isfinite(value):
-        raise SchemaError(path, f"{value} is not a finite number")
+        return f"{value} is not a finite number"
     if isinstance(value, int) and abs(value) > MAX_NUMBER:
-        raise SchemaError(path, "the number is out of range")
-    if not low <= value <= high:
-        raise SchemaError(path, f"{value} is out of range ({low:g} to {high:g})")
-    return value
+        return "the number is out of range"
+    return None if low <= value <= high else f"{value} is out of range ({low:g} to {high:g})"
 
 
-def _string(value: Any, path: str, pattern: re.Pattern[str] | None) -> str:
+def _text(value: Any, path: str) -> str:
     if not isinstance(value, str):
-        raise SchemaError(path, f"expected a string, got {_kind(value)}")
+        raise _Located(path, f"expected a string, got {_kind(value)}")
     if len(value) > MAX_STRING:
-        raise SchemaError(path, "the string is too long")
-    if pattern is not None and not pattern.fullmatch(value):
-        shown = value if len(value) <= 40 else value[:37] + "..."
-        raise SchemaError(path, f"{json.dumps(shown)} does not match {pattern.pattern}")
+        raise _Located(path, "the string is too long")
     return value
 
 
-def check_shape(value: Any, shape: Shape, path: str, depth: int = 0) -> None:
-    """Raise SchemaError when `value` does not fit `shape`."""
-    if depth > MAX_DEPTH:
-        raise SchemaError(path, "nested too deeply")
+def _scalar(value: Any, path: str, leaf: str) -> None:
+    """A leaf of a free-form value or null: `leaf` "str" or "number", else any scalar."""
     if value is None:
-        if shape.nullable or shape.kind in ("scalar", "json"):
-            return
-        raise SchemaError(path, "expected an object, got null")
-    check = _CHECKS.get(shape.kind)
-    if check is None:  # pragma: no cover - a Shape with an unknown kind is a bug in this module
-        raise AssertionError(shape.kind)
-    check(value, shape, path, depth)
+        return
+    if leaf == "str" or (leaf != "number" and isinstance(value, str)):
+        _text(value, path)
+        return
+    if isinstance(value, bool) and leaf != "number":
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        wanted = "a number" if leaf == "number" else "a number, string, boolean or null"
+        raise _Located(path, f"expected {wanted}, got {_kind(value)}")
+    problem = _range(value)
+    if problem:
+        raise _Located(path, problem)
 
 
-def _check_str(value: Any, shape: Shape, path: str, _depth: int) -> None:
-    _string(value, path, shape.pattern)
-
-
-def _check_number(value: Any, shape: Shape, path: str, _depth: int) -> None:
-    _number(value, path, shape.low, shape.high, shape.kind == "int")
-
-
-def _check_bool(value: Any, _shape: Shape, path: str, _depth: int) -> None:
-    if not isinstance(value, bool):
-        raise SchemaError(path, f"expected a boolean, got {_kind(value)}")
-
-
-def _check_scalar(value: Any, _shape: Shape, path: str, _depth: int) -> None:
-    if isinstance(value, str):
-        _string(value, path, None)
-    elif not isinstance(value, bool):
-        if not isinstance(value, int | float):
-            raise SchemaError(path, f"expected a number, string, boolean or null, got "
-                                    f"{_kind(value)}")
-        _number(value, path, -MAX_NUMBER, MAX_NUMBER, False)
-
-
-def _check_object(value: Any, shape: Shape, path: str, depth: int) -> None:
-    if not isinstance(value, dict):
-        raise SchemaError(path, f"expected an object, got {_kind(value)}")
-    for key, item in value.items():
-        sub = shape.keys.get(key) or (shape.item if shape.kind == "map" else None) or JSON
-        check_shape(item, sub, _at(path, key), depth + 1)
-
-
-def _check_list(value: Any, shape: Shape, path: str, depth: int) -> None:
-    if not isinstance(value, list):
-        raise SchemaError(path, f"expected a list, got {_kind(value)}")
-    for i, item in enumerate(value):
-        check_shape(item, shape.item or JSON, _at(path, i), depth + 1)
-
-
-def _check_metric(value: Any, _shape: Shape, path: str, depth: int) -> None:
-    if isinstance(value, dict):
+def _bounded(value: Any, path: str, leaf: str, depth: int) -> None:
+    """Check a free-form value: `leaf` "json" (any JSON), "metric" (a scalar or an object of
+    metrics, never a list), "str" or "number"."""
+    if depth > MAX_DEPTH:
+        raise _Located(path, "nested too deeply")
+    if isinstance(value, dict) and leaf in ("json", "metric"):
         for key, item in value.items():
-            check_shape(item, METRIC, _at(path, key), depth + 1)
-    elif isinstance(value, list):
-        raise SchemaError(path, "expected a number, string, boolean, null or object, got "
-                                "a list")
+            _bounded(item, _at(path, key), leaf, depth + 1)
+    elif isinstance(value, list) and leaf == "json":
+        for i, item in enumerate(value):
+            _bounded(item, _at(path, i), leaf, depth + 1)
+    elif isinstance(value, list) and leaf == "metric":
+        raise _Located(path, "expected a number, string, boolean, null or object, got a list")
     else:
-        check_shape(value, SCALAR, path, depth)
+        _scalar(value, path, leaf)
 
 
-def _check_json(value: Any, _shape: Shape, path: str, depth: int) -> None:
-    if isinstance(value, dict | list):
-        items = value.items() if isinstance(value, dict) else enumerate(value)
-        for key, item in items:
-            check_shape(item, JSON, _at(path, key), depth + 1)
-    else:
-        check_shape(value, SCALAR, path, depth)
+class FreeForm(dict[str, Any]):
+    """A free-form mapping as msgspec reads it (through `decode_hook`): null reads as empty;
+    each value is `leaf` (see `_bounded`); the keys `fields` names are checked against it.
+    Record fields name the subclasses below for msgspec; type checkers see Mapping[str, Any]."""
+
+    fields: ClassVar[type[msgspec.Struct] | None] = None
+    leaf: ClassVar[str] = "json"
+
+    @classmethod
+    def read(cls, value: Any) -> Self:
+        if value is None:
+            return cls()
+        if not isinstance(value, dict):
+            raise _Located("", f"expected an object, got {_kind(value)}")
+        if cls.fields is not None:
+            try:
+                msgspec.convert(value, cls.fields, dec_hook=decode_hook)
+            except msgspec.ValidationError as exc:
+                raise _Located(*located(exc, value, cls.fields)) from None
+        for key, item in value.items():
+            _bounded(item, key, cls.leaf, 1)
+        return cls(value)
 
 
-_CHECKS: dict[str, Callable[[Any, Shape, str, int], None]] = {
-    "str": _check_str, "int": _check_number, "number": _check_number, "bool": _check_bool,
-    "scalar": _check_scalar, "object": _check_object, "map": _check_object,
-    "list": _check_list, "metric": _check_metric, "json": _check_json,
-}
+class _Pairs(tuple[tuple[str, str], ...]):
+    """(name, value) pairs, read from an object (sorted by name) or a list of [name, value]
+    pairs when their order matters."""
 
+    __slots__ = ()
 
-# --------------------------------------------------------------------------- dataclasses
-
-
-def _strip_optional(hint: Any) -> tuple[Any, bool]:
-    args = typing.get_args(hint)
-    if typing.get_origin(hint) in (Union, types.UnionType) and type(None) in args:
-        rest = [a for a in args if a is not type(None)]
-        return (rest[0] if len(rest) == 1 else Union[tuple(rest)]), True  # noqa: UP007
-    return hint, False
-
-
-def _value(hint: Any, value: Any, path: str, meta: Mapping[str, Any]) -> Any:
-    hint, optional = _strip_optional(hint)
-    if value is None and optional:
-        return None
-    origin = typing.get_origin(hint)
-    if is_dataclass(hint) and isinstance(hint, type):
-        return read_dataclass(hint, value, path)
-    if hint is str:
-        return _string(value, path, re.compile(meta["pattern"]) if "pattern" in meta else None)
-    if hint is int:
-        return _number(value, path, meta.get("low", -MAX_NUMBER), meta.get("high", MAX_NUMBER),
-                       True)
-    if hint is float:
-        return float(_number(value, path, meta.get("low", -MAX_NUMBER),
-                             meta.get("high", MAX_NUMBER), False))
-    if hint is bool:
-        if not isinstance(value, bool):
-            raise SchemaError(path, f"expected a boolean, got {_kind(value)}")
-        return value
-    if origin is tuple:
-        args = typing.get_args(hint)
-        if args == (tuple[str, str], Ellipsis):  # (name, value) pairs: an object, or a list
-            if isinstance(value, list):  # of pairs when their order matters
-                return tuple(_pair(item, _at(path, i)) for i, item in enumerate(value))
-            if not isinstance(value, dict):
-                raise SchemaError(path, f"expected an object, got {_kind(value)}")
-            return tuple(sorted((str(k), _string(v, _at(path, str(k)), None))
-                                for k, v in value.items()))
-        if not isinstance(value, list):
-            raise SchemaError(path, f"expected a list, got {_kind(value)}")
-        return tuple(_value(args[0], item, _at(path, i), meta) for i, item in enumerate(value))
-    if origin is Mapping or hint is Mapping:
-        check_shape(value, meta.get("shape", JSON), path)
-        return value if value is not None else {}
-    if hint is Any:
-        check_shape(value, JSON, path)
-        return value
-    raise AssertionError(f"no reader for {hint!r} at {path}")  # pragma: no cover
+    @classmethod
+    def read(cls, value: Any) -> _Pairs:
+        if isinstance(value, list):
+            return cls(_pair(item, _at("", i)) for i, item in enumerate(value))
+        if not isinstance(value, dict):
+            raise _Located("", f"expected an object, got {_kind(value)}")
+        return cls(sorted((str(k), _text(v, str(k))) for k, v in value.items()))
 
 
 def _pair(item: Any, path: str) -> tuple[str, str]:
     if not isinstance(item, list) or len(item) != 2:
-        raise SchemaError(path, f"expected a [name, value] pair, got {_kind(item)}")
-    return _string(item[0], _at(path, 0), None), _string(item[1], _at(path, 1), None)
+        raise _Located(path, f"expected a [name, value] pair, got {_kind(item)}")
+    return _text(item[0], _at(path, 0)), _text(item[1], _at(path, 1))
 
 
-def read_dataclass(cls: type[T], data: Any, path: str = "") -> T:
-    """An instance of the dataclass `cls` from JSON data, every field checked against its type
-    hint and metadata; missing fields take their defaults, unknown keys are ignored (a newer
-    writer's additions). Raises SchemaError naming the first field that does not fit."""
-    if not isinstance(data, dict):
-        raise SchemaError(path, f"expected an object, got {_kind(data)}")
-    hints = typing.get_type_hints(cls)
-    values: dict[str, Any] = {}
-    for f in fields(cls):  # type: ignore[arg-type]
-        if not f.init:
-            continue
-        where = _at(path, f.name)
-        if f.name not in data:
-            if f.default is MISSING and f.default_factory is MISSING:
-                raise SchemaError(where, "missing")
-            continue
-        raw = data[f.name]
-        if raw is None and f.default is None:
-            values[f.name] = None
-            continue
-        if raw is None and f.default_factory is not MISSING:  # an empty mapping or list
-            values[f.name] = f.default_factory()
-            continue
-        values[f.name] = _value(hints[f.name], raw, where, f.metadata)
-    return cls(**values)
+def decode_hook(kind: type, value: Any) -> Any:
+    """msgspec's hook for the types it does not know: the free-form mappings and the pairs."""
+    if issubclass(kind, FreeForm | _Pairs):
+        return kind.read(value)
+    raise NotImplementedError  # pragma: no cover - every custom type of the schema is above
+
+
+# --------------------------------------------------------------------------- the mappings
+
+
+def _d(text: str) -> Meta:
+    return Meta(description=text)
+
+
+class Gpu(msgspec.Struct):
+    """One GPU of the host."""
+
+    name: Annotated[Str | None, _d("the GPU's name (NVIDIA RTX PRO 6000 ...)")] = None
+    compute_capability: Annotated[Str | None, _d("major.minor, e.g. 12.0")] = None
+    index: Annotated[Count | None, _d("the driver's index of the GPU")] = None
+    pci_bus_id: Annotated[Str | None, _d("the PCI bus id")] = None
+    memory_total_mib: Annotated[Number | None, _d("memory in MiB")] = None
+    memory_free_mib: Annotated[Number | None, _d("free memory in MiB at the start")] = None
+    uuid: Annotated[Str | None, _d("the GPU's UUID")] = None
+
+
+class Host(msgspec.Struct):
+    """What the run's host is (other keys: any JSON)."""
+
+    gpus: Annotated[list[Gpu] | None, _d("every GPU of the host")] = None
+    gpu_count: Annotated[Annotated[int, Meta(ge=0, le=4096)] | None, _d("how many GPUs")] = None
+    driver: Annotated[Str | None, _d("the NVIDIA driver version")] = None
+    cuda: Annotated[Str | None, _d("the CUDA version the driver supports")] = None
+    cpu_only: Annotated[bool | None, _d("true on a host without a GPU")] = None
+    topology: Annotated[Str | None, _d("`nvidia-smi topo -m`")] = None
+    hostname_hash: Annotated[Str | None, _d("a hash of the host name, never the name")] = None
+
+
+class Engine(msgspec.Struct):
+    """The inference engine that served the run (other keys: any JSON)."""
+
+    name: Annotated[Str | None, _d("vllm, sglang, ...")] = None
+    version: Annotated[Str | None, _d("the engine's version")] = None
+    image: Annotated[Str | None, _d("the container image, when it ran in one")] = None
+    image_digest: Annotated[Str | None, _d("the image's digest")] = None
+
+
+class GpuProcess(msgspec.Struct):
+    """A process holding GPU memory."""
+
+    gpu: Annotated[Count | None, _d("the GPU's index")] = None
+    pid: Annotated[Count | None, _d("the process id")] = None
+    name: Annotated[Str | None, _d("the process name")] = None
+    used_mib: Annotated[Number | None, _d("GPU memory it holds, MiB")] = None
+
+
+class GpuSnapshot(msgspec.Struct):
+    """The GPUs at one moment (other keys: any JSON)."""
+
+    gpus: Annotated[list[GpuStatus] | None, _d("each GPU's state")] = None
+    processes: Annotated[list[GpuProcess] | None, _d("processes holding GPU memory")] = None
+    error: Annotated[Str | None, _d("why the state could not be read")] = None
+
+
+class GpuStatus(msgspec.Struct):
+    """One GPU's state."""
+
+    index: Annotated[Count | None, _d("the driver's index of the GPU")] = None
+    name: Annotated[Str | None, _d("the GPU's name")] = None
+    driver: Annotated[Str | None, _d("the driver version")] = None
+    pstate: Annotated[Str | None, _d("the performance state, P0 ... P12")] = None
+    uuid: Annotated[Str | None, _d("the GPU's UUID")] = None
+    clocks_event_reasons: Annotated[Str | None, _d("why clocks were held back")] = None
+
+
+class GpuState(msgspec.Struct):
+    """The GPU state before and after the run (other keys: any JSON)."""
+
+    before: Annotated[GpuSnapshot | None, _d("before the server started")] = None
+    after: Annotated[GpuSnapshot | None, _d("after the server stopped")] = None
+
+
+class Env(FreeForm):
+    leaf = "str"
+
+
+class Server(msgspec.Struct):
+    """The server as it ran (other keys: any JSON)."""
+
+    command: Annotated[Str | None, _d("the server command, secrets masked")] = None
+    env: Annotated[Env, _d("its environment, secrets masked")] = msgspec.field(
+        default_factory=Env)
+    log_tail: Annotated[list[Str | None] | None, _d("the last lines of its log")] = None
+    model: Annotated[Str | None, _d("the model it served")] = None
+    port: Annotated[Annotated[int, Meta(ge=0, le=65535)] | None, _d("its port")] = None
+    run_tag: Annotated[Str | None, _d("the tag naming the run's containers")] = None
+
+
+if TYPE_CHECKING:  # what a reader of a record sees; msgspec sees the classes below
+    HostMap: TypeAlias = Mapping[str, Any]
+    EngineMap: TypeAlias = Mapping[str, Any]
+    ServerMap: TypeAlias = Mapping[str, Any]
+    GpuStateMap: TypeAlias = Mapping[str, Any]
+    MarkersMap: TypeAlias = Mapping[str, Any]
+    MetricsMap: TypeAlias = Mapping[str, Any]
+    TimingsMap: TypeAlias = Mapping[str, Any]
+    Pairs: TypeAlias = tuple[tuple[str, str], ...]
+else:
+    Pairs = _Pairs
+
+    class HostMap(FreeForm):
+        fields = Host
+
+    class EngineMap(FreeForm):
+        fields = Engine
+
+    class ServerMap(FreeForm):
+        fields = Server
+
+    class GpuStateMap(FreeForm):
+        fields = GpuState
+
+    class MarkersMap(FreeForm):
+        pass
+
+    class MetricsMap(FreeForm):
+        leaf = "metric"  # quality clients nest scores per task; a smoke client keeps `usage`
+
+    class TimingsMap(FreeForm):
+        leaf = "number"
+
+
+# --------------------------------------------------------------------------- errors
+
+
+_EXPECTED = {"str": "a string", "int": "an integer", "float": "a number", "bool": "a boolean",
+             "array": "a list", "object": "an object"}
+_MESSAGE = re.compile(r"(?s)(.*?)(?: - at `\$(.*)`)?")
+_PATH_PART = re.compile(r"\.?([^.\[\]]+)|\[(\d+)\]")
+
+
+def located(exc: msgspec.ValidationError, data: Any, kind: Any) -> tuple[str, str]:
+    """The (field path, problem) of msgspec's error reading `data` as `kind`, in the words of
+    the reader's own errors."""
+    message, where = _MESSAGE.fullmatch(str(exc)).groups()  # type: ignore[union-attr]
+    path = (where or "").lstrip(".")
+    cause = exc.__cause__
+    if isinstance(cause, _Located):
+        return _join(path, cause.path), cause.problem
+    missing = re.fullmatch(r"Object missing required field `(.*)`", message)
+    if missing:
+        return _at(path, missing.group(1)), "missing"
+    return path, _problem(message, _value_at(data, path), _info_at(kind, path))
+
+
+def _join(path: str, sub: str) -> str:
+    return f"{path}{sub}" if sub.startswith("[") else _at(path, sub) if sub else path
+
+
+def _problem(message: str, value: Any, info: Any) -> str:
+    got = re.fullmatch(r"Expected `([a-z]+)(?: \| null)?`, got `.*`", message)
+    if got:
+        return f"expected {_EXPECTED.get(got.group(1), got.group(1))}, got {_kind(value)}"
+    if " matching regex " in message:
+        shown = value if len(value) <= 40 else value[:37] + "..."
+        regex = info.pattern.removeprefix("^(?:").removesuffix(")$(?!\\n)")
+        return f"{json.dumps(shown)} does not match {regex}"
+    if " of length <= " in message:
+        return "the string is too long"
+    if message == "Number out of range" or re.search(r"` [<>]=", message):
+        low = -MAX_NUMBER if info.ge is None else info.ge
+        high = MAX_NUMBER if info.le is None else info.le
+        return _range(value, low, high) or message  # pragma: no branch
+    return message[:1].lower() + message[1:]  # pragma: no cover - every message msgspec gives
+
+
+def _value_at(data: Any, path: str) -> Any:
+    for m in _PATH_PART.finditer(path):
+        data = data[m.group(1)] if m.group(2) is None else data[int(m.group(2))]
+    return data
+
+
+def _info_at(kind: Any, path: str) -> Any:
+    """The msgspec type information of the value at `path` in `kind` (None when unknown)."""
+    info = _unwrap(_type_info(kind))
+    for m in _PATH_PART.finditer(path):
+        if m.group(2) is not None:
+            info = _unwrap(getattr(info, "item_type", None))
+        else:
+            info = _unwrap(next((f.type for f in getattr(info, "fields", ())
+                                 if f.name == m.group(1)), None))
+    return info
+
+
+@cache
+def _type_info(kind: Any) -> Any:
+    return msgspec.inspect.type_info(kind)
+
+
+def _unwrap(info: Any) -> Any:
+    while isinstance(info, msgspec.inspect.Metadata | msgspec.inspect.UnionType):
+        if isinstance(info, msgspec.inspect.Metadata):
+            info = info.type
+        else:
+            info = next(t for t in info.types if not isinstance(t, msgspec.inspect.NoneType))
+    return info
 
 
 # --------------------------------------------------------------------------- record data
@@ -353,7 +418,7 @@ def plain(value: Any) -> Any:
 
 class RecordData:
     """The one `to_dict` and `from_dict` of every record dataclass: the JSON data is the
-    dataclass's fields (see schema.py, which reads them back checking every field)."""
+    dataclass's fields, read back by msgspec checking every field."""
 
     __slots__ = ()
 
@@ -362,13 +427,13 @@ class RecordData:
 
     @classmethod
     def from_dict(cls, data: Any) -> Self:
-        """Read and check; raises RecordError naming the field that does not fit."""
+        """Read and check; raises RecordError naming the field that does not fit. Missing
+        fields take their defaults, unknown keys are ignored (a newer writer's additions)."""
         try:
-            return read_dataclass(cls, data)
-        except SchemaError as exc:
-            raise RecordError(str(exc), field=exc.path) from None
-
-
+            return msgspec.convert(data, cls, dec_hook=decode_hook)
+        except msgspec.ValidationError as exc:
+            path, problem = located(exc, data, cls)
+            raise RecordError(str(SchemaError(path, problem)), field=path) from None
 
 
 class RecordError(InputError):
@@ -386,10 +451,40 @@ class RecordError(InputError):
         self.detail = detail if detail is not None else message
 
 
+# --------------------------------------------------------------------------- JSON Schema
+
+
+_METRIC = {"anyOf": [{"type": ["number", "string", "boolean", "null"]},
+                     {"type": "object", "additionalProperties": {"$ref": "#/$defs/Metric"}}],
+           "description": "a number, string, flag or null, or an object of metrics"}
+_LEAVES: dict[str, dict[str, Any]] = {"json": {}, "metric": {"$ref": "#/$defs/Metric"},
+                                      "number": {"type": ["number", "null"]},
+                                      "str": {"type": ["string", "null"]}}
+
+
+def _schema_hook(kind: type) -> dict[str, Any]:
+    if issubclass(kind, FreeForm):
+        if kind.fields is not None:
+            return {"$ref": f"#/$defs/{kind.fields.__name__}"}
+        return {"type": "object", "additionalProperties": _LEAVES[kind.leaf]}
+    pair = {"type": "array", "prefixItems": [{"type": "string"}] * 2, "minItems": 2,
+            "maxItems": 2}
+    return {"anyOf": [{"type": "object", "additionalProperties": {"type": "string"}},
+                      {"type": "array", "items": pair}]}
+
+
+def json_schema(record: type, title: str) -> str:
+    """The JSON Schema of `record` (the Record dataclass) and of the mappings it holds, as
+    stable text."""
+    (top, *_), defs = msgspec.json.schema_components(
+        [record, Host, Engine, Server, GpuState], schema_hook=_schema_hook,
+        ref_template="#/$defs/{name}")
+    schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": title,
+              **top, "$defs": {**defs, "Metric": _METRIC}}
+    return json.dumps(schema, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
 # --------------------------------------------------------------------------- locations
-
-
-_PATH_PART = re.compile(r"\.?([^.\[\]]+)|\[(\d+)\]")
 
 
 def locate(text: str, path: str) -> tuple[int, int]:
