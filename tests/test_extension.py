@@ -4,6 +4,7 @@ chip after the title, glossary tooltips."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import markdown
@@ -88,6 +89,19 @@ def test_the_page_is_found_from_its_body_and_gets_chip_and_tooltips(wiki: Path) 
     assert html.index("wiki-status") < html.index("Opening text")
     assert '<abbr title="key-value">KV</abbr>' in html
     assert '<p class="admonition-title">About <abbr title="key-value">KV</abbr></p>' in html
+
+
+def test_the_search_preview_opens_with_the_prose_not_the_chip(wiki: Path) -> None:
+    # Material's search plugin files each page's text through this parser; a chip in the index
+    # ran into the preview ("Reviewed 2026-12-01Reviewed - the prose ...").
+    parser_module = pytest.importorskip("material.plugins.search.plugin")
+    body = (wiki / "docs" / "page.md").read_text().split("---\n", 2)[2]
+    parser = parser_module.Parser()
+    parser.feed(render(body, root=str(wiki)))
+    parser.close()
+    text = "".join(parser.data[0].text)
+    assert re.findall(r"<p>(.*?)</p>", text)[0].startswith("Opening text on the"), text
+    assert "Works, with rough edges" not in text
 
 
 def test_a_text_of_no_page_gets_tooltips_but_no_chip(wiki: Path) -> None:

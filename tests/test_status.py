@@ -94,7 +94,7 @@ def test_badge_line_for_the_site(tmp_path):
     """The line the MkDocs plugin puts under the status chip, from the records at build time."""
     root = tree(tmp_path, arch="sm90,sm120")
     assert measured_line(per_page(root)[2]) == (
-        '<p class="wiki-measured-line"><span class="wiki-measured-badge '
+        '<p class="wiki-measured-line" data-search-exclude=""><span class="wiki-measured-badge '
         'wiki-measured-badge--none">Not measured on SM120: no run recorded</span></p>\n')
     record(root, host=H200)
     line = measured_line(per_page(root)[2])
