@@ -20,6 +20,8 @@ opens it in headless Chromium through Playwright.
 * Phone tables: on every page at 390 px, with collapsed boxes opened, each table wider than the
   screen scrolls inside its own frame and keeps its first column in view when scrolled; no
   page scrolls sideways.
+* Phone breadcrumb: on the same pages, the path above the title is one line (no item wraps,
+  none drops below another).
 
 Exit 0 when everything passes, 1 when a check fails, 2 when Chromium or Playwright is missing.
 
@@ -181,9 +183,26 @@ _TABLES_JS = """() => {
 }"""
 
 
+# The breadcrumb on one line: every item at the same height on the screen, none taller than
+# a line of its text (a wrapped item is two font sizes or more).
+_CRUMB_JS = """() => {
+  const items = [...document.querySelectorAll('.md-path .md-path__item')];
+  if (!items.length) return {bad: [], crumbs: 0};
+  const boxes = items.map(e => e.getBoundingClientRect());
+  const font = parseFloat(getComputedStyle(items[0]).fontSize);
+  const wrapped = boxes.filter(b => b.height >= 2 * font).length;
+  const rows = new Set(boxes.map(b => Math.round(b.top / 4))).size;
+  const bad = wrapped ? [`breadcrumb wraps: ${wrapped} of its ${items.length} items take more ` +
+                         'than one line'] :
+    rows > 1 ? [`breadcrumb breaks into ${rows} rows`] : [];
+  return {bad, crumbs: 1};
+}"""
+
+
 def tables_on_phone(browser: Any, base: str, paths: list[str]) -> dict[str, dict[str, Any]]:
-    """Per page: the tables that a 390 px wide phone cannot read, and how many were wider
-    than the screen."""
+    """Per page: the tables that a 390 px wide phone cannot read, how many were wider
+    than the screen, and whether the page's breadcrumb (`crumbs`: 1 where it has one) keeps
+    to one line."""
     context = browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True)
     try:
         page = context.new_page()
@@ -191,6 +210,9 @@ def tables_on_phone(browser: Any, base: str, paths: list[str]) -> dict[str, dict
         for path in paths:
             page.goto(base + path)
             out[path] = page.evaluate(_TABLES_JS)
+            crumb = page.evaluate(_CRUMB_JS)
+            out[path]["bad"] += crumb["bad"]
+            out[path]["crumbs"] = crumb["crumbs"]
         return out
     finally:
         context.close()
@@ -375,6 +397,10 @@ def main(argv: list[str] | None = None) -> int:
           f"{PHONE['width']} px, {wide} tables wider than the screen checked for scrolling and "
           "a sticky first column")
     failures += not wide  # a check that met no wide table proved nothing
+    crumbs = sum(r["crumbs"] for r in tables.values())
+    print(f"{'ok  ' if crumbs else 'FAIL'} phone breadcrumb: {crumbs} pages with a breadcrumb "
+          f"checked for one line at {PHONE['width']} px")
+    failures += not crumbs
     return 1 if failures else 0
 
 
