@@ -112,6 +112,17 @@ def test_no_name_is_expanded_with_its_own_name() -> None:
     assert not circular, f"names written out with themselves: {sorted(circular)}"
 
 
+def test_the_home_page_links_every_engine_page_and_model_hub() -> None:
+    """Its "What is where" row for engines once named two of the eight engine pages, and its
+    "Start here" table lacked the large models' hubs."""
+    home = (WIKI / "index.md").read_text(encoding="utf-8")
+    wanted = [f"engines/{p.name}" for p in sorted((WIKI / "engines").glob("*.md"))]
+    wanted += [f"models/{p.parent.name}/index.md"
+               for p in sorted((WIKI / "models").glob("*/index.md"))
+               if pages()[p.relative_to(ROOT).as_posix()].front_matter.get("hub") is True]
+    assert [w for w in wanted if f"]({w})" not in home] == []
+
+
 def test_version_maps_give_each_page_its_own_status() -> None:
     """A hub's table with a Status column must say, for each page it links, the status that
     page's front matter gives (the gpt-oss hub once called an unverified page current)."""
