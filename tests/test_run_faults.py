@@ -160,7 +160,7 @@ def test_kill_9_of_the_runner_leaves_no_server_client_or_temp_file(tmp_path: Pat
          "wiki/fake.md#fake-rb", "--root", str(root), "--yes"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=root,
     )
-    lock = root / runlock.LOCKS_DIR / "fake-rb.json"
+    lock = runlock.lock_path(root, "fake-rb")
     try:
         assert wait_until(lambda: listening(port), 60), "the fake server came up"
         assert wait_until(lambda: any(

@@ -22,7 +22,7 @@ from wikitools.runbook.blocks.extract import extract_runbooks
 from wikitools.runbook.execution import containers as docker
 from wikitools.runbook.execution.plan import make_plan
 from wikitools.runbook.execution.processes import TAG_VAR, spawn, stop_group
-from wikitools.runbook.execution.runlock import LOCKS_DIR, RunLock
+from wikitools.runbook.execution.runlock import RunLock
 
 IMAGE = "wiki-test/bookworm:minbase-v1"
 DEAD_RUNNER = Path(__file__).resolve().parents[1] / "fakes" / "dead_runner.py"
@@ -72,11 +72,12 @@ def _running(cid: str) -> bool:
 
 
 def test_lock_file_of_another_checkout_is_never_acted_on(tmp_path: Path, test_tag: str) -> None:
-    """A lock file this checkout did not write (crafted and committed, or copied from another
-    checkout) names a container and a tag: the next run stops nothing."""
+    """A lock file that is not this checkout's (crafted and committed into the checkout, or the
+    state of a dead run of another checkout the checkout was copied from) names a container and
+    a tag: the next run stops nothing."""
     victim = _sleeper(test_tag)
     tagged = _sleeper(test_tag, "--label", "wikitools.run.20261130T000000Z-x-feed")
-    lock = tmp_path / LOCKS_DIR / "rb.json"
+    lock = tmp_path / ".artifacts" / "locks" / "rb.json"  # where a committed one would lie
     lock.parent.mkdir(parents=True)
     crafted = {"state": "running", "tag": "20261130T000000Z-x-feed", "docker": True,
                "containers": [victim, tagged], "projects": [],
@@ -85,9 +86,9 @@ def test_lock_file_of_another_checkout_is_never_acted_on(tmp_path: Path, test_ta
     run = RunLock(tmp_path, "rb", None, "20261201T000000Z-next")
     assert run.acquire(grace=1) == []
     run.release()
-    # A lock file sealed by a run of another checkout, copied here with `cp -a`.
+    # A run of another checkout dies holding its lock; that checkout is copied with `cp -a`.
     other = tmp_path / "other"
-    (other / LOCKS_DIR).mkdir(parents=True)
+    other.mkdir()
     dead = subprocess.Popen([sys.executable, str(DEAD_RUNNER), str(other), "rb", "-",
                              str(tmp_path / "ports"), "--container"],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
