@@ -11,6 +11,7 @@ import stat
 from pathlib import Path
 
 import pytest
+from harness import MKDOCS, make_tree
 
 from wikitools.cli import main
 
@@ -43,17 +44,17 @@ def _free_port() -> int:
 
 @pytest.fixture
 def tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    (tmp_path / "mkdocs.yml").write_text("site_name: t\ndocs_dir: wiki\n")
-    (tmp_path / "wiki").mkdir()
-    (tmp_path / "wiki" / "needs.md").write_text(PAGE)
+    make_tree(tmp_path, {
+        **MKDOCS, "wiki/needs.md": PAGE,
+        # an H200 (sm90): a runbook for sm120 is refused
+        "bin/nvidia-smi": "#!/bin/sh\ncase \"$*\" in\n"
+                          f'  *query-gpu*) cat "{H200}/query-gpu.csv";;\n'
+                          f'  *query-compute-apps*) cat "{H200}/compute-apps-idle.csv";;\n'
+                          f'  topo*) cat "{H200}/topo.txt";;\n'
+                          f'  *) cat "{H200}/nvidia-smi.txt";;\nesac\n',
+    })
     bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    smi = bin_dir / "nvidia-smi"  # an H200 (sm90): a runbook for sm120 is refused
-    smi.write_text("#!/bin/sh\ncase \"$*\" in\n"
-                   f'  *query-gpu*) cat "{H200}/query-gpu.csv";;\n'
-                   f'  *query-compute-apps*) cat "{H200}/compute-apps-idle.csv";;\n'
-                   f'  topo*) cat "{H200}/topo.txt";;\n'
-                   f'  *) cat "{H200}/nvidia-smi.txt";;\nesac\n')
+    smi = bin_dir / "nvidia-smi"
     smi.chmod(smi.stat().st_mode | stat.S_IXUSR)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     assert main(["runbook", "render", "--root", str(tmp_path)]) == 0

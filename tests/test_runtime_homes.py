@@ -46,3 +46,17 @@ def test_fleet_plans_and_renders_through_the_session() -> None:
     callers = {p for p in _uses(r"\brender_pages\(") if p.startswith("wikitools/")}
     assert not {p for p in callers if p.startswith(("wikitools/cli/", "wikitools/fleet/"))}
     assert "wikitools/runbook/session.py" in callers
+
+
+def test_tests_wait_through_the_one_polling_helper() -> None:
+    # A test waits for something with harness.wait_until, never a sleep of its own; the
+    # fakes' sleeps are what they stand in for (a slow server, a runner waiting to be killed),
+    # and test_fleet.py's is in the text of a child that waits to be killed.
+    sleepers = {p for p in _uses(r"\btime\.sleep\(")
+                if p.startswith("tests/") and not p.startswith("tests/fakes/")}
+    assert sleepers == {"tests/harness.py", "tests/test_fleet.py"}
+
+
+def test_no_test_module_imports_another() -> None:
+    # What tests share lives in tests/harness.py (or tests/fakes/), never in a test module.
+    assert _uses(r"(?m)^\s*(?:from|import)\s+(?:tests\.)?test_\w+") == set()

@@ -10,12 +10,12 @@ import json
 import shutil
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from harness import wait_until
 
 from wikitools.pages.parse import parse_page
 from wikitools.runbook.blocks.extract import extract_runbooks
@@ -64,6 +64,12 @@ def _sleeper(tag: str, *extra: str) -> str:
                   *extra, IMAGE, "sleep", "300")
     assert out.returncode == 0, out.stderr
     return out.stdout.strip()
+
+
+def _polled(box: docker.Containers) -> docker.Containers:
+    """`box` after one look at its containers (for polling with wait_until)."""
+    box.poll(0)
+    return box
 
 
 def _running(cid: str) -> bool:
@@ -153,15 +159,10 @@ def test_compose_project_is_the_runs_own_whatever_the_page_says(
     launcher = spawn(plan.server.command, env, log, tmp_path / spec.workdir)
     try:
         assert launcher.wait(timeout=60) == 0, log.read_text()
-        deadline = time.monotonic() + 30
-        while not box.following and time.monotonic() < deadline:
-            box.poll(0)
-            time.sleep(0.2)
+        wait_until(lambda: _polled(box).following, 30, interval=0.2)
         assert box.following and len(box.ids) == 1, log.read_text()
         assert docker._label(box.ids[0], docker.PROJECT_LABEL) == spec.project
-        deadline = time.monotonic() + 15
-        while "serving" not in log.read_text() and time.monotonic() < deadline:
-            time.sleep(0.2)
+        wait_until(lambda: "serving" in log.read_text(), 15, interval=0.2)
         assert "serving" in log.read_text()  # the follower ran
         problems, _notes = box.stop(1.0)
         assert problems == []
@@ -194,10 +195,7 @@ def test_page_cidfile_does_not_hide_the_container_from_teardown(tmp_path: Path,
     try:
         assert launcher.wait(timeout=60) == 0, log.read_text()
         assert (tmp_path / "page.cid").is_file()
-        deadline = time.monotonic() + 15
-        while not box.ids and time.monotonic() < deadline:
-            box.poll(0)
-            time.sleep(0.2)
+        wait_until(lambda: _polled(box).ids, 15, interval=0.2)
         (cid,) = box.ids
         assert (tmp_path / "page.cid").read_text().strip() == cid
         problems, notes = box.stop(1.0)
