@@ -6,12 +6,11 @@ shows a "failed at preflight" row); without `--yes` there is no "Run this now?" 
 from __future__ import annotations
 
 import os
-import socket
 import stat
 from pathlib import Path
 
 import pytest
-from harness import MKDOCS, make_tree
+from harness import MKDOCS, free_port, make_tree
 
 from wikitools.cli import main
 
@@ -34,12 +33,6 @@ vllm bench serve --model org/model --num-prompts 4
 <!-- wiki:results runbook={RB} view=history -->
 <!-- wiki:end -->
 """
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture
@@ -66,7 +59,7 @@ def tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_refused_run_with_yes_writes_nothing_under_runbooks(
         tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
     page_before = (tree / "wiki" / "needs.md").read_text()
-    rc = main(["runbook", "run", RB, "--root", str(tree), "--yes", "--port", str(_free_port())])
+    rc = main(["runbook", "run", RB, "--root", str(tree), "--yes", "--port", str(free_port())])
     out, err = capsys.readouterr()
     assert rc == 1, (out, err)
     assert "verdict: refused" in out
