@@ -102,6 +102,10 @@ def test_a_resumed_run_measures_what_the_earlier_one_lacks_and_keeps_the_rest(
     # only the missing variant ran: its steps, none of the first variant's
     steps = [s.name for s in record.steps]
     assert "[KV=2000] start" in steps and not any(s.startswith("[KV=1000]") for s in steps)
+    # its server started in the compile caches of the run resumed: warm
+    assert new.markers["caches_warm_at_start"]["vllm torch.compile"] is True
+    (compiled,) = [c for c in record.receipt["caches"] if c["name"] == "vllm torch.compile"]
+    assert f"/{first.run_id}/caches/" in compiled["path"]
     # the new variant's captures scored against the reference the first run kept
     ref = first.variants[0].client("kld").points[0].metrics["kld_reference"]
     scored = new.client("kld").points[0].metrics
