@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from harness import free_port
+from harness import free_port, make_tree
 
 from wikitools.cli import main
 from wikitools.core.errors import UsageError
@@ -54,8 +54,7 @@ def tree(tmp_path: Path, monkeypatch) -> Path:
     monkeypatch.setenv("PATH", f"{FAKE_BIN}{os.pathsep}{WIKI_BIN}{os.pathsep}"
                        f"{os.environ['PATH']}")
     monkeypatch.delenv("FAKE_SERVER_ARGS", raising=False)
-    (tmp_path / "wiki").mkdir()
-    (tmp_path / "wiki/v.md").write_text(PAGE.format(port=free_port()))
+    make_tree(tmp_path, {"wiki/v.md": PAGE.format(port=free_port())})
     (tmp_path / "model").mkdir()
     return tmp_path
 
