@@ -9,6 +9,7 @@ from pathlib import Path
 
 import markdown
 import pytest
+from harness import make_tree
 
 EXTENSIONS = ["abbr", "admonition", "attr_list", "md_in_html", "tables",
               "pymdownx.superfences", "wikitools.site.extension"]
@@ -68,15 +69,14 @@ def test_alerts_can_be_turned_off() -> None:
 
 @pytest.fixture
 def wiki(tmp_path: Path) -> Path:
-    (tmp_path / "wiki.yml").write_text("docs_dir: docs\nglossary: docs/glossary.md\n")
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    (docs / "glossary.md").write_text(
-        "# Glossary\n\n| Acronym | Expansion |\n|---|---|\n| KV | key-value |\n")
-    (docs / "page.md").write_text(
-        "---\ntitle: A page\nstatus: experimental\n---\n\n# A page\n\nOpening text on the KV "
-        "cache.\n\n> [!NOTE]\n> **About KV**\n>\n> body\n")
-    return tmp_path
+    return make_tree(tmp_path, {
+        "wiki.yml": "docs_dir: docs\nglossary: docs/glossary.md\n",
+        "docs/glossary.md":
+            "# Glossary\n\n| Acronym | Expansion |\n|---|---|\n| KV | key-value |\n",
+        "docs/page.md":
+            "---\ntitle: A page\nstatus: experimental\n---\n\n# A page\n\nOpening text on the "
+            "KV cache.\n\n> [!NOTE]\n> **About KV**\n>\n> body\n",
+    })
 
 
 def test_the_page_is_found_from_its_body_and_gets_chip_and_tooltips(wiki: Path) -> None:

@@ -121,11 +121,7 @@ def _prose(status: str, extra: str = "") -> str:
 
 
 def _write(root: Path, files: dict[str, str]) -> Path:
-    (root / "wiki.yml").write_text("docs_dir: wiki\n")
-    for rel, text in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
-    return root
+    return make_tree(root, {"wiki.yml": "docs_dir: wiki\n", **files})
 
 
 def test_reviewed_needs_a_date_and_measured_needs_runbooks(tmp_path, capsys):

@@ -81,6 +81,8 @@ case $mode in
 esac
 sleep 2; gpu_memory | tee "$out/gpu-memory-after.csv"
 cp -r runbooks .artifacts wiki/reference "$out/" 2>/dev/null
+# the compile and kernel caches stay on the machine (a later call's resumed run starts warm)
+find "$out/.artifacts" -type d -name caches -prune -exec rm -rf {} + 2>/dev/null
 [ -n "${OUT:-}" ] && tar -czf "$OUT/$mode.tgz" -C "$(dirname "$out")" "$(basename "$out")"
 echo "$mode: exit $rc; outputs in $out"
 exit $rc

@@ -30,6 +30,10 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
                         "clients, 1 for the others); the record keeps every run")
     parser.add_argument("--no-warmup", action="store_true",
                         help="no unrecorded warm-up run before each serving point")
+    parser.add_argument("--resume", nargs="?", const="latest", metavar="RUN_ID",
+                        help="continue a run of server variants that stopped part-way (the "
+                        "runbook's newest record, or RUN_ID): measure only the variants it did "
+                        "not finish; the new record takes over the others")
     add_root(parser)
 
 
@@ -37,4 +41,5 @@ def run_options(args: argparse.Namespace) -> RunOptions:
     """RunOptions from the shared options (a command adds its own with `dataclasses.replace`)."""
     return RunOptions(port=args.port, sweep=args.sweep, variant=args.variant,
                       clients=tuple(args.client) if args.client else None, force=args.force,
-                      repeats=args.repeats, warmup=False if args.no_warmup else None)
+                      repeats=args.repeats, warmup=False if args.no_warmup else None,
+                      resume=args.resume)

@@ -25,7 +25,12 @@ from wikitools.runbook.blocks.sweep import Sweep, SweepError, parse_sweep
 from wikitools.runbook.blocks.variables import unset_variables
 from wikitools.runbook.execution.execute import EventSink, execute
 from wikitools.runbook.execution.host import HostFacts, gather_host
-from wikitools.runbook.execution.plan import PlanOverrides, artifacts_dir_for, make_plan
+from wikitools.runbook.execution.plan import (
+    ARTIFACTS_ROOT,
+    PlanOverrides,
+    artifacts_dir_for,
+    make_plan,
+)
 from wikitools.runbook.execution.planned import Plan, Verdict
 from wikitools.runbook.execution.preflight import preflight
 from wikitools.runbook.execution.processes import (
@@ -48,7 +53,16 @@ from wikitools.runbook.records.record import (
     load_records,
     make_run_id,
     masked,
+    record_rel_path,
     write_record,
+)
+from wikitools.runbook.records.resume import (
+    carried,
+    check_same_gpus,
+    check_same_runs,
+    merged,
+    receipt_entry,
+    resumed_record,
 )
 from wikitools.runbook.rendering.render import Change, render_pages
 
@@ -70,6 +84,7 @@ class RunOptions:
     repeats: int | None = None  # measured runs per sweep point (default 3 for serving clients)
     warmup: bool | None = None  # an unrecorded run before each point (default: serving clients)
     write: bool = True  # write the record here (a fleet node returns it to the driver instead)
+    resume: str | None = None  # a run id, or "latest": continue that run's unfinished variants
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +102,7 @@ class Prepared:
     run_id: str
     unset: tuple[tuple[str, str], ...] = ()  # (variable, which block reads it) not set here
     warnings: tuple[Diagnostic, ...] = ()  # block warnings of the runbook's page (RB017 …)
+    resumed: Record | None = None  # the earlier run `--resume` continues
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,13 +150,49 @@ def prepare(
     overrides = PlanOverrides(port=options.port, sweep=sweep, variants=variants,
                               clients=options.clients, repeats=options.repeats,
                               warmup=options.warmup)
+    resumed = None
+    if options.resume is not None:
+        resumed = resumed_record(config.root, runbook.id, runbook.blocks_hash, options.resume,
+                                 runbook.server.variants.points())
+        check_same_gpus(resumed, [g.name for g in facts.gpus])
+        overrides = _resuming(overrides, resumed, config.root)
     plan = make_plan(runbook, root=config.root, artifacts_dir=artifacts_dir_for(runbook, run_id),
                      overrides=overrides, verdict=verdict)
+    if resumed is not None:
+        plan = _resume_checked(plan, resumed)
     shown = [*diags, *unshown_runbooks(pages, [runbook])]
     warnings = tuple(d for d in sort_diagnostics(shown)
                      if d.path == runbook.page or d.code in PAGE_FILE_CODES)
     return Prepared(config.root, options, runbook, runbooks, tuple(pages), verdict, plan,
-                    started, run_id, unset_here(runbook, pages), warnings)
+                    started, run_id, unset_here(runbook, pages), warnings, resumed)
+
+
+def _resuming(overrides: PlanOverrides, resumed: Record, root: Path) -> PlanOverrides:
+    """The plan overrides of a run that resumes `resumed`: its finished variants left out, its
+    repeats and warm-up where no option names them, and its cache folders where they are on
+    this host (the starts are then as warm as its later ones were)."""
+    kept = carried(resumed)
+    clients = [c for v in kept for c in v.clients]
+    if overrides.repeats is None and len({c.repeats for c in clients}) == 1:
+        overrides = replace(overrides, repeats=clients[0].repeats)  # as the earlier run did
+    if overrides.warmup is None and clients and not any(c.warmup for c in clients):
+        overrides = replace(overrides, warmup=False)
+    # the folders of the run resumed, then of the runs its finished variants were measured in
+    runs = dict.fromkeys([resumed.run_id, *(v.measured_in for v in kept if v.measured_in)])
+    folders = [f"{ARTIFACTS_ROOT}/{resumed.runbook}/{run}/caches" for run in runs]
+    return replace(overrides, done=frozenset(v.coords for v in kept),
+                   caches_dir=next((f for f in folders if (root / f).is_dir()), None))
+
+
+def _resume_checked(plan: Plan, resumed: Record) -> Plan:
+    """The plan, once its clients run as they did in the variants taken over, with a note."""
+    kept = carried(resumed)
+    where = record_rel_path(resumed)
+    check_same_runs(kept, {c.name: (c.repeats, c.warmup) for v in plan.variants
+                           for c in v.clients}, where)
+    names = ", ".join(str(v.name) for v in kept) or "none"
+    note = f"resumes {where}: takes over the variants it finished ({names})"
+    return replace(plan, notes=(*plan.notes, note))
 
 
 def _find(runbooks: RunbookSet, selector: str, unread: list[Diagnostic]) -> Runbook:
@@ -198,6 +250,9 @@ def run_prepared(
         record = execute(prepared.plan, root=root, verdict=prepared.verdict, on_event=on_event,
                          started=prepared.started, handle_signals=handle_signals,
                          run_lock=lock)
+        if prepared.resumed is not None:
+            record = merged(record, carried(prepared.resumed),
+                            prepared.runbook.server.variants.points())
         record = finish_record(record, prepared, before, caches, handle_signals, on_event)
     finally:
         lock.release()
@@ -259,6 +314,8 @@ def finish_record(record: Record, prepared: Prepared, before: dict[str, str],
             step, t0 = "receipt", time.monotonic()
             emit(Event("note", step, message=FINISHING[step]))
             receipt = build_receipt(prepared.plan, prepared.root, before, caches)
+            if prepared.resumed is not None:
+                receipt["resumed_from"] = receipt_entry(prepared.root, prepared.resumed)
     except Interrupted as exc:
         return _unfinished(record, step, f"interrupted by {exc} while {FINISHING[step]}", t0)
     except Exception as exc:  # a failure here must not lose what was measured

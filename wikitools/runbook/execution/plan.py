@@ -68,6 +68,8 @@ class PlanOverrides:
     host: str = "127.0.0.1"  # where clients and probes connect
     repeats: int | None = None  # measured runs per sweep point (default: DEFAULT_REPEATS)
     warmup: bool | None = None  # an unrecorded run before each point (default: serving only)
+    done: frozenset[Coords] = frozenset()  # variants a resumed run took over: not run again
+    caches_dir: str | None = None  # the cache folders' parent (default: the run's own folder)
 
 
 def artifacts_dir_for(runbook: Runbook, run_id: str) -> str:
@@ -136,12 +138,18 @@ def make_plan(
     chosen = _chosen_clients(runbook, ov)
     notes: list[str] = []
     planned = []
+    caches = ov.caches_dir or f"{artifacts_dir}/caches"
     for coords in variants.points():
+        if coords in ov.done:
+            continue
         name = ",".join(f"{k}={v}" for k, v in coords)
         folder = f"{artifacts_dir}/{_slug(name)}" if coords else artifacts_dir
-        server = _server(runbook, coords, folder, ov, verdict, notes, f"{artifacts_dir}/caches")
+        server = _server(runbook, coords, folder, ov, verdict, notes, caches)
         clients = tuple(_client(c, coords, folder, ov, server, notes) for c in chosen)
         planned.append(PlannedVariant(coords, folder, server, clients))
+    if not planned:
+        raise UsageError("--resume: every variant this run would measure is finished in the "
+                         "run it resumes; nothing is left to run")
     return Plan(runbook=runbook, artifacts_dir=artifacts_dir, variants=tuple(planned),
                 verdict=verdict, notes=tuple(dict.fromkeys(notes)), variant_vars=variants.vars)
 

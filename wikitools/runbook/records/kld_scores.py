@@ -62,7 +62,7 @@ def keep_references(root: Path, record: Record) -> list[str]:
              for p in c.points if c.kind == "kld" and "kld_reference" in p.metrics}
     written = []
     for v in record.each_variant():
-        for c in v.clients:
+        for c in v.clients if not v.measured_in else ():  # a variant taken over: kept there
             for p in c.points if c.kind == "kld" else ():
                 for s in p.samples:
                     if not s.metrics.get("kld_reference_run") or not s.result_file:
@@ -208,14 +208,18 @@ def score_record(record: Record, root: Path, reference_of: Callable[[str], str |
     names = list(dict.fromkeys(c.name for v in variants for c in v.clients if c.kind == "kld"))
     for name in names:
         reference = reference_of(name)
-        where = [(vi, ci, pi) for vi in _ordered(variants, reference)
+        order = [vi for vi in _ordered(variants, reference) if not variants[vi].measured_in]
+        where = [(vi, ci, pi) for vi in order
                  for ci, c in enumerate(variants[vi].clients) if c.name == name
                  for pi in range(len(c.points))]
         points = [variants[vi].clients[ci].points[pi] for vi, ci, pi in where]
-        scored, ref, problem = score_points(root, record.runbook, points,
-                                            None if reference and "=" in reference
-                                            else reference)
-        ref_settings = _reference_settings(ref, variants, _ordered(variants, reference))
+        if any(v.measured_in for v in variants):  # a resumed run: the earlier run's reference
+            scored, ref, problem = _against_carried(root, variants, name, points)
+        else:
+            scored, ref, problem = score_points(root, record.runbook, points,
+                                                None if reference and "=" in reference
+                                                else reference)
+        ref_settings = _reference_settings(ref, variants, order)
         for (vi, ci, pi), point in zip(where, scored, strict=True):
             if problem is not None:
                 point = replace(point, metrics={**point.metrics, "kld_problem": problem})
@@ -232,6 +236,27 @@ def score_record(record: Record, root: Path, reference_of: Callable[[str], str |
     if record.variants:
         return replace(record, variants=tuple(variants))
     return replace(record, clients=variants[0].clients)
+
+
+def _against_carried(root: Path, variants: Sequence[VariantResult], name: str,
+                     points: Sequence[Point],
+                     ) -> tuple[tuple[Point, ...], Reference | None, str | None]:
+    """A resumed run's points scored against the reference the variants it took over were
+    scored against (kept under runbooks/), with the settings of the server that made it."""
+    made_by = next((v for v in variants if v.measured_in and (c := v.client(name))
+                    and any(s.metrics.get("kld_reference_run") for p in c.points
+                            for s in p.samples)), None)
+    path = next((p.metrics["kld_reference"] for v in variants if v.measured_in
+                 for c in v.clients if c.name == name for p in c.points
+                 if isinstance(p.metrics.get("kld_reference"), str)), None)
+    if path is None:
+        return tuple(points), None, "the run it resumes kept no KLD reference"
+    try:
+        ref = _given(root, str(path))
+    except InputError as exc:
+        return tuple(points), None, str(exc)
+    ref = replace(ref, settings=output_settings(made_by) if made_by else None)
+    return tuple(_scored(root, p, ref) for p in points), ref, None
 
 
 def _reference_settings(ref: Reference | None, variants: Sequence[VariantResult],

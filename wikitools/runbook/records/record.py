@@ -147,6 +147,8 @@ class VariantResult(RecordData):
     timings: Mapping[str, Any] = field(default_factory=dict, metadata=shaped(TIMINGS))
     gpu_state: Mapping[str, Any] = field(default_factory=dict, metadata=shaped(GPU_STATE))
     clients: tuple[ClientResult, ...] = ()
+    # the run it was measured in, when a resumed run (`--resume`) took it over from that run
+    measured_in: str | None = field(default=None, metadata=matching(RUN_ID_PATTERN))
 
     @property
     def name(self) -> str | None:

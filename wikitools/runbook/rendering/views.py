@@ -81,7 +81,8 @@ def _variant_facts(record: Record) -> list[str]:
         facts = server_facts(flat)
         state = "" if v.ok else f" ({v.status}" + (f" at {md_code(v.failed_step)}"
                                                     if v.failed_step else "") + ")"
-        out.append(f"{md_code(v.name)}{state}: {engine_text(flat)}" + (
+        taken = f" (measured in run {md_code(v.measured_in)}, resumed)" if v.measured_in else ""
+        out.append(f"{md_code(v.name)}{state}{taken}: {engine_text(flat)}" + (
             f"; {facts}" if facts else ""))
     return out
 
