@@ -10,8 +10,9 @@ opens it in headless Chromium through Playwright.
   flags and an environment variable.
 * Phone fold: opens every page under wiki/models/ that holds a runbook server block (hubs
   aside) at 390x844 and checks that its first code block starts within the first screen.
-* Landing: the queries a reader types after an error (an error string, a flag, `sm_120`) must
-  put the page that answers them among the first few results, not merely somewhere.
+* Landing: the queries a reader types after an error or about a name met elsewhere (an error
+  string, a flag, `sm_120`, a model or an acronym) must put the page that answers them first,
+  not merely somewhere.
 * Every page's code words: each command-line flag and upper-case underscore name on any page
   (wikitools.site.searchterms) is searched, and every page that holds it must be listed before
   any page that does not. The theme shows ten results and loads more as the list is scrolled; the
@@ -19,6 +20,8 @@ opens it in headless Chromium through Playwright.
 * Phone tables: on every page at 390 px, with collapsed boxes opened, each table wider than the
   screen scrolls inside its own frame and keeps its first column in view when scrolled; no
   page scrolls sideways.
+* Phone breadcrumb: on the same pages, the path above the title is one line (no item wraps,
+  none drops below another).
 
 Exit 0 when everything passes, 1 when a check fails, 2 when Chromium or Playwright is missing.
 
@@ -60,16 +63,19 @@ QUERIES = {
     "index_topk_pattern": "models/glm-5.2/",
     "--moe-backend": "engines/vllm-sm120/",
 }
-# What a reader types when something broke, or a flag or name they met elsewhere: the page that
-# answers it must come first or nearly (within the first LANDS results), not merely appear.
-LANDS = 3
+# What a reader types when something broke, or a flag, model or acronym they met elsewhere: the
+# page that answers it must be the first result (LANDS), not merely appear.
+LANDS = 1
 LANDING = {
     "--kv-cache-dtype": "topics/kv-cache-sessions/",
     "sm_120": "hardware/sm120-vs-sm100/",
     "DeepSeek": "models/deepseek-v4-flash/",
+    "Qwen3.5-397B": "models/qwen3.5/397b-a17b/",
+    "DCP": "topics/decode-context-parallelism/",
     "CUDA error": "troubleshooting/",
     "illegal memory access": "troubleshooting/",
     "no kernel image": "troubleshooting/",
+    "fallen off the bus": "hardware/bus-drops-grounding/",
     "NCCL_P2P_LEVEL": "hardware/multi-gpu-nccl/",
     "unhandled system error": "troubleshooting/",
 }
@@ -177,9 +183,26 @@ _TABLES_JS = """() => {
 }"""
 
 
+# The breadcrumb on one line: every item at the same height on the screen, none taller than
+# a line of its text (a wrapped item is two font sizes or more).
+_CRUMB_JS = """() => {
+  const items = [...document.querySelectorAll('.md-path .md-path__item')];
+  if (!items.length) return {bad: [], crumbs: 0};
+  const boxes = items.map(e => e.getBoundingClientRect());
+  const font = parseFloat(getComputedStyle(items[0]).fontSize);
+  const wrapped = boxes.filter(b => b.height >= 2 * font).length;
+  const rows = new Set(boxes.map(b => Math.round(b.top / 4))).size;
+  const bad = wrapped ? [`breadcrumb wraps: ${wrapped} of its ${items.length} items take more ` +
+                         'than one line'] :
+    rows > 1 ? [`breadcrumb breaks into ${rows} rows`] : [];
+  return {bad, crumbs: 1};
+}"""
+
+
 def tables_on_phone(browser: Any, base: str, paths: list[str]) -> dict[str, dict[str, Any]]:
-    """Per page: the tables that a 390 px wide phone cannot read, and how many were wider
-    than the screen."""
+    """Per page: the tables that a 390 px wide phone cannot read, how many were wider
+    than the screen, and whether the page's breadcrumb (`crumbs`: 1 where it has one) keeps
+    to one line."""
     context = browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True)
     try:
         page = context.new_page()
@@ -187,39 +210,12 @@ def tables_on_phone(browser: Any, base: str, paths: list[str]) -> dict[str, dict
         for path in paths:
             page.goto(base + path)
             out[path] = page.evaluate(_TABLES_JS)
+            crumb = page.evaluate(_CRUMB_JS)
+            out[path]["bad"] += crumb["bad"]
+            out[path]["crumbs"] = crumb["crumbs"]
         return out
     finally:
         context.close()
-
-
-def search(browser: Any, base: str) -> dict[str, list[str]]:
-    """The result list (site paths, best first) for each query."""
-    found: dict[str, list[str]] = {}
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
-    try:
-        page.goto(base)
-        for query in [*QUERIES, *LANDING]:
-            page.click("label.md-search__icon, .md-search__input")
-            box = page.locator("input.md-search__input")
-            box.fill("")
-            box.type(query)
-            page.locator(".md-search-result__meta").wait_for()
-            page.wait_for_function(
-                "() => !/Initializing|Type to start/.test("
-                "document.querySelector('.md-search-result__meta').textContent)",
-                timeout=10_000,
-            )
-            page.wait_for_timeout(300)  # let the result list settle after the last key
-            hrefs = page.eval_on_selector_all(
-                ".md-search-result__item > .md-search-result__link",
-                "els => els.map(e => e.getAttribute('href'))",
-            )
-            paths = [h.removeprefix(base).split("#")[0].split("?")[0] for h in hrefs]
-            found[query] = paths[:TOP]
-            page.keyboard.press("Escape")
-    finally:
-        page.close()
-    return found
 
 
 # One query typed the way a reader leaves it (the theme searches on key-up), then the rendered
@@ -286,6 +282,15 @@ def search_code_words(browser: Any, base: str,
     finally:
         page.close()
     return found
+
+
+def search(browser: Any, base: str) -> dict[str, list[str]]:
+    """The result list (site paths, best first, one entry per page) for each query of QUERIES
+    and LANDING, read back once the answer to the whole query is on screen (as
+    search_code_words does), not while the answers to its first letters are still shown."""
+    wants = {query: [page] for query, page in {**QUERIES, **LANDING}.items()}
+    found = search_code_words(browser, base, wants)
+    return {query: result["paths"][:TOP] if result else [] for query, result in found.items()}
 
 
 def code_word_failures(terms: SearchTerms,
@@ -365,9 +370,9 @@ def main(argv: list[str] | None = None) -> int:
         pages = list(dict.fromkeys(found.get(query, [])))  # one entry per page, best first
         ok = any(p.startswith(expected) for p in pages[:LANDS])
         failures += not ok
-        shown = ", ".join(p or "/" for p in pages[:LANDS]) or "no results"
-        print(f"{'ok  ' if ok else 'FAIL'} search {query!r} lands on {expected} "
-              f"(top {LANDS}: {shown})")
+        shown = ", ".join(p or "/" for p in pages[:3]) or "no results"
+        print(f"{'ok  ' if ok else 'FAIL'} search {query!r} lands on {expected} first "
+              f"(top 3: {shown})")
     problems, first, later = code_word_failures(terms, code)
     for problem in problems:
         print(f"FAIL {problem}")
@@ -392,6 +397,10 @@ def main(argv: list[str] | None = None) -> int:
           f"{PHONE['width']} px, {wide} tables wider than the screen checked for scrolling and "
           "a sticky first column")
     failures += not wide  # a check that met no wide table proved nothing
+    crumbs = sum(r["crumbs"] for r in tables.values())
+    print(f"{'ok  ' if crumbs else 'FAIL'} phone breadcrumb: {crumbs} pages with a breadcrumb "
+          f"checked for one line at {PHONE['width']} px")
+    failures += not crumbs
     return 1 if failures else 0
 
 

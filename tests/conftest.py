@@ -11,7 +11,7 @@ from harness import HAVE_ENGINE, make_tiny_model, wiki_tree  # noqa: F401 (a fix
 
 @pytest.fixture(autouse=True, scope="session")
 def _own_lock_state(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Lock keys and port locks of the tests' runs in a folder of their own, never the user's."""
+    """The lock files of the tests' runs in a folder of their own, never the user's."""
     folder = tmp_path_factory.mktemp("wiki-state")
     folder.chmod(0o700)
     os.environ["WIKI_STATE_DIR"] = str(folder)

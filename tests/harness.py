@@ -251,9 +251,11 @@ def assert_failed(run: Run, rc: int, failed_step: str) -> dict[str, Any]:
 
 
 def make_tree(root: Path, files: dict[str, str | bytes]) -> Path:
-    """Write `files` under `root`; a tree of wiki/ pages without a wiki.yml or mkdocs.yml gets a
-    wiki.yml naming wiki/ its docs folder."""
-    configured = {"wiki.yml", "mkdocs.yml"} & set(files)
+    """Write `files` under `root` (a new tree, or more files in one); a tree of wiki/ pages
+    without a wiki.yml or mkdocs.yml (given or already there) gets a wiki.yml naming wiki/ its
+    docs folder."""
+    configured = {"wiki.yml", "mkdocs.yml"} & (set(files) | {
+        name for name in ("wiki.yml", "mkdocs.yml") if (root / name).exists()})
     if any(rel.startswith("wiki/") for rel in files) and not configured:
         files = {"wiki.yml": "docs_dir: wiki\n", **files}
     for rel, content in files.items():
@@ -307,9 +309,7 @@ vllm bench serve --model fake-model --num-prompts 4 --max-concurrency "${{C:-1}}
 
 
 def make_wiki(tmp_path: Path, port: int = 18000, extra: str = "") -> Path:
-    (tmp_path / "wiki").mkdir()
-    (tmp_path / "wiki" / "fake.md").write_text(PAGE.format(port=port, extra=extra))
-    return tmp_path
+    return make_tree(tmp_path, {"wiki/fake.md": PAGE.format(port=port, extra=extra)})
 
 
 def runbook_hash(root: Path) -> str:

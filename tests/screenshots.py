@@ -21,11 +21,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.request
 from pathlib import Path
 
-from harness import free_port
+from harness import free_port, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 VIEWPORTS = {"desktop": (1366, 900), "phone": (390, 844)}
@@ -66,16 +65,17 @@ def build_site(root: Path, site_dir: Path, *, strict: bool = True) -> None:
         sys.exit(f"error: mkdocs build --strict failed (exit {proc.returncode})")
 
 
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=1):
+            return True
+    except OSError:
+        return False
+
+
 def wait_for(url: str, seconds: float = 10.0) -> None:
-    deadline = time.monotonic() + seconds
-    while True:
-        try:
-            with urllib.request.urlopen(url, timeout=1):
-                return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)
+    if not wait_until(lambda: _answers(url), seconds):
+        raise TimeoutError(f"{url} did not answer within {seconds:g} s")
 
 
 def key_pages(docs: Path) -> list[str]:

@@ -6,7 +6,7 @@ import re
 import xml.etree.ElementTree as ET
 from dataclasses import replace
 
-from harness import apply, make_wiki, record
+from harness import apply, make_wiki, record, render
 
 from wikitools.runbook.records.record import ClientResult, Point, Sample, record_path, write_record
 from wikitools.runbook.rendering.charts import (
@@ -175,8 +175,6 @@ def test_tradeoff_chart_says_on_the_image_when_a_line_is_stale(tmp_path):
 def test_charts_are_files_beside_the_page_and_old_ones_go(tmp_path):
     # GitHub drops inline <svg>: a chart is a file behind an image link, with its own size
     # and colours (the page's stylesheet does not reach into an image).
-    from test_render import render
-
     root = make_wiki(tmp_path)
     record(root)
     text = apply(root)

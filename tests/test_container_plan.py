@@ -13,6 +13,7 @@ from wikitools.core.errors import UsageError
 from wikitools.pages.parse import parse_page
 from wikitools.runbook.blocks.extract import extract_runbooks
 from wikitools.runbook.engines.shell import split_commands
+from wikitools.runbook.execution import locks
 from wikitools.runbook.execution.plan import make_plan
 
 RUN_DIR = ".artifacts/r/20261201T000000Z-0123abcd"
@@ -106,14 +107,18 @@ def test_compose_command_inside_a_quoted_string_cannot_get_its_own_project() -> 
 
 
 def test_lock_path_problem_is_a_located_error_not_a_traceback(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "wiki").mkdir()
     (tmp_path / "wiki" / "p.md").write_text(
         "---\ntitle: P\n---\n\n# P\n\n```bash { #r .runbook-server engine=vllm gpus=0 }\n"
         "vllm serve m --port 18699\n```\n", encoding="utf-8")
-    (tmp_path / ".artifacts").write_text("a file where the artifacts folder belongs\n")
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    (state / "runbooks").write_text("a file where the lock folder belongs\n")
+    monkeypatch.setenv(locks.STATE_ENV, str(state))
     code = main(["runbook", "run", "r", "--root", str(tmp_path), "--yes", "--no-render"])
     err = capsys.readouterr().err
     assert code == 2, err
-    assert f"{tmp_path / '.artifacts'}: a file where a lock folder belongs; move it away" in err
+    assert f"{state / 'runbooks'}: a file where a lock folder belongs; move it away" in err
     assert "Traceback" not in err

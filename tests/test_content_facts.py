@@ -95,6 +95,34 @@ def test_glossary_rows_say_what_their_source_says(term: str) -> None:
         assert fact in entry.notes, f"{term}: the notes lost {fact!r} ({source})"
 
 
+def test_no_name_is_expanded_with_its_own_name() -> None:
+    """A glossary row whose expansion holds the term names a product; writing that expansion
+    beside it on a page reads in circles ("DSpark (DeepSeek DSpark speculative decoding)")."""
+    names = [e for e in load_glossary(WIKI / "glossary.md", ROOT).entries if e.name]
+    assert any(e.term == "DSpark" for e in names)
+    circular = set()
+    for path, page in pages().items():
+        prose = " ".join(" ".join(span.text for span in page.spans).split())
+        for entry in names:
+            expansion = r"\W+".join(map(re.escape, entry.expansion.split()))
+            term = re.escape(entry.term)
+            if re.search(rf"\b{term}\s*\(\s*{expansion}\s*\)|{expansion}\s*\(\s*{term}\s*\)",
+                         prose, re.IGNORECASE):
+                circular.add((path, entry.term))
+    assert not circular, f"names written out with themselves: {sorted(circular)}"
+
+
+def test_the_home_page_links_every_engine_page_and_model_hub() -> None:
+    """Its "What is where" row for engines once named two of the eight engine pages, and its
+    "Start here" table lacked the large models' hubs."""
+    home = (WIKI / "index.md").read_text(encoding="utf-8")
+    wanted = [f"engines/{p.name}" for p in sorted((WIKI / "engines").glob("*.md"))]
+    wanted += [f"models/{p.parent.name}/index.md"
+               for p in sorted((WIKI / "models").glob("*/index.md"))
+               if pages()[p.relative_to(ROOT).as_posix()].front_matter.get("hub") is True]
+    assert [w for w in wanted if f"]({w})" not in home] == []
+
+
 def test_version_maps_give_each_page_its_own_status() -> None:
     """A hub's table with a Status column must say, for each page it links, the status that
     page's front matter gives (the gpt-oss hub once called an unverified page current)."""

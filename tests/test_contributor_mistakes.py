@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from harness import make_tree
 
 from wikitools.cli import main
 
@@ -19,13 +20,9 @@ REGION = "<!-- wiki:results runbook=m-tp2 view=serving -->\n<!-- wiki:end -->\n"
 
 def _wiki(tmp_path: Path, *, gpus: str = "2", maxc: str = '"${CONC:-1}"',
           region: bool = True) -> Path:
-    root = tmp_path / "w"
-    (root / "wiki").mkdir(parents=True)
-    (root / "wiki.yml").write_text("docs_dir: wiki\n")
     text = ("# M\n\n" + SERVER.replace("GPUS", gpus) + "\n" + CLIENT.replace("MAXC", maxc)
             + "\n" + (REGION if region else ""))
-    (root / "wiki" / "m.md").write_text(text)
-    return root
+    return make_tree(tmp_path / "w", {"wiki/m.md": text})
 
 
 def _run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from harness import make_tree
 
 from wikitools.pages.parse import parse_page
 from wikitools.runbook.blocks.extract import extract_runbooks
@@ -115,8 +116,7 @@ def _rendered_with(tmp_path: Path, *files: Path) -> str:
     )
     from wikitools.runbook.rendering.render import render_pages
 
-    (tmp_path / "wiki").mkdir()
-    (tmp_path / "wiki/p.md").write_text(PAGE)
+    make_tree(tmp_path, {"wiki/p.md": PAGE})
     page = read_page(tmp_path / "wiki/p.md", tmp_path)
     runbook = extract_runbooks([page], tmp_path)[0].get("d")
     samples = tuple(Sample("ok", clients.parse_result("llm-decode-bench", f)) for f in files)

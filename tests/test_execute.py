@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from fakes.plans import fake_plan
-from harness import free_port
+from harness import free_port, wait_until
 
 from wikitools.runbook.engines import markers
 from wikitools.runbook.execution import execute as ex
@@ -187,13 +187,9 @@ def test_sigint_during_client_records_and_cleans_up(tmp_path):
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     art = tmp_path / ".artifacts/fake-rb/20261130T100000Z-abcdef12"
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        log = art / "bench-1.log"
-        if log.exists() and "Starting main benchmark run" in log.read_text():
-            break
-        time.sleep(0.05)
-    else:
+    log = art / "bench-1.log"
+    if not wait_until(lambda: log.exists() and "Starting main benchmark run" in log.read_text(),
+                      20, interval=0.05):
         proc.kill()
         pytest.fail("client never started")
     client_groups = pgids(art / "bench-1.log")

@@ -4,10 +4,12 @@ chip after the title, glossary tooltips."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import markdown
 import pytest
+from harness import make_tree
 
 EXTENSIONS = ["abbr", "admonition", "attr_list", "md_in_html", "tables",
               "pymdownx.superfences", "wikitools.site.extension"]
@@ -67,15 +69,14 @@ def test_alerts_can_be_turned_off() -> None:
 
 @pytest.fixture
 def wiki(tmp_path: Path) -> Path:
-    (tmp_path / "wiki.yml").write_text("docs_dir: docs\nglossary: docs/glossary.md\n")
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    (docs / "glossary.md").write_text(
-        "# Glossary\n\n| Acronym | Expansion |\n|---|---|\n| KV | key-value |\n")
-    (docs / "page.md").write_text(
-        "---\ntitle: A page\nstatus: experimental\n---\n\n# A page\n\nOpening text on the KV "
-        "cache.\n\n> [!NOTE]\n> **About KV**\n>\n> body\n")
-    return tmp_path
+    return make_tree(tmp_path, {
+        "wiki.yml": "docs_dir: docs\nglossary: docs/glossary.md\n",
+        "docs/glossary.md":
+            "# Glossary\n\n| Acronym | Expansion |\n|---|---|\n| KV | key-value |\n",
+        "docs/page.md":
+            "---\ntitle: A page\nstatus: experimental\n---\n\n# A page\n\nOpening text on the "
+            "KV cache.\n\n> [!NOTE]\n> **About KV**\n>\n> body\n",
+    })
 
 
 def test_the_page_is_found_from_its_body_and_gets_chip_and_tooltips(wiki: Path) -> None:
@@ -88,6 +89,19 @@ def test_the_page_is_found_from_its_body_and_gets_chip_and_tooltips(wiki: Path) 
     assert html.index("wiki-status") < html.index("Opening text")
     assert '<abbr title="key-value">KV</abbr>' in html
     assert '<p class="admonition-title">About <abbr title="key-value">KV</abbr></p>' in html
+
+
+def test_the_search_preview_opens_with_the_prose_not_the_chip(wiki: Path) -> None:
+    # Material's search plugin files each page's text through this parser; a chip in the index
+    # ran into the preview ("Reviewed 2026-12-01Reviewed - the prose ...").
+    parser_module = pytest.importorskip("material.plugins.search.plugin")
+    body = (wiki / "docs" / "page.md").read_text().split("---\n", 2)[2]
+    parser = parser_module.Parser()
+    parser.feed(render(body, root=str(wiki)))
+    parser.close()
+    text = "".join(parser.data[0].text)
+    assert re.findall(r"<p>(.*?)</p>", text)[0].startswith("Opening text on the"), text
+    assert "Works, with rough edges" not in text
 
 
 def test_a_text_of_no_page_gets_tooltips_but_no_chip(wiki: Path) -> None:

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
-from harness import free_port, port_free
+from harness import free_port, make_tree, port_free
 
 FAKE_BIN = Path(__file__).parent / "fakes" / "bin"
 WIKI = Path(sys.executable).parent / "wiki"
@@ -43,8 +43,7 @@ wiki kld capture --model ./model --seed 0 --positions 300 --id-range 3-100 --top
 
 def _tree(tmp_path: Path, big: int) -> tuple[Path, int]:
     port = free_port()
-    (tmp_path / "wiki").mkdir()
-    (tmp_path / "wiki/finish.md").write_text(PAGE.format(port=port))
+    make_tree(tmp_path, {"wiki/finish.md": PAGE.format(port=port)})
     (tmp_path / "model").mkdir()
     with (tmp_path / "model/model.safetensors").open("wb") as f:
         f.truncate(big)  # sparse: hashing reads `big` bytes of zeros

@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 from fakes.ray_cluster import RayCluster, cmdline, fake_smi, tagged, why_not
-from harness import free_port
+from harness import free_port, wait_until
 
 from wikitools.cli import main
 from wikitools.runbook.records.record import Record, dumps
@@ -108,13 +108,12 @@ class Fleet:
             into.append(line.rstrip("\n"))
 
     def wait_for(self, pattern: str, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if any(re.search(pattern, line) for line in self.lines):
-                return
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.1)
+        def seen() -> bool:
+            return any(re.search(pattern, line) for line in self.lines)
+
+        wait_until(lambda: seen() or self.proc.poll() is not None, timeout)
+        if seen():
+            return
         self.proc.kill()
         pytest.fail(f"no line matching {pattern!r}\n{self.output}")
 
@@ -168,10 +167,8 @@ def leftovers(cluster: RayCluster) -> list[str]:
 
 
 def wait_no_leftovers(cluster: RayCluster, timeout: float = 15.0) -> list[str]:
-    deadline = time.monotonic() + timeout
-    while (left := leftovers(cluster)) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    return left
+    wait_until(lambda: not leftovers(cluster), timeout, interval=0.2)
+    return leftovers(cluster)
 
 
 # --------------------------------------------------------------------------- one mixed run

@@ -12,6 +12,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from harness import make_tree
 
 from wikitools.checks.github_view import github_findings, github_html
 from wikitools.cli import main
@@ -86,10 +87,7 @@ def test_lint_warns_for_a_github_read_wiki(tmp_path: Path,
 def _adopted(tmp_path: Path, marker: dict[str, str]) -> Path:
     root = tmp_path / "community"
     shutil.copytree(COMMUNITY, root)
-    (root / "GLOSSARY.md").write_text("# Glossary\n")
-    for name, text in marker.items():
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text(text)
+    make_tree(root, {"GLOSSARY.md": "# Glossary\n", **marker})
     assert main(["runbook", "scan", "--write", "--root", str(root)]) == 0
     return root
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import markdown
 import pytest
+from harness import make_tree
 
 from wikitools.core.errors import ConfigError
 from wikitools.pages.glossary import Glossary, abbreviation_lines, load_glossary
@@ -56,10 +57,8 @@ title: Glossary
 
 
 def load(tmp_path: Path, text: str = GLOSSARY, name: str = "wiki/glossary.md") -> Glossary:
-    path = tmp_path / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    return load_glossary(path, tmp_path)
+    make_tree(tmp_path, {name: text})
+    return load_glossary(tmp_path / name, tmp_path)
 
 
 def test_terms_load(tmp_path: Path) -> None:

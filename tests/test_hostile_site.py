@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from fakes.site_tree import site_tree
 from fakes.sweep_page import sweep_page
+from harness import make_tree
 
 from wikitools.cli import main
 
@@ -103,13 +104,11 @@ def _records() -> list[dict[str, Any]]:
 
 
 def _tree(tmp: Path) -> Path:
-    tree = site_tree(tmp)
-    (tree / "wiki" / "hostile.md").write_text(PAGE)
-    folder = tree / "runbooks" / RB
-    folder.mkdir(parents=True)
-    for rec in _records():
-        (folder / f"{rec['run_id']}.json").write_text(json.dumps(rec, indent=2))
-    return tree
+    return make_tree(site_tree(tmp), {
+        "wiki/hostile.md": PAGE,
+        **{f"runbooks/{RB}/{rec['run_id']}.json": json.dumps(rec, indent=2)
+           for rec in _records()},
+    })
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):

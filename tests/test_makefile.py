@@ -8,11 +8,10 @@ import shutil
 import signal
 import socket
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
-from harness import free_port
+from harness import free_port, wait_until
 
 from wikitools.runbook.execution.processes import children_of, process_state
 
@@ -35,18 +34,14 @@ def test_make_serve_stopped_by_pid_leaves_nothing_serving() -> None:
     )
     server: list[int] = []
     try:
-        deadline = time.monotonic() + 120
-        while not _listening(port) and time.monotonic() < deadline and make.poll() is None:
-            time.sleep(0.2)
+        wait_until(lambda: _listening(port) or make.poll() is not None, 120, interval=0.2)
         assert _listening(port), "mkdocs serve did not come up"
         server = children_of(make.pid)
         assert server, "make started the server as its own child"
         os.kill(make.pid, signal.SIGTERM)  # by PID, as a user or a script would
         make.wait(timeout=10)
-        deadline = time.monotonic() + 15
-        while _listening(port) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not _listening(port), "the site is still served after make was stopped"
+        assert wait_until(lambda: not _listening(port), 15), (
+            "the site is still served after make was stopped")
         assert all(process_state(pid) in ("", "Z") for pid in server)
     finally:
         for pid in server:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from harness import make_tree
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV = ROOT / ".venv"
@@ -37,9 +38,8 @@ def _project(dest: Path) -> Path:
     shutil.copytree(ROOT / "overrides", dest / "overrides")
     shutil.copytree(ROOT / "wiki" / "assets", dest / "wiki" / "assets")
     (dest / "runbooks").mkdir()
-    (dest / "wiki" / "index.md").write_text(PAGE + "\nSee the [glossary](glossary.md).\n")
-    (dest / "wiki" / "glossary.md").write_text(GLOSSARY)
-    return dest
+    return make_tree(dest, {"wiki/index.md": PAGE + "\nSee the [glossary](glossary.md).\n",
+                            "wiki/glossary.md": GLOSSARY})
 
 
 def _publish(cwd: Path, remote: str) -> subprocess.CompletedProcess[str]:
@@ -63,9 +63,7 @@ def _committed(tmp_path: Path, files: dict[str, str] | None = None) -> tuple[Pat
     project = _project(tmp_path / "project")
     assert subprocess.run([str(VENV / "bin" / "wiki"), "index"], cwd=project,
                           capture_output=True, check=False).returncode == 0
-    for rel, text in (files or {}).items():
-        (project / rel).parent.mkdir(parents=True, exist_ok=True)
-        (project / rel).write_text(text)
+    make_tree(project, dict(files or {}))
     _git(project, "init", "--quiet", "-b", "main")
     _git(project, "add", "-A")
     _git(project, "commit", "--quiet", "-m", "wiki")

@@ -6,11 +6,11 @@ shows a "failed at preflight" row); without `--yes` there is no "Run this now?" 
 from __future__ import annotations
 
 import os
-import socket
 import stat
 from pathlib import Path
 
 import pytest
+from harness import MKDOCS, free_port, make_tree
 
 from wikitools.cli import main
 
@@ -35,25 +35,19 @@ vllm bench serve --model org/model --num-prompts 4
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    (tmp_path / "mkdocs.yml").write_text("site_name: t\ndocs_dir: wiki\n")
-    (tmp_path / "wiki").mkdir()
-    (tmp_path / "wiki" / "needs.md").write_text(PAGE)
+    make_tree(tmp_path, {
+        **MKDOCS, "wiki/needs.md": PAGE,
+        # an H200 (sm90): a runbook for sm120 is refused
+        "bin/nvidia-smi": "#!/bin/sh\ncase \"$*\" in\n"
+                          f'  *query-gpu*) cat "{H200}/query-gpu.csv";;\n'
+                          f'  *query-compute-apps*) cat "{H200}/compute-apps-idle.csv";;\n'
+                          f'  topo*) cat "{H200}/topo.txt";;\n'
+                          f'  *) cat "{H200}/nvidia-smi.txt";;\nesac\n',
+    })
     bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    smi = bin_dir / "nvidia-smi"  # an H200 (sm90): a runbook for sm120 is refused
-    smi.write_text("#!/bin/sh\ncase \"$*\" in\n"
-                   f'  *query-gpu*) cat "{H200}/query-gpu.csv";;\n'
-                   f'  *query-compute-apps*) cat "{H200}/compute-apps-idle.csv";;\n'
-                   f'  topo*) cat "{H200}/topo.txt";;\n'
-                   f'  *) cat "{H200}/nvidia-smi.txt";;\nesac\n')
+    smi = bin_dir / "nvidia-smi"
     smi.chmod(smi.stat().st_mode | stat.S_IXUSR)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     assert main(["runbook", "render", "--root", str(tmp_path)]) == 0
@@ -65,7 +59,7 @@ def tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_refused_run_with_yes_writes_nothing_under_runbooks(
         tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
     page_before = (tree / "wiki" / "needs.md").read_text()
-    rc = main(["runbook", "run", RB, "--root", str(tree), "--yes", "--port", str(_free_port())])
+    rc = main(["runbook", "run", RB, "--root", str(tree), "--yes", "--port", str(free_port())])
     out, err = capsys.readouterr()
     assert rc == 1, (out, err)
     assert "verdict: refused" in out

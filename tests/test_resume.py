@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from harness import free_port
+from harness import free_port, make_tree
 
 from wikitools.cli import main
 from wikitools.core.errors import UsageError
@@ -54,8 +54,7 @@ def tree(tmp_path: Path, monkeypatch) -> Path:
     monkeypatch.setenv("PATH", f"{FAKE_BIN}{os.pathsep}{WIKI_BIN}{os.pathsep}"
                        f"{os.environ['PATH']}")
     monkeypatch.delenv("FAKE_SERVER_ARGS", raising=False)
-    (tmp_path / "wiki").mkdir()
-    (tmp_path / "wiki/v.md").write_text(PAGE.format(port=free_port()))
+    make_tree(tmp_path, {"wiki/v.md": PAGE.format(port=free_port())})
     (tmp_path / "model").mkdir()
     return tmp_path
 
@@ -102,6 +101,10 @@ def test_a_resumed_run_measures_what_the_earlier_one_lacks_and_keeps_the_rest(
     # only the missing variant ran: its steps, none of the first variant's
     steps = [s.name for s in record.steps]
     assert "[KV=2000] start" in steps and not any(s.startswith("[KV=1000]") for s in steps)
+    # its server started in the compile caches of the run resumed: warm
+    assert new.markers["caches_warm_at_start"]["vllm torch.compile"] is True
+    (compiled,) = [c for c in record.receipt["caches"] if c["name"] == "vllm torch.compile"]
+    assert f"/{first.run_id}/caches/" in compiled["path"]
     # the new variant's captures scored against the reference the first run kept
     ref = first.variants[0].client("kld").points[0].metrics["kld_reference"]
     scored = new.client("kld").points[0].metrics

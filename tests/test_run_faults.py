@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from harness import free_port, wait_until
+from harness import free_port, make_tree, wait_until
 
 from wikitools.cli import main
 from wikitools.runbook.execution import runlock
@@ -51,10 +51,8 @@ vllm bench serve --model fake-model --num-prompts 4 --max-concurrency 1{client_s
 
 def make_wiki(root: Path, port: int, prefix: str = "", client_attrs: str = "",
               client_suffix: str = "") -> Path:
-    (root / "wiki").mkdir(parents=True, exist_ok=True)
-    (root / "wiki" / "fake.md").write_text(PAGE.format(
-        port=port, prefix=prefix, client_attrs=client_attrs, client_suffix=client_suffix))
-    return root
+    return make_tree(root, {"wiki/fake.md": PAGE.format(
+        port=port, prefix=prefix, client_attrs=client_attrs, client_suffix=client_suffix)})
 
 
 @pytest.fixture(autouse=True)
@@ -160,7 +158,7 @@ def test_kill_9_of_the_runner_leaves_no_server_client_or_temp_file(tmp_path: Pat
          "wiki/fake.md#fake-rb", "--root", str(root), "--yes"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=root,
     )
-    lock = root / runlock.LOCKS_DIR / "fake-rb.json"
+    lock = runlock.lock_path(root, "fake-rb")
     try:
         assert wait_until(lambda: listening(port), 60), "the fake server came up"
         assert wait_until(lambda: any(

@@ -14,10 +14,18 @@ import pytest
 from harness import wait_until
 
 from wikitools.runbook.execution import locks, runlock
-from wikitools.runbook.execution.processes import has_tag, process_state, tagged_pids
+from wikitools.runbook.execution.processes import TAG_VAR, has_tag, process_state, tagged_pids
 from wikitools.runbook.execution.runlock import RunLock, RunLocked
 
 RUNNER = Path(__file__).parent / "fakes" / "dead_runner.py"
+
+
+@pytest.fixture(autouse=True)
+def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The user's lock folder of this test alone (its runners inherit it)."""
+    folder = tmp_path / "state"
+    monkeypatch.setenv(locks.STATE_ENV, str(folder))
+    return folder
 
 
 @pytest.fixture(autouse=True)
@@ -69,7 +77,7 @@ def _start_runner(tmp_path: Path, port_locks: Path, *flags: str) -> tuple[subpro
 
 
 def _tag(tmp_path: Path) -> str:
-    return json.loads((tmp_path / runlock.LOCKS_DIR / "rb.json").read_text())["tag"]
+    return json.loads(runlock.lock_path(tmp_path, "rb").read_text())["tag"]
 
 
 def test_children_die_with_the_runner_and_leftovers_are_stopped_by_the_next_run(
@@ -113,9 +121,10 @@ def test_without_parent_death_signal_the_next_run_stops_the_recorded_server(
 def test_a_pid_reused_by_another_process_is_never_signalled(tmp_path: Path) -> None:
     stranger = subprocess.Popen(["sleep", "30"])
     try:
-        lock = tmp_path / runlock.LOCKS_DIR / "rb.json"
-        lock.parent.mkdir(parents=True)
+        lock = runlock.lock_path(tmp_path, "rb")
+        lock.parent.mkdir(mode=0o700, parents=True)
         lock.write_text(json.dumps({"state": "running", "tag": "20261130T000000Z-gone-1234",
+                                    "checkout": str(tmp_path.resolve()),
                                     "processes": [{"role": "server", "pid": stranger.pid}]}))
         assert not has_tag(stranger.pid, "20261130T000000Z-gone-1234")
         state = RunLock(tmp_path, "rb", None, "20261130T110000Z-next")
@@ -153,11 +162,12 @@ def test_copied_checkout_never_stops_the_originals_live_server(tmp_path: Path,
 def test_symlinked_lock_file_is_refused_and_its_target_left_alone(tmp_path: Path) -> None:
     target = tmp_path / "precious"
     target.write_text("keep me\n")
-    lock = tmp_path / runlock.LOCKS_DIR / "rb.json"
-    lock.parent.mkdir(parents=True)
+    lock = runlock.lock_path(tmp_path, "rb")
+    lock.parent.mkdir(mode=0o700, parents=True)
     lock.symlink_to(target)
-    with pytest.raises(locks.LockPathError, match=r"rb\.json: a symlink where a lock file "
-                       r"belongs; lock files are never followed through links: remove it"):
+    with pytest.raises(locks.LockPathError, match=r"rb@[0-9a-f]{16}\.json: a symlink where a "
+                       r"lock file belongs; lock files are never followed through links: "
+                       r"remove it"):
         RunLock(tmp_path, "rb", None, "20261201T000000Z-a").acquire()
     assert target.read_text() == "keep me\n"
 
@@ -172,7 +182,7 @@ def test_symlinked_port_lock_planted_by_another_user_is_never_written_through(
         RunLock(tmp_path, "rb", 18007, "20261201T000000Z-a").acquire()
     assert target.read_text() == "keep me\n"
     # The runbook's own lock was let go: nothing is left held.
-    assert not locks.is_held(tmp_path / runlock.LOCKS_DIR / "rb.json")
+    assert not locks.is_held(runlock.lock_path(tmp_path, "rb"))
 
 
 def test_lock_folder_writable_by_others_or_not_ours_is_refused(tmp_path: Path,
@@ -184,9 +194,9 @@ def test_lock_folder_writable_by_others_or_not_ours_is_refused(tmp_path: Path,
         RunLock(tmp_path, "rb", 18008, "20261201T000000Z-a").acquire()
 
 
-@pytest.mark.parametrize("where", [".artifacts", runlock.LOCKS_DIR])
+@pytest.mark.parametrize("where", ["state", "state/runbooks"])
 def test_file_where_a_lock_folder_belongs_is_a_located_error(tmp_path: Path, where: str) -> None:
-    (tmp_path / where).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / where).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     (tmp_path / where).write_text("not a folder\n")
     with pytest.raises(locks.LockPathError) as exc:
         RunLock(tmp_path, "rb", None, "20261201T000000Z-a").acquire()
@@ -194,9 +204,9 @@ def test_file_where_a_lock_folder_belongs_is_a_located_error(tmp_path: Path, whe
 
 
 def test_folder_where_a_lock_file_belongs_is_a_located_error(tmp_path: Path) -> None:
-    (tmp_path / runlock.LOCKS_DIR / "rb.json").mkdir(parents=True)
-    with pytest.raises(locks.LockPathError, match=r"rb\.json: a folder where a lock file "
-                       "belongs; move it away"):
+    runlock.lock_path(tmp_path, "rb").mkdir(parents=True)
+    with pytest.raises(locks.LockPathError, match=r"rb@[0-9a-f]{16}\.json: a folder where a lock "
+                       "file belongs; move it away"):
         RunLock(tmp_path, "rb", None, "20261201T000000Z-a").acquire()
 
 
@@ -210,13 +220,117 @@ def test_port_locks_live_in_a_private_folder_of_the_user(monkeypatch: pytest.Mon
     assert (folder.stat().st_mode & 0o777) == 0o700
 
 
-def test_group_writable_checkout_folders_of_a_umask_002_user_are_accepted(tmp_path: Path) -> None:
-    (tmp_path / runlock.LOCKS_DIR).mkdir(parents=True)
-    (tmp_path / ".artifacts").chmod(0o775)
-    (tmp_path / runlock.LOCKS_DIR).chmod(0o775)
-    run = RunLock(tmp_path, "rb", None, "20261201T000000Z-a")
-    assert run.acquire() == []
+def test_runbook_locks_live_in_the_users_folder_never_in_the_checkout(tmp_path: Path,
+                                                                       state: Path) -> None:
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    run = RunLock(checkout, "rb", None, "20261201T000000Z-a")
+    run.acquire()
+    assert run.lock_path.parent == state / "runbooks"
+    assert (state.stat().st_mode & 0o777) == 0o700
+    assert (run.lock_path.parent.stat().st_mode & 0o777) == 0o700
+    assert (run.lock_path.stat().st_mode & 0o777) == 0o600
+    assert json.loads(run.lock_path.read_text())["checkout"] == str(checkout.resolve())
     run.release()
-    (tmp_path / runlock.LOCKS_DIR).chmod(0o777)
-    with pytest.raises(locks.LockPathError, match="writable by others"):
-        RunLock(tmp_path, "rb", None, "20261201T000000Z-b").acquire()
+    assert list(checkout.iterdir()) == []
+
+
+def test_lock_file_committed_in_a_checkout_is_never_read(tmp_path: Path) -> None:
+    """A lock file inside the checkout (committed, crafted) naming the tag of a live process:
+    the run reads its lock from the user's folder and stops nothing."""
+    tag = "20261130T000000Z-planted-1234"
+    planted = subprocess.Popen(["sleep", "30"], env={**os.environ, TAG_VAR: tag})
+    try:
+        assert wait_until(lambda: has_tag(planted.pid, tag), 10.0)
+        crafted = tmp_path / ".artifacts" / "locks" / "rb.json"
+        crafted.parent.mkdir(parents=True)
+        crafted.write_text(json.dumps({"state": "running", "tag": tag, "docker": False,
+                                       "checkout": str(tmp_path.resolve()), "processes": []}))
+        run = RunLock(tmp_path, "rb", None, "20261201T000000Z-next")
+        assert run.acquire(grace=1.0) == []
+        run.release()
+        assert planted.poll() is None
+    finally:
+        planted.kill()
+        planted.wait()
+
+
+@pytest.mark.parametrize("data", [b"\x00\xffnot json{", b"[1, 2]", b"", b'{"state": "running"}'])
+def test_damaged_lock_file_is_stale_and_taken_over(tmp_path: Path, data: bytes) -> None:
+    lock = runlock.lock_path(tmp_path, "rb")
+    lock.parent.mkdir(mode=0o700, parents=True)
+    lock.write_bytes(data)
+    run = RunLock(tmp_path, "rb", None, "20261201T000000Z-a")
+    assert run.acquire(grace=1.0) == []
+    assert json.loads(lock.read_text())["state"] == "running"
+    run.release()
+
+
+def test_dead_run_of_another_checkout_on_the_same_port_is_left_to_its_own_checkout(
+        tmp_path: Path, port_locks: Path) -> None:
+    """A port lock is shared by every checkout of the user: what a dead run left is stopped by
+    the next run of its own checkout only."""
+    original = tmp_path / "original"
+    original.mkdir()
+    runner, child = _start_runner(original, port_locks)
+    tag = _tag(original)
+    assert wait_until(lambda: len(tagged_pids(tag)) >= 3, 10.0)
+    runner.send_signal(signal.SIGKILL)
+    runner.wait()
+    assert wait_until(lambda: not alive(child), 10.0)
+    survivors = set(tagged_pids(tag))
+    assert survivors, "the setsid grandchild outlives its parent"
+    other = tmp_path / "other"
+    other.mkdir()
+    elsewhere = RunLock(other, "rb", 18005, "20261130T110000Z-other")
+    assert elsewhere.acquire(grace=1.0) == []
+    elsewhere.release()
+    assert set(tagged_pids(tag)) == survivors
+    stopped = RunLock(original, "rb", 18005, "20261130T120000Z-tidy").acquire(grace=3.0)
+    assert {s.pid for s in stopped} >= survivors
+    assert wait_until(lambda: tagged_pids(tag) == [], 10.0)
+
+
+@pytest.mark.parametrize("mode", [0o720, 0o702, 0o777])
+def test_lock_folder_writable_by_group_or_world_is_refused(tmp_path: Path, state: Path,
+                                                           mode: int) -> None:
+    (state / "runbooks").mkdir(mode=0o700, parents=True)
+    (state / "runbooks").chmod(mode)
+    with pytest.raises(locks.LockPathError) as exc:
+        RunLock(tmp_path, "rb", None, "20261201T000000Z-a").acquire()
+    assert str(exc.value) == (f"{state / 'runbooks'}: the lock folder is writable by others "
+                              f"(mode {mode:o}); it is never used")
+
+
+def test_lock_file_writable_by_others_is_refused(tmp_path: Path) -> None:
+    lock = runlock.lock_path(tmp_path, "rb")
+    lock.parent.mkdir(mode=0o700, parents=True)
+    lock.write_text("{}")
+    lock.chmod(0o666)
+    with pytest.raises(locks.LockPathError, match=r"\.json: the lock file is writable by others "
+                       r"\(mode 666\); it is never used"):
+        RunLock(tmp_path, "rb", None, "20261201T000000Z-a").acquire()
+
+
+def test_lock_folder_of_another_user_is_refused(tmp_path: Path, state: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    state.mkdir(mode=0o700)
+    owner = state.stat().st_uid
+    monkeypatch.setattr(os, "getuid", lambda: owner + 1)  # this user is not the folder's owner
+    with pytest.raises(locks.LockPathError) as exc:
+        RunLock(tmp_path, "rb", None, "20261201T000000Z-a").acquire()
+    assert str(exc.value) == (f"{state}: the lock folder belongs to uid {owner}, not to this "
+                              f"user (uid {owner + 1}); it is never used")
+
+
+def test_symlinked_lock_folder_is_refused_and_its_target_left_alone(tmp_path: Path,
+                                                                    state: Path) -> None:
+    target = tmp_path / "elsewhere"
+    target.mkdir(mode=0o700)
+    state.mkdir(mode=0o700)
+    (state / "runbooks").symlink_to(target)
+    with pytest.raises(locks.LockPathError) as exc:
+        RunLock(tmp_path, "rb", None, "20261201T000000Z-a").acquire()
+    assert str(exc.value) == (f"{state / 'runbooks'}: a symlink where a lock folder belongs; "
+                              "lock folders are never followed through links: remove it")
+    assert list(target.iterdir()) == []

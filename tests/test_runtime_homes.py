@@ -24,13 +24,13 @@ def test_processes_are_read_by_one_module_in_code_and_tests() -> None:
     # /proc/<pid>/… or a walk over /proc; the kernel's boot id is not a process
     assert _uses(r"""/proc/\{|/proc/["']?\s*\)|Path\(["']/proc["']\)|/proc/\[0-9\]|/proc/\d""") \
         == set()
-    assert _uses(r"\bimport psutil\b") == {PROCESSES, LOCKS}
+    assert _uses(r"\bimport psutil\b") == {PROCESSES}
 
 
 def test_locks_are_taken_by_one_primitive() -> None:
     assert _uses(r"fcntl\.(?:flock|lockf)\(") - {"tests/test_setup_scripts.py"} == {LOCKS}
-    # and exclusive creation only there and for the atomic writer's temporary file
-    assert _uses(r"O_EXCL") == {LOCKS, "wikitools/core/fsio.py"}
+    # and exclusive creation only for the atomic writer's temporary file
+    assert _uses(r"O_EXCL") == {"wikitools/core/fsio.py"}
 
 
 def test_signal_handlers_are_swapped_by_one_helper() -> None:
@@ -46,3 +46,17 @@ def test_fleet_plans_and_renders_through_the_session() -> None:
     callers = {p for p in _uses(r"\brender_pages\(") if p.startswith("wikitools/")}
     assert not {p for p in callers if p.startswith(("wikitools/cli/", "wikitools/fleet/"))}
     assert "wikitools/runbook/session.py" in callers
+
+
+def test_tests_wait_through_the_one_polling_helper() -> None:
+    # A test waits for something with harness.wait_until, never a sleep of its own; the
+    # fakes' sleeps are what they stand in for (a slow server, a runner waiting to be killed),
+    # and test_fleet.py's is in the text of a child that waits to be killed.
+    sleepers = {p for p in _uses(r"\btime\.sleep\(")
+                if p.startswith("tests/") and not p.startswith("tests/fakes/")}
+    assert sleepers == {"tests/harness.py", "tests/test_fleet.py"}
+
+
+def test_no_test_module_imports_another() -> None:
+    # What tests share lives in tests/harness.py (or tests/fakes/), never in a test module.
+    assert _uses(r"(?m)^\s*(?:from|import)\s+(?:tests\.)?test_\w+") == set()

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from harness import make_tree
+
 REPO = Path(__file__).resolve().parents[1]
 INDEX = REPO / "scripts" / "generate-wiki-index.py"
 ACRONYMS = REPO / "scripts" / "check-acronyms.py"
@@ -16,14 +18,12 @@ ACRONYMS = REPO / "scripts" / "check-acronyms.py"
 
 def _foreign_wiki(root: Path) -> Path:
     """A small MkDocs wiki: mkdocs.yml only (no wiki.yml), pages under docs/."""
-    (root / "docs" / "guides").mkdir(parents=True)
-    (root / "mkdocs.yml").write_text("site_name: Other wiki\ndocs_dir: docs\n")
-    (root / "docs" / "index.md").write_text("# Other wiki home\n\nWelcome.\n")
-    (root / "docs" / "glossary.md").write_text(
-        "# Glossary\n\n| Term | Meaning |\n|---|---|\n| KV | key-value |\n")
-    (root / "docs" / "guides" / "cache.md").write_text(
-        "# Cache guide\n\nThe KV cache fills up.\n")
-    return root
+    return make_tree(root, {
+        "mkdocs.yml": "site_name: Other wiki\ndocs_dir: docs\n",
+        "docs/index.md": "# Other wiki home\n\nWelcome.\n",
+        "docs/glossary.md": "# Glossary\n\n| Term | Meaning |\n|---|---|\n| KV | key-value |\n",
+        "docs/guides/cache.md": "# Cache guide\n\nThe KV cache fills up.\n",
+    })
 
 
 def _run(script: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:

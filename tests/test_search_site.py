@@ -86,3 +86,12 @@ def test_flags_find_the_pages_that_hold_them_first(tmp_path: Path) -> None:
     assert found["TRITON_ATTN"] == {"total": 1, "paths": ["holder/"]}
     problems, first, later = check.code_word_failures(terms, found)
     assert (problems, first, later) == ([], 3, 0)
+
+
+def test_every_query_expects_a_page_of_the_wiki() -> None:
+    # A query whose page was renamed or removed would fail in the browser only, after a build.
+    check = _check_browser()
+    pages = set(check.site_pages())
+    expected = {**check.QUERIES, **check.LANDING}
+    assert sorted(q for q, page in expected.items() if page not in pages) == []
+    assert check.LANDS == 1  # the landing queries must put their page first

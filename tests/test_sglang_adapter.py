@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 import pytest
-from harness import free_port
+from harness import free_port, make_tree
 
 from wikitools.cli import main
 from wikitools.runbook.execution.host import port_free
@@ -41,9 +41,7 @@ def wiki(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, int]:
     monkeypatch.setenv("PYTHONPATH", f"{PKGS}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
     monkeypatch.delenv("FAKE_SERVER_ARGS", raising=False)
     port = free_port()
-    (tmp_path / "wiki").mkdir()
-    (tmp_path / "wiki" / "sg.md").write_text(PAGE.format(port=port))
-    return tmp_path, port
+    return make_tree(tmp_path, {"wiki/sg.md": PAGE.format(port=port)}), port
 
 
 def record(root: Path) -> dict:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from harness import make_tree
 from mkdocs.utils import yaml_load
 
 from wikitools.pages.glossary import abbreviation_lines, load_glossary
@@ -74,7 +75,7 @@ def _copy_project(dest: Path, *, whole_wiki: bool) -> None:
     else:
         shutil.copytree(ROOT / "wiki" / "assets", dest / "wiki" / "assets")
         shutil.copy2(ROOT / "wiki" / "glossary.md", dest / "wiki" / "glossary.md")
-        (dest / "wiki" / "index.md").write_text("# Home\n\nA page.\n", encoding="utf-8")
+        make_tree(dest, {"wiki/index.md": "# Home\n\nA page.\n"})
 
 
 def _first_abbreviation() -> tuple[str, str]:
@@ -195,7 +196,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("project")
     _copy_project(root, whole_wiki=True)
     term, _ = _first_abbreviation()
-    (root / "wiki" / f"{SELFTEST}.md").write_text(_selftest_page(term), encoding="utf-8")
+    make_tree(root, {f"wiki/{SELFTEST}.md": _selftest_page(term)})
     site = tmp_path_factory.mktemp("site")
     proc = _build(root, site)
     assert proc.returncode == 0, f"strict build failed:\n{proc.stdout}\n{proc.stderr}"

@@ -94,7 +94,7 @@ def test_badge_line_for_the_site(tmp_path):
     """The line the MkDocs plugin puts under the status chip, from the records at build time."""
     root = tree(tmp_path, arch="sm90,sm120")
     assert measured_line(per_page(root)[2]) == (
-        '<p class="wiki-measured-line"><span class="wiki-measured-badge '
+        '<p class="wiki-measured-line" data-search-exclude=""><span class="wiki-measured-badge '
         'wiki-measured-badge--none">Not measured on SM120: no run recorded</span></p>\n')
     record(root, host=H200)
     line = measured_line(per_page(root)[2])
@@ -121,11 +121,7 @@ def _prose(status: str, extra: str = "") -> str:
 
 
 def _write(root: Path, files: dict[str, str]) -> Path:
-    (root / "wiki.yml").write_text("docs_dir: wiki\n")
-    for rel, text in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
-    return root
+    return make_tree(root, {"wiki.yml": "docs_dir: wiki\n", **files})
 
 
 def test_reviewed_needs_a_date_and_measured_needs_runbooks(tmp_path, capsys):

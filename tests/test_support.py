@@ -8,6 +8,7 @@ import stat
 from pathlib import Path
 
 import pytest
+from harness import make_tree
 
 from wikitools.cli import main
 
@@ -47,8 +48,7 @@ def _fake_smi(bin_dir: Path) -> None:
 
 @pytest.fixture
 def tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    (tmp_path / "wiki").mkdir()
-    (tmp_path / "wiki" / "tiny.md").write_text(PAGE)
+    make_tree(tmp_path, {"wiki/tiny.md": PAGE})
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     _fake_smi(bin_dir)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from harness import make_tree
 
 from wikitools.cli import main
 from wikitools.pages.parse import parse_page
@@ -89,9 +90,7 @@ def test_variant_selection_keeps_the_named_values() -> None:
 
 @pytest.fixture
 def wiki(tmp_path: Path) -> Path:
-    (tmp_path / "wiki").mkdir()
-    (tmp_path / "wiki" / "p.md").write_text(PAGE)
-    return tmp_path
+    return make_tree(tmp_path, {"wiki/p.md": PAGE})
 
 
 def test_plan_takes_sweep_and_client_like_run(wiki: Path, capsys) -> None:

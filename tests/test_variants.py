@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
-from harness import free_port
+from harness import free_port, make_tree
 
 from wikitools.cli import main
 from wikitools.pages.parse import parse_page
@@ -42,10 +42,8 @@ vllm bench serve --model fake-model --num-prompts 4 --max-concurrency "${{C:-1}}
 
 def make_wiki(root: Path, variants: str = "KV=1000,2000", extra: str = "",
               port: int | None = None) -> Path:
-    (root / "wiki").mkdir(exist_ok=True)
-    (root / "wiki" / "v.md").write_text(PAGE.format(variants=variants, port=port or free_port(),
-                                                    extra=extra))
-    return root
+    return make_tree(root, {"wiki/v.md": PAGE.format(variants=variants, port=port or free_port(),
+                                                     extra=extra)})
 
 
 @pytest.fixture

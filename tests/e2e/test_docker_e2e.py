@@ -242,6 +242,33 @@ def test_compose_up_detached_end_to_end(make_run) -> None:
 
 
 @serving
+def test_a_declared_helper_inside_the_image_is_checked_against_the_server(make_run) -> None:
+    run = make_run("declared-in-image", 18479)
+    rc = run(timeout=900)
+    assert rc == 0, run.output
+    rec = run.record()
+    declared = step(rec, "declared")
+    assert declared["status"] == "ok", declared
+    assert rec["engine"]["image"] == "wiki-test/bookworm:minbase-v1"
+    (client,) = rec["clients"]
+    assert client["points"][0]["status"] == "ok", client
+    assert_containers_gone(rec)
+    run.assert_nothing_left()
+
+
+@serving
+def test_a_wrong_declaration_of_a_helper_inside_the_image_fails_and_tears_down(
+        make_run) -> None:
+    run = make_run("declared-in-image-wrong", 18480)
+    rc = run(timeout=900)
+    rec = assert_failed(run, rc, "declared")
+    assert "declared model=tiny-chat, the server serves tiny" in step(rec, "declared")["message"]
+    assert step(rec, "teardown")["status"] == "ok", rec["steps"]
+    assert_containers_gone(rec)
+    run.assert_nothing_left()
+
+
+@serving
 def test_ctrl_c_during_client_stops_entrypoint_container(make_run) -> None:
     run = make_run("entrypoint-vllm", 18473)
     run.start()

@@ -10,19 +10,19 @@ import json
 import shutil
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from harness import wait_until
 
 from wikitools.pages.parse import parse_page
 from wikitools.runbook.blocks.extract import extract_runbooks
 from wikitools.runbook.execution import containers as docker
 from wikitools.runbook.execution.plan import make_plan
 from wikitools.runbook.execution.processes import TAG_VAR, spawn, stop_group
-from wikitools.runbook.execution.runlock import LOCKS_DIR, RunLock
+from wikitools.runbook.execution.runlock import RunLock
 
 IMAGE = "wiki-test/bookworm:minbase-v1"
 DEAD_RUNNER = Path(__file__).resolve().parents[1] / "fakes" / "dead_runner.py"
@@ -66,17 +66,24 @@ def _sleeper(tag: str, *extra: str) -> str:
     return out.stdout.strip()
 
 
+def _polled(box: docker.Containers) -> docker.Containers:
+    """`box` after one look at its containers (for polling with wait_until)."""
+    box.poll(0)
+    return box
+
+
 def _running(cid: str) -> bool:
     out = _docker("container", "inspect", "--format", "{{.State.Running}}", cid)
     return out.stdout.strip() == "true"
 
 
 def test_lock_file_of_another_checkout_is_never_acted_on(tmp_path: Path, test_tag: str) -> None:
-    """A lock file this checkout did not write (crafted and committed, or copied from another
-    checkout) names a container and a tag: the next run stops nothing."""
+    """A lock file that is not this checkout's (crafted and committed into the checkout, or the
+    state of a dead run of another checkout the checkout was copied from) names a container and
+    a tag: the next run stops nothing."""
     victim = _sleeper(test_tag)
     tagged = _sleeper(test_tag, "--label", "wikitools.run.20261130T000000Z-x-feed")
-    lock = tmp_path / LOCKS_DIR / "rb.json"
+    lock = tmp_path / ".artifacts" / "locks" / "rb.json"  # where a committed one would lie
     lock.parent.mkdir(parents=True)
     crafted = {"state": "running", "tag": "20261130T000000Z-x-feed", "docker": True,
                "containers": [victim, tagged], "projects": [],
@@ -85,9 +92,9 @@ def test_lock_file_of_another_checkout_is_never_acted_on(tmp_path: Path, test_ta
     run = RunLock(tmp_path, "rb", None, "20261201T000000Z-next")
     assert run.acquire(grace=1) == []
     run.release()
-    # A lock file sealed by a run of another checkout, copied here with `cp -a`.
+    # A run of another checkout dies holding its lock; that checkout is copied with `cp -a`.
     other = tmp_path / "other"
-    (other / LOCKS_DIR).mkdir(parents=True)
+    other.mkdir()
     dead = subprocess.Popen([sys.executable, str(DEAD_RUNNER), str(other), "rb", "-",
                              str(tmp_path / "ports"), "--container"],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -152,15 +159,10 @@ def test_compose_project_is_the_runs_own_whatever_the_page_says(
     launcher = spawn(plan.server.command, env, log, tmp_path / spec.workdir)
     try:
         assert launcher.wait(timeout=60) == 0, log.read_text()
-        deadline = time.monotonic() + 30
-        while not box.following and time.monotonic() < deadline:
-            box.poll(0)
-            time.sleep(0.2)
+        wait_until(lambda: _polled(box).following, 30, interval=0.2)
         assert box.following and len(box.ids) == 1, log.read_text()
         assert docker._label(box.ids[0], docker.PROJECT_LABEL) == spec.project
-        deadline = time.monotonic() + 15
-        while "serving" not in log.read_text() and time.monotonic() < deadline:
-            time.sleep(0.2)
+        wait_until(lambda: "serving" in log.read_text(), 15, interval=0.2)
         assert "serving" in log.read_text()  # the follower ran
         problems, _notes = box.stop(1.0)
         assert problems == []
@@ -193,10 +195,7 @@ def test_page_cidfile_does_not_hide_the_container_from_teardown(tmp_path: Path,
     try:
         assert launcher.wait(timeout=60) == 0, log.read_text()
         assert (tmp_path / "page.cid").is_file()
-        deadline = time.monotonic() + 15
-        while not box.ids and time.monotonic() < deadline:
-            box.poll(0)
-            time.sleep(0.2)
+        wait_until(lambda: _polled(box).ids, 15, interval=0.2)
         (cid,) = box.ids
         assert (tmp_path / "page.cid").read_text().strip() == cid
         problems, notes = box.stop(1.0)

@@ -17,12 +17,12 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
 
 from fakes.procs import tagged
+from harness import wait_until
 
 from wikitools.runbook.execution.processes import command_of
 
@@ -142,10 +142,13 @@ class RayCluster:
     def kill_node(self, name: str) -> None:
         """The host goes away: its raylet first, then everything else it ran, all SIGKILL."""
         os.kill(self.raylet_pid(name), signal.SIGKILL)
-        deadline = time.monotonic() + 10
-        while (pids := self.node_pids(name)) and time.monotonic() < deadline:
+
+        def gone() -> bool:
+            pids = self.node_pids(name)
             kill_all(pids, signal.SIGKILL)
-            time.sleep(0.2)
+            return not pids
+
+        wait_until(gone, 10, interval=0.2)
 
     def pids(self) -> list[int]:
         return tagged(CLUSTER_VAR, self.tag)
@@ -154,14 +157,10 @@ class RayCluster:
         """TERM every process of the cluster, KILL what is left after `grace`, delete the
         namespace and the temp dir. Returns the PIDs that needed KILL."""
         kill_all(self.pids(), signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        while self.pids() and time.monotonic() < deadline:
-            time.sleep(0.2)
+        wait_until(lambda: not self.pids(), grace, interval=0.2)
         stubborn = self.pids()
         kill_all(stubborn, signal.SIGKILL)
-        deadline = time.monotonic() + 10
-        while self.pids() and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_until(lambda: not self.pids(), 10)
         if self.made_ns:
             subprocess.run(["ip", "netns", "del", self.ns], capture_output=True, timeout=30,
                            check=False)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from harness import make_tree
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -19,5 +21,4 @@ def site_tree(tmp: Path) -> Path:
         if (ROOT / name).is_dir():
             shutil.copytree(ROOT / name, tree / name)
     shutil.copytree(ROOT / "wiki" / "assets", tree / "wiki" / "assets")
-    (tree / "wiki" / "index.md").write_text("---\ntitle: Home\n---\n# Home\n")
-    return tree
+    return make_tree(tree, {"wiki/index.md": "---\ntitle: Home\n---\n# Home\n"})

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from harness import wait_until
+from harness import make_tree, wait_until
 
 from wikitools.cli import main
 from wikitools.runbook.execution.host import gather_host
@@ -64,17 +64,12 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     subprocess.run(
         [sys.executable, str(REPO / "scripts" / "make-dummy-model.py"), MODEL], check=True
     )
-    wiki = root / "wiki"
-    wiki.mkdir()
-    pages = {
-        "sm90.md": _page("gpu-sm90", arch="sm90", gpus=1, tp=1, port=8301),
-        "sm120.md": _page("gpu-sm120", arch="sm120", gpus=1, tp=1, port=8302),
-        "kill.md": _page("gpu-kill", arch="sm90", gpus=1, tp=1, port=8303),
-        "oom.md": _page("gpu-oom", arch="sm90", gpus=1, tp=1, port=8304, util=0.02),
-    }
-    for name, text in pages.items():
-        (wiki / name).write_text(text)
-    return root
+    return make_tree(root, {
+        "wiki/sm90.md": _page("gpu-sm90", arch="sm90", gpus=1, tp=1, port=8301),
+        "wiki/sm120.md": _page("gpu-sm120", arch="sm120", gpus=1, tp=1, port=8302),
+        "wiki/kill.md": _page("gpu-kill", arch="sm90", gpus=1, tp=1, port=8303),
+        "wiki/oom.md": _page("gpu-oom", arch="sm90", gpus=1, tp=1, port=8304, util=0.02),
+    })
 
 
 def _memory_used() -> dict[int, int]:

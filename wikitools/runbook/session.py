@@ -25,7 +25,12 @@ from wikitools.runbook.blocks.sweep import Sweep, SweepError, parse_sweep
 from wikitools.runbook.blocks.variables import unset_variables
 from wikitools.runbook.execution.execute import EventSink, execute
 from wikitools.runbook.execution.host import HostFacts, gather_host
-from wikitools.runbook.execution.plan import PlanOverrides, artifacts_dir_for, make_plan
+from wikitools.runbook.execution.plan import (
+    ARTIFACTS_ROOT,
+    PlanOverrides,
+    artifacts_dir_for,
+    make_plan,
+)
 from wikitools.runbook.execution.planned import Plan, Verdict
 from wikitools.runbook.execution.preflight import preflight
 from wikitools.runbook.execution.processes import (
@@ -172,10 +177,11 @@ def _resuming(overrides: PlanOverrides, resumed: Record, root: Path) -> PlanOver
         overrides = replace(overrides, repeats=clients[0].repeats)  # as the earlier run did
     if overrides.warmup is None and clients and not any(c.warmup for c in clients):
         overrides = replace(overrides, warmup=False)
-    caches = f"{resumed.artifacts_dir}/caches"
+    # the folders of the run resumed, then of the runs its finished variants were measured in
+    runs = dict.fromkeys([resumed.run_id, *(v.measured_in for v in kept if v.measured_in)])
+    folders = [f"{ARTIFACTS_ROOT}/{resumed.runbook}/{run}/caches" for run in runs]
     return replace(overrides, done=frozenset(v.coords for v in kept),
-                   caches_dir=caches if resumed.artifacts_dir and (root / caches).is_dir()
-                   else None)
+                   caches_dir=next((f for f in folders if (root / f).is_dir()), None))
 
 
 def _resume_checked(plan: Plan, resumed: Record) -> Plan:

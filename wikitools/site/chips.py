@@ -1,5 +1,7 @@
 """The HTML the plugin puts above a page's content: the front matter status chip, and the
-"measured on" badge that says what the run records hold, whatever the prose claims."""
+"measured on" badge that says what the run records hold, whatever the prose claims. Both are
+left out of the search index (Material's `data-search-exclude`), so that a result's preview
+starts with the page's own text, not with the chip's words run together."""
 
 from __future__ import annotations
 
@@ -31,7 +33,8 @@ def status_chip(meta: Mapping[str, Any], texts: Mapping[str, str]) -> str:
     if status == "reviewed" and meta.get("reviewed"):
         label += f" {meta['reviewed']}"
     text = title + (escape(HUB_NOTE) if meta.get("hub") else "")
-    return (f'<p class="wiki-status wiki-status--{escape(status)}" title="{title}">'
+    return (f'<p class="wiki-status wiki-status--{escape(status)}" title="{title}" '
+            'data-search-exclude="">'
             '<span class="wiki-status__icon" aria-hidden="true"></span>'
             f'<span class="wiki-status__label">{escape(label)}</span>'
             f'<span class="wiki-status__text">{text}</span></p>\n')
@@ -42,5 +45,5 @@ def measured_line(items: list[Measured] | None) -> str:
     if not items:
         return ""
     state, text = badge(items)
-    return (f'<p class="wiki-measured-line"><span class="wiki-measured-badge '
+    return (f'<p class="wiki-measured-line" data-search-exclude=""><span class="wiki-measured-badge '
             f'wiki-measured-badge--{state}">{escape(text)}</span></p>\n')

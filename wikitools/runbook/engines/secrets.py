@@ -188,8 +188,10 @@ def _apply_in_words(text: str, edits: list[tuple[int, int, str]]) -> str:
     """`text` with the edits applied, except any that would show another shell structure than
     the one that runs: an edit must stay inside one word and keep every word and operator."""
     edits = [e for e in edits if text[e[0] : e[1]] != e[2]]
+    if not edits:
+        return text
     words = _words(text)
-    if not edits or words is None:
+    if words is None:
         return _apply(text, edits)
     spans = [(w.start, w.end) for w in words if not w.op]
     shape = _shape(words)

@@ -1,31 +1,24 @@
 """Lock files, the one primitive for "one at a time" on this host: an exclusive `flock` on a file
-opened without following symlinks, in a folder that belongs to the user (never a shared,
-world-writable /tmp). What a lock file holds is sealed: an HMAC with a key only this user can
-read, over the content and the checkout, host, user and boot it was written in. A file that does
-not carry a valid seal for *this* checkout on *this* host since *this* boot (crafted, committed,
-copied with the checkout, left from before a reboot) is never acted on."""
+opened without following symlinks, in the user's own folder on this host (never a checkout,
+never a shared, world-writable /tmp). The folder and every lock file in it must belong to the
+user and be writable by nobody else, so what a lock file says was written by this user's runs:
+no other user can plant one, and none can be committed or copied along with a checkout."""
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
-import hmac
 import json
 import os
-import secrets
 import socket
 import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import psutil
-
 from wikitools.core.errors import InputError
 
-STATE_ENV = "WIKI_STATE_DIR"  # overrides where the per-user state (keys, port locks) lives
-KEY_FILE = "lock-key"
+STATE_ENV = "WIKI_STATE_DIR"  # overrides where the per-user lock folder lives
 
 
 class LockPathError(InputError):
@@ -60,19 +53,8 @@ def _owned_private(path: Path) -> bool:
 def private_dir(path: Path) -> Path:
     """`path` as a folder only this user can write (made 0700 when missing); a located error
     when it is a symlink, a file, another user's or writable by others."""
-    return _checked_dir(path, 0o700, 0o022)
-
-
-def checkout_dir(path: Path) -> Path:
-    """A lock folder inside a checkout (created when missing): a real folder of this user that
-    not everyone can write to. (Group-writable is the usual umask 002 of a user's own group; a
-    lock file in it is still opened without following links and must be this user's.)"""
-    return _checked_dir(path, 0o755, 0o002)
-
-
-def _checked_dir(path: Path, mode: int, forbidden: int) -> Path:
     try:
-        path.mkdir(mode=mode, parents=True, exist_ok=True)
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
     except FileExistsError:
         pass  # a file in the way: said below
     except NotADirectoryError:
@@ -89,7 +71,7 @@ def _checked_dir(path: Path, mode: int, forbidden: int) -> Path:
                             "never followed through links: remove it")
     if not stat.S_ISDIR(st.st_mode):
         raise LockPathError(f"{path}: a file where a lock folder belongs; move it away")
-    _owner_and_mode(path, st, forbidden, "lock folder")
+    _owner_and_mode(path, st, "lock folder")
     return path
 
 
@@ -100,11 +82,11 @@ def _first_not_dir(path: Path) -> Path:
     return path
 
 
-def _owner_and_mode(path: Path, st: os.stat_result, forbidden: int, what: str) -> None:
+def _owner_and_mode(path: Path, st: os.stat_result, what: str) -> None:
     if st.st_uid != os.getuid():
         raise LockPathError(f"{path}: the {what} belongs to uid {st.st_uid}, not to this user "
                             f"(uid {os.getuid()}); it is never used")
-    if st.st_mode & forbidden:
+    if st.st_mode & 0o022:
         raise LockPathError(f"{path}: the {what} is writable by others (mode "
                             f"{stat.S_IMODE(st.st_mode):o}); it is never used")
 
@@ -168,7 +150,7 @@ def try_lock(path: Path) -> Lock | None:
         if not stat.S_ISREG(st.st_mode):
             raise LockPathError(f"{path}: not a regular file where a lock file belongs; move it "
                                 "away")
-        _owner_and_mode(path, st, 0o022, "lock file")
+        _owner_and_mode(path, st, "lock file")
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
@@ -206,90 +188,22 @@ def remove_stale(folder: Path, pattern: str = "*") -> list[Path]:
     return removed
 
 
-# --------------------------------------------------------------------------- the seal
+# --------------------------------------------------------------------------- the content
 
 
-def binding(checkout: Path | None) -> dict[str, Any]:
-    """Where a lock file was written: the checkout (its real path and its folder's identity, so
-    a `cp -a` copy differs), the host, the user and the boot."""
-    out: dict[str, Any] = {"host": socket.gethostname(), "uid": os.getuid(), "boot": boot_id()}
-    if checkout is not None:
-        real = checkout.resolve()
-        st = real.stat()
-        out["checkout"] = {"path": str(real), "dev": st.st_dev, "ino": st.st_ino}
-    return out
-
-
-def boot_id() -> str:
-    """This boot of this host: the kernel's boot id (changes at every boot), else the boot time."""
+def content(data: bytes) -> dict[str, Any] | None:
+    """What a lock file says (a JSON object), or None for anything else: empty, unreadable or
+    damaged content is a stale lock that names nothing."""
     try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return f"boot-{int(psutil.boot_time())}"
-
-
-def _key() -> bytes:
-    path = user_state_dir() / KEY_FILE
-    flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW
-    for _ in range(2):
-        try:
-            fd = os.open(path, flags)
-        except FileNotFoundError:
-            with contextlib.suppress(FileExistsError):
-                new = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-                with os.fdopen(new, "wb") as f:
-                    f.write(secrets.token_bytes(32))
-            continue
-        except OSError as exc:
-            raise LockPathError(f"{path}: cannot read the lock key: {exc.strerror}") from None
-        with os.fdopen(fd, "rb") as f:
-            st = os.fstat(f.fileno())
-            _owner_and_mode(path, st, 0o077, "lock key")
-            data = f.read()
-        if len(data) >= 32:
-            return data
-        raise LockPathError(f"{path}: the lock key is too short; remove it")
-    raise LockPathError(f"{path}: cannot create the lock key")
-
-
-def _mac(body: dict[str, Any]) -> str:
-    text = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
-    return hmac.new(_key(), text, hashlib.sha256).hexdigest()
-
-
-def seal(content: dict[str, Any], checkout: Path | None) -> bytes:
-    """The lock file's bytes: `content`, where it was written, and the seal over both."""
-    body = {**content, "written_in": binding(checkout)}
-    return (json.dumps({**body, "seal": _mac(body)}, indent=2, sort_keys=True) + "\n").encode()
-
-
-def unseal(data: bytes, checkout: Path | None, *, any_checkout: bool = False,
-           ) -> dict[str, Any] | None:
-    """The content of a lock file that this user wrote on this host since this boot, in this
-    checkout (in any, with `any_checkout`: only to name a holder); None for anything else
-    (empty, unreadable, crafted, copied with a checkout, from an earlier boot)."""
-    try:
-        body = json.loads(data.decode("utf-8") or "{}")
+        body = json.loads(data.decode("utf-8") or "null")
     except (UnicodeDecodeError, ValueError, RecursionError):
         return None
-    if not isinstance(body, dict) or not isinstance(body.get("seal"), str):
-        return None
-    given = body.pop("seal")
-    if not hmac.compare_digest(given, _mac(body)):
-        return None
-    where = body.pop("written_in", None)
-    here = binding(checkout)
-    if not isinstance(where, dict):
-        return None
-    if any_checkout:
-        where.pop("checkout", None)
-        here.pop("checkout", None)
-    return body if where == here else None
+    return body if isinstance(body, dict) else None
 
 
 def peek(path: Path) -> dict[str, Any] | None:
-    """The sealed content of a lock file someone else holds (to name the holder), read without
-    following a symlink; None when it is not a valid one of this user on this host."""
+    """The content of a lock file someone else holds (to name the holder), read without
+    following a symlink; None when it is not a regular file or says nothing."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
@@ -300,4 +214,4 @@ def peek(path: Path) -> dict[str, Any] | None:
         data = os.read(fd, 1 << 20)
     finally:
         os.close(fd)
-    return unseal(data, None, any_checkout=True)
+    return content(data)

@@ -2,13 +2,15 @@
 holder; the processes and containers the run started; and a per-run tag in their environment.
 Two runs of one runbook (or on one port) cannot clobber each other, and the next run finds and
 stops what a run killed with SIGKILL left behind: processes that carry the dead run's tag in
-their environment, containers that carry its label. The tag is read only from a lock file this
-user wrote in this checkout on this host since this boot (`locks` seals it); an ID read from a
-file is never acted on."""
+their environment, containers that carry its label. The lock files live in the user's own
+folder (`locks`), the runbook's named by the checkout's real path, so a lock file in a checkout,
+committed or copied with it, is never read; a pid read from a file is never acted on."""
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import os
 import socket
 from collections.abc import Iterable
@@ -26,7 +28,8 @@ from wikitools.runbook.execution.processes import (
     stop_all_tagged,
 )
 
-LOCKS_DIR = ".artifacts/locks"  # per runbook, under the wiki root
+RUNBOOKS_DIR = "runbooks"  # in the user's lock folder: one lock per checkout and runbook
+PORTS_DIR = "ports"
 
 
 class RunLocked(WikiError):
@@ -35,8 +38,19 @@ class RunLocked(WikiError):
     exit_code = 1
 
 
+def _runbook_locks_dir() -> Path:
+    return locks.user_state_dir() / RUNBOOKS_DIR
+
+
 def _port_locks_dir() -> Path:
-    return locks.user_state_dir() / "ports"
+    return locks.user_state_dir() / PORTS_DIR
+
+
+def lock_path(root: Path, runbook: str) -> Path:
+    """The lock file of `runbook` in the checkout at `root`: in the user's own folder, named by
+    the checkout's real path (a copy of the checkout is another checkout, with its own lock)."""
+    checkout = hashlib.sha256(os.fsencode(root.resolve())).hexdigest()[:16]
+    return _runbook_locks_dir() / f"{runbook}@{checkout}.json"
 
 
 def _holder_text(data: dict[str, Any] | None) -> str:
@@ -54,8 +68,8 @@ def _holder_text(data: dict[str, Any] | None) -> str:
 class RunLock:
     """Held for the whole of one run: `acquire()` first (it refuses when another run holds the
     runbook or the port, and stops what a dead run left), `started()` for each process or
-    container, `release()` at the end. The state lives in the lock files, rewritten in place and
-    sealed at each change, so it survives the runner being killed."""
+    container, `release()` at the end. The state lives in the lock files, rewritten in place at
+    each change, so it survives the runner being killed."""
 
     root: Path
     runbook: str
@@ -75,7 +89,7 @@ class RunLock:
 
     @property
     def lock_path(self) -> Path:
-        return self.root / LOCKS_DIR / f"{self.runbook}.json"
+        return lock_path(self.root, self.runbook)
 
     @property
     def port_lock_path(self) -> Path | None:
@@ -84,14 +98,13 @@ class RunLock:
     def acquire(self, grace: float = 10.0) -> list[Leftover]:
         """Take both locks or raise RunLocked naming the holder; then stop the leftovers of a
         run that died holding them. Returns what had to be stopped."""
-        locks.checkout_dir(self.root / ".artifacts")
-        locks.checkout_dir(self.lock_path.parent)
+        locks.private_dir(self.lock_path.parent)
         lock = locks.try_lock(self.lock_path)
         if lock is None:
             raise RunLocked(f"runbook '{self.runbook}' is being run by "
                             f"{_holder_text(locks.peek(self.lock_path))}; wait for it to finish")
         self._locks.append(lock)
-        leftovers = stop_leftovers(locks.unseal(lock.read(), self.root), grace, self.root)
+        leftovers = stop_leftovers(self._ours(lock), grace, self.root)
         if self.port_lock_path is not None:
             try:
                 locks.private_dir(self.port_lock_path.parent)
@@ -105,10 +118,15 @@ class RunLock:
                                 f"{_holder_text(locks.peek(self.port_lock_path))}; wait for it, "
                                 "or pass --port with a free port")
             self._locks.append(port_lock)
-            leftovers += stop_leftovers(locks.unseal(port_lock.read(), self.root), grace,
-                                        self.root)
+            leftovers += stop_leftovers(self._ours(port_lock), grace, self.root)
         self._write("running")
         return leftovers
+
+    def _ours(self, lock: locks.Lock) -> dict[str, Any] | None:
+        """What a lock file says when a run of this checkout wrote it (a port lock may be a
+        run's of another checkout: never acted on from here); else None."""
+        data = locks.content(lock.read())
+        return data if data and data.get("checkout") == str(self.root.resolve()) else None
 
     def env(self) -> dict[str, str]:
         """The variable that marks every process of this run."""
@@ -143,17 +161,17 @@ class RunLock:
             "containers": self.containers,
             "projects": self.projects,
             "docker": self.docker,
+            "checkout": str(self.root.resolve()),
         }
-        sealed = locks.seal(data, self.root)
+        text = (json.dumps(data, indent=2, sort_keys=True) + "\n").encode()
         for lock in self._locks:
-            lock.write(sealed)
+            lock.write(text)
 
 
 def stop_leftovers(data: dict[str, Any] | None, grace: float, root: Path) -> list[Leftover]:
     """Stop what a dead run of this checkout left: every process that carries its tag, every
     container that carries its label, and the containers of its own Compose projects created in
-    its artifacts folder. `data` is a lock file's unsealed content (None: not ours, nothing is
-    done)."""
+    its artifacts folder. `data` is what the lock file says (None: nothing, nothing is done)."""
     if data is None:
         return []
     tag = data.get("tag")
