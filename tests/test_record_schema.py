@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 
 from wikitools.runbook.records.record import SCHEMA_FILE, RecordError, parse_record, record_schema
@@ -44,7 +45,6 @@ def test_every_field_of_the_schema_is_described() -> None:
 
 
 def test_every_committed_record_fits_the_json_schema() -> None:
-    jsonschema = pytest.importorskip("jsonschema")
     validator = jsonschema.Draft202012Validator(json.loads(record_schema()))
     records = sorted((ROOT / "runbooks").glob("*/*.json"))
     assert len(records) >= 9
