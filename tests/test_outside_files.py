@@ -16,6 +16,7 @@ from wikitools.runbook.blocks.extract import extract_runbooks
 from wikitools.runbook.execution.fetch import sha256
 from wikitools.runbook.execution.plan import PlanOverrides, make_plan
 from wikitools.runbook.execution.plantext import format_plan
+from wikitools.runbook.execution.receipt import build_receipt
 
 COMPOSE = ("services:\n  glm:\n    image: voipmonitor/vllm:glm52\n    network_mode: host\n"
            "    gpus: all\n    command: /usr/local/bin/serve-glm52.sh\n")
@@ -121,3 +122,13 @@ def test_pin_resolves_a_branch_to_its_commit(remote: Remote, capsys: pytest.Capt
     assert capsys.readouterr().out == f"repo={url} commit={second}\n"
     assert main(["runbook", "pin", url, "no-such-branch"]) == 2
     assert f"{url} has no branch or tag no-such-branch" in capsys.readouterr().err
+
+
+def test_the_receipt_names_each_fetched_file_with_its_repository_and_commit(
+        tmp_path: Path, remote: Remote) -> None:
+    url, first, _second = remote
+    _rb, plan = _plan(tmp_path, _page(url, first))
+    (entry,) = [f for f in build_receipt(plan, tmp_path, {}, [])["files"]
+                if f["role"] == "fetched"]
+    assert entry == {"path": "examples/compose.yml", "repo": url, "commit": first,
+                     "sha256": sha256(COMPOSE), "role": "fetched"}

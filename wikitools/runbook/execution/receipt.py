@@ -20,6 +20,7 @@ from typing import Any
 from wikitools.runbook.engines import catalog as engines
 from wikitools.runbook.engines.shell import ShellSyntaxError, tokenize
 from wikitools.runbook.engines.types import EngineCommand
+from wikitools.runbook.execution.fetch import sha256
 from wikitools.runbook.execution.planned import Plan, PlannedServer
 
 MAX_FOLDER_FILES = 64  # a folder named by a command: its files (not below), at most this many
@@ -233,6 +234,17 @@ def _entry(path: str, old: str | None, new: str | None) -> dict[str, Any]:
     return {"path": path, "sha256": new or old, "role": role}
 
 
+def fetched_files(plan: Plan) -> list[dict[str, Any]]:
+    """The files of other repositories the run wrote into its folder: each file's path in
+    its repository, the repository and commit it was fetched from, and the sha256 of what was
+    fetched (the same file at the same commit wherever the run is repeated)."""
+    texts = {path: text for v in plan.variants if v.server.container is not None
+             for path, text in v.server.container.files}
+    return [{"path": f.path, "repo": f.source[0], "commit": f.source[1],
+             "sha256": sha256(texts[f.path]), "role": "fetched"}
+            for f in plan.runbook.files if f.source is not None and f.path in texts]
+
+
 def build_receipt(plan: Plan, root: Path, before: Mapping[str, str],
                   caches: list[dict[str, Any]]) -> dict[str, Any]:
     """The receipt, from the files hashed `before` the run and now."""
@@ -242,7 +254,8 @@ def build_receipt(plan: Plan, root: Path, before: Mapping[str, str],
              for path in sorted(set(before) | set(after))]
     cmd = plan.runbook.server.command
     model = model_snapshot(cmd, root, {**os.environ, **plan.server.env})
-    receipt: dict[str, Any] = {"files": files, "model": model, "caches": caches}
+    receipt: dict[str, Any] = {"files": files + fetched_files(plan), "model": model,
+                               "caches": caches}
     if cmd.speculative:  # the drafting method as configured; acceptance is measured per point
         receipt["speculative"] = dict(sorted(cmd.speculative.items()))
     return receipt
