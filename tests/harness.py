@@ -10,6 +10,7 @@ resort kills) exactly its own processes, never anyone else's."""
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import signal
@@ -21,6 +22,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -402,3 +404,14 @@ def _read_cases(file: Path) -> list[Case]:
         else:
             i += 1
     return cases
+
+
+def load_script(path: Path, name: str) -> ModuleType:
+    """A script of the repository (a file with a dash in its name, or outside any package)
+    imported as module `name`, registered in sys.modules (its dataclasses need that)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from harness import make_tree, without_gpus
+from harness import load_script, make_tree, without_gpus
 
 from wikitools.cli import main
 from wikitools.pages.parse import parse_page
@@ -350,15 +350,9 @@ def test_blocks_in_tabs_lists_admonitions_and_myst_tabs_are_marked_once(
 
 def test_funnel_benchmark_sorts_every_launch_block(tmp_path: Path,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    import importlib.util
-    import sys
 
-    spec = importlib.util.spec_from_file_location(
-        "bench_adopt", Path(__file__).resolve().parents[1] / "benchmarks" / "bench_adopt.py")
-    assert spec and spec.loader
-    bench = importlib.util.module_from_spec(spec)
-    sys.modules["bench_adopt"] = bench
-    spec.loader.exec_module(bench)
+    bench = load_script(Path(__file__).resolve().parents[1] / "benchmarks" / "bench_adopt.py",
+                        "bench_adopt")
     tree = tmp_path / "tree"
     (tree / "models").mkdir(parents=True)
     (tree / "models" / "m.md").write_text(

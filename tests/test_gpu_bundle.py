@@ -5,7 +5,6 @@ it exports keeps NVLink multicast off."""
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import io
 import lzma
 import os
@@ -15,6 +14,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from harness import load_script
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "gpu-bundle" / "on-device.sh"
@@ -131,11 +131,7 @@ def test_the_bundle_carries_every_dependency_a_runbook_run_imports() -> None:
     import json
     import sys
 
-    spec = importlib.util.spec_from_file_location("wiki_deps",
-                                                  REPO / "scripts/gpu-bundle/wiki-deps.py")
-    assert spec is not None and spec.loader is not None
-    wiki_deps = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(wiki_deps)
+    wiki_deps = load_script(REPO / "scripts/gpu-bundle/wiki-deps.py", "wiki_deps")
     carried = _closure({wiki_deps.requirement_name(r)
                         for r in wiki_deps.runtime_requirements(REPO / "pyproject.toml")})
     assert "markdown-it-pyrs" in carried

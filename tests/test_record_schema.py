@@ -5,13 +5,13 @@ record is refused with the field and the reason in the reader's own words."""
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
+from harness import load_script
 
 from wikitools.runbook.records.record import SCHEMA_FILE, RecordError, parse_record, record_schema
 
@@ -20,12 +20,7 @@ RUN = "20261130T100000Z-abcdef12"
 
 
 def _script() -> Any:
-    spec = importlib.util.spec_from_file_location("record_schema",
-                                                  ROOT / "scripts/record-schema.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(ROOT / "scripts/record-schema.py", "record_schema")
 
 
 def test_the_committed_json_schema_is_the_generated_one(capsys: pytest.CaptureFixture[str]

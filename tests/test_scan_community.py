@@ -4,13 +4,12 @@ block that is not a launcher is reported as one. benchmarks/bench_scan.py prints
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
+from harness import load_script
 
 from wikitools.cli import main
 from wikitools.pages.parse import parse_page
@@ -18,11 +17,7 @@ from wikitools.runbook.blocks.container_warnings import container_findings
 from wikitools.runbook.blocks.extract import load_runbooks
 
 REPO = Path(__file__).resolve().parents[1]
-_SPEC = importlib.util.spec_from_file_location("bench_scan", REPO / "benchmarks" / "bench_scan.py")
-assert _SPEC and _SPEC.loader
-bench_scan = importlib.util.module_from_spec(_SPEC)
-sys.modules["bench_scan"] = bench_scan
-_SPEC.loader.exec_module(bench_scan)
+bench_scan = load_script(REPO / "benchmarks" / "bench_scan.py", "bench_scan")
 
 PAGES = REPO / "tests" / "fixtures" / "community"
 

@@ -5,13 +5,13 @@ before a page that only uses its words, even one with those words in its title."
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 from fakes.site_tree import site_tree
+from harness import load_script
 
 from wikitools.core.config import load_config
 from wikitools.pages.load import load_pages
@@ -39,12 +39,7 @@ fallback backend when no attention backend fits. Reduce nothing; all of it is cu
 
 
 def _check_browser() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("check_browser",
-                                                  ROOT / "scripts" / "check-browser.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(ROOT / "scripts" / "check-browser.py", "check_browser")
 
 
 def test_flags_find_the_pages_that_hold_them_first(tmp_path: Path) -> None:
