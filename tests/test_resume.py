@@ -79,6 +79,11 @@ def test_a_resumed_run_measures_what_the_earlier_one_lacks_and_keeps_the_rest(
         tree: Path, monkeypatch, capsys) -> None:
     first = _first_run(tree, monkeypatch, capsys)
     first_bytes = _records(tree)[0].read_bytes()
+    # the page shows what the failed run finished, and how to finish the rest
+    page = (tree / "wiki/v.md").read_text()
+    assert ("The table below shows the variants it finished (`KV=1000`); `wiki runbook run` "
+            "with\n> `--resume` measures the others") in page
+    assert "\n| 1000 |" in page and "\n| 2000 |" not in page
 
     assert main(["runbook", "plan", "res-var", "--resume", "--root", str(tree)]) == 0
     out = capsys.readouterr().out

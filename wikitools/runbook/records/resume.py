@@ -119,3 +119,20 @@ def receipt_entry(root: Path, record: Record) -> dict[str, str]:
     data = record_path(root, record.runbook, record.run_id).read_bytes()
     return {"run_id": record.run_id, "path": record_rel_path(record),
             "sha256": "sha256:" + hashlib.sha256(data).hexdigest()}
+
+
+def finished_part(record: Record) -> Record | None:
+    """A failed run of server variants as far as it got: the record with its finished
+    variants alone (None when it has none, or did not fail). A page shows it instead of an
+    older successful run: it is newer, and `--resume` completes it."""
+    if record.ok or not any(v.ok for v in record.variants):
+        return None
+    return replace(record, variants=tuple(v for v in record.variants if v.ok))
+
+
+def newest_shown(records: Sequence[Record]) -> Record | None:
+    """What a results table shows: the newest record's finished part when it failed part-way,
+    else the newest successful record."""
+    if records and (part := finished_part(records[-1])) is not None:
+        return part
+    return next((r for r in reversed(records) if r.ok), None)

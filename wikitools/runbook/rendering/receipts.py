@@ -18,6 +18,7 @@ from wikitools.runbook.records.record import (
     VariantResult,
     record_rel_path,
 )
+from wikitools.runbook.records.resume import newest_shown
 from wikitools.runbook.rendering.escape import md_code, md_text
 
 VIEWS = ("kld", "capacity", "probes", "receipt")
@@ -72,10 +73,11 @@ def flag_value(command: str, *flags: str) -> str | None:
 
 def configs(records: Sequence[Record], others: Mapping[str, Sequence[Record]],
             compared: Sequence[str]) -> list[Config]:
-    """The latest successful record of the runbook and of each runbook of `with=`."""
+    """The latest successful record of the runbook and of each runbook of `with=` (or the
+    finished variants of a newer run that stopped part-way)."""
     out = []
     for rid, recs in [("", records), *[(r, others.get(r, ())) for r in compared]]:
-        ok = next((r for r in reversed(list(recs)) if r.ok), None)
+        ok = newest_shown(list(recs))
         if ok is None:
             continue
         if ok.variants:
