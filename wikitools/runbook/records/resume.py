@@ -108,7 +108,8 @@ def _runs(repeats: int, warmup: bool) -> str:
 def merged(record: Record, kept: Sequence[VariantResult],
            order: Sequence[tuple[tuple[str, str], ...]]) -> Record:
     """The new run's record with the variants taken over, every variant in the block's order
-    (`order`: the coordinates of every variant); failed when any variant did not finish."""
+    (`order`: the coordinates of every variant). Its status stays the new run's: every
+    variant taken over finished."""
     variants = sorted([*kept, *record.variants], key=lambda v: order.index(v.coords)
                       if v.coords in order else len(order))
     return replace(record, variants=tuple(variants))
