@@ -262,7 +262,10 @@ def test_a_wrong_declaration_of_a_helper_inside_the_image_fails_and_tears_down(
     run = make_run("declared-in-image-wrong", 18480)
     rc = run(timeout=900)
     rec = assert_failed(run, rc, "declared")
-    assert "declared model=tiny-chat, the server serves tiny" in step(rec, "declared")["message"]
+    message = step(rec, "declared")["message"]
+    assert "declared model=tiny-chat, the server serves tiny" in message
+    assert "declared tp=2, the server serves tp=1" in message  # read from vLLM's own log
+    assert "declared engine" not in message  # it is vLLM, as declared
     assert step(rec, "teardown")["status"] == "ok", rec["steps"]
     assert_containers_gone(rec)
     run.assert_nothing_left()

@@ -17,7 +17,6 @@ import json
 import math
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -328,20 +327,6 @@ def test_client_fails(make_run) -> None:
     assert point["status"] == "failed" and point["metrics"] == {}
     tail = "\n".join(rec["server"]["log_tail"])
     assert "unrecognized arguments: --no-such-flag" in tail, tail
-
-
-def test_ctrl_c_during_client(make_run) -> None:
-    run = make_run("cpu-interrupt")
-    run.start()
-    run.wait_for_client("*/slow*.log")  # the client has written its first lines: it runs
-    assert run.proc is not None and run.running()
-    run.proc.send_signal(signal.SIGINT)
-    rc = run.wait(timeout=120)
-    rec = assert_failed(run, rc, "client:slow run 1/2")
-    assert "SIGINT" in rec["message"], rec["message"]
-    (client,) = rec["clients"]
-    assert [p["status"] for p in client["points"]] == ["failed"]
-    assert step(rec, "ready")["status"] == "ok"
 
 
 def test_port_already_in_use(make_run) -> None:
