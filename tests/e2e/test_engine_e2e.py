@@ -365,33 +365,3 @@ def test_tiny_model_is_deterministic(tmp_path: Path, tiny_model: Path) -> None:
                             "--check"],
                            capture_output=True, text=True, timeout=120)
     assert check.returncode == 0, check.stdout
-
-
-# --------------------------------------------------------------------------- server variants
-
-
-def test_server_variants_each_start_serve_and_stop_before_the_next(make_run) -> None:
-    """Two variants of the real engine (1 and 2 GiB of KV cache): each its own server, both in
-    one record with the KV cache size each engine reported, the port free between them."""
-    run = make_run("cpu-variants")
-    run.argv[run.argv.index("--repeats") + 1] = "1"
-    rc = run(timeout=1200)
-    assert rc == 0, run.output
-    rec = run.record()
-    assert rec["schema_version"] == 3 and "clients" not in rec
-    variants = rec["variants"]
-    assert [v["coords"] for v in variants] == [[["KV", "1"]], [["KV", "2"]]]
-    assert [v["status"] for v in variants] == ["ok", "ok"]
-    # each engine's own log line "CPU KV cache size: N tokens": twice the space, twice the tokens
-    assert [v["markers"]["kv_cache_tokens"] for v in variants] == [2_097_152, 4_194_304]
-    for v in variants:
-        assert v["engine"]["version"].startswith("0.32.0")
-        assert v["server"]["env"]["KV"] == v["coords"][0][1]
-        (point,) = v["clients"][0]["points"]
-        assert point["status"] == "ok" and point["metrics"]["completed"] == 4
-    names = [s["name"] for s in rec["steps"]]
-    assert names.index("[KV=1] teardown") < names.index("[KV=2] start")
-    assert all(s["status"] == "ok" for s in rec["steps"]), rec["steps"]
-    text = (run.root / "wiki/cpu-variants.md").read_text()
-    assert "- `KV=1`: vLLM 0.32.0" in text and "KV cache 4,194,304 tokens" in text
-    run.assert_nothing_left()

@@ -69,6 +69,11 @@ def test_kld_capacity_probes_and_receipt_end_to_end(tree: Path, random_model: Pa
     assert rec["schema_version"] == 3 and rec["status"] == "ok"
     fp16, fp32 = rec["variants"]
     assert [fp16["coords"], fp32["coords"]] == [[["DTYPE", "float16"]], [["DTYPE", "float32"]]]
+    # each variant its own real engine, the first stopped before the second started
+    assert [v["engine"]["version"][:6] for v in (fp16, fp32)] == ["0.32.0", "0.32.0"]
+    names = [s["name"] for s in rec["steps"]]
+    assert names.index("[DTYPE=float16] teardown") < names.index("[DTYPE=float32] start")
+    assert all(s["status"] == "ok" for s in rec["steps"]), rec["steps"]
     kb = {c["name"]: c for c in fp16["clients"]}
     kf = {c["name"]: c for c in fp32["clients"]}
 
