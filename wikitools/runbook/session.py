@@ -49,6 +49,7 @@ from wikitools.runbook.records.record import (
     Record,
     RecordError,
     Step,
+    VariantResult,
     dumps,
     load_records,
     make_run_id,
@@ -155,11 +156,12 @@ def prepare(
         resumed = resumed_record(config.root, runbook.id, runbook.blocks_hash, options.resume,
                                  runbook.server.variants.points())
         check_same_gpus(resumed, [g.name for g in facts.gpus])
-        overrides = _resuming(overrides, resumed, config.root)
+        kept = carried(resumed)
+        overrides = _resuming(overrides, resumed, kept, config.root)
     plan = make_plan(runbook, root=config.root, artifacts_dir=artifacts_dir_for(runbook, run_id),
                      overrides=overrides, verdict=verdict)
     if resumed is not None:
-        plan = _resume_checked(plan, resumed)
+        plan = _resume_checked(plan, record_rel_path(resumed), kept)
     shown = [*diags, *unshown_runbooks(pages, [runbook])]
     warnings = tuple(d for d in sort_diagnostics(shown)
                      if d.path == runbook.page or d.code in PAGE_FILE_CODES)
@@ -167,11 +169,12 @@ def prepare(
                     started, run_id, unset_here(runbook, pages), warnings, resumed)
 
 
-def _resuming(overrides: PlanOverrides, resumed: Record, root: Path) -> PlanOverrides:
+def _resuming(overrides: PlanOverrides, resumed: Record, kept: tuple[VariantResult, ...],
+              root: Path) -> PlanOverrides:
     """The plan overrides of a run that resumes `resumed`: its finished variants left out, its
     repeats and warm-up where no option names them, and its cache folders where they are on
-    this host (the starts are then as warm as its later ones were)."""
-    kept = carried(resumed)
+    this host (the starts are then as warm as its later ones were). `kept`: its finished
+    variants."""
     clients = [c for v in kept for c in v.clients]
     if overrides.repeats is None and len({c.repeats for c in clients}) == 1:
         overrides = replace(overrides, repeats=clients[0].repeats)  # as the earlier run did
@@ -184,10 +187,9 @@ def _resuming(overrides: PlanOverrides, resumed: Record, root: Path) -> PlanOver
                    caches_dir=next((f for f in folders if (root / f).is_dir()), None))
 
 
-def _resume_checked(plan: Plan, resumed: Record) -> Plan:
-    """The plan, once its clients run as they did in the variants taken over, with a note."""
-    kept = carried(resumed)
-    where = record_rel_path(resumed)
+def _resume_checked(plan: Plan, where: str, kept: tuple[VariantResult, ...]) -> Plan:
+    """The plan, once its clients run as they did in the variants taken over (`kept`, of the
+    record at `where`), with a note."""
     check_same_runs(kept, {c.name: (c.repeats, c.warmup) for v in plan.variants
                            for c in v.clients}, where)
     names = ", ".join(str(v.name) for v in kept) or "none"

@@ -53,13 +53,14 @@ def resumed_record(root: Path, runbook_id: str, blocks_hash: str, which: str,
     if all(coords in finished for coords in variants):
         raise UsageError(f"--resume: {where} finished every variant; nothing is left to run")
     if record.blocks_hash != blocks_hash:
-        raise UsageError(f"--resume: {where} was made from other blocks ({_short(record)}; "
-                         f"the page's: {blocks_hash.split(':', 1)[-1][:8]}); run it again")
+        raise UsageError(f"--resume: {where} was made from other blocks "
+                         f"({_short(record.blocks_hash)}; the page's: {_short(blocks_hash)}); "
+                         "run it again")
     return record
 
 
-def _short(record: Record) -> str:
-    return record.blocks_hash.split(":", 1)[-1][:8]
+def _short(blocks_hash: str) -> str:
+    return blocks_hash.split(":", 1)[-1][:8]
 
 
 def carried(record: Record) -> tuple[VariantResult, ...]:
@@ -122,7 +123,7 @@ def receipt_entry(root: Path, record: Record) -> dict[str, str]:
             "sha256": "sha256:" + hashlib.sha256(data).hexdigest()}
 
 
-def finished_part(record: Record) -> Record | None:
+def _finished_part(record: Record) -> Record | None:
     """A failed run of server variants as far as it got: the record with its finished
     variants alone (None when it has none, or did not fail). A page shows it instead of an
     older successful run: it is newer, and `--resume` completes it."""
@@ -134,6 +135,6 @@ def finished_part(record: Record) -> Record | None:
 def newest_shown(records: Sequence[Record]) -> Record | None:
     """What a results table shows: the newest record's finished part when it failed part-way,
     else the newest successful record."""
-    if records and (part := finished_part(records[-1])) is not None:
+    if records and (part := _finished_part(records[-1])) is not None:
         return part
     return next((r for r in reversed(records) if r.ok), None)

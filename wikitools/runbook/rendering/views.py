@@ -16,7 +16,7 @@ from wikitools.runbook.records.record import (
     Record,
     record_rel_path,
 )
-from wikitools.runbook.records.resume import finished_part, newest_shown
+from wikitools.runbook.records.resume import newest_shown
 from wikitools.runbook.rendering import receipts, serving
 from wikitools.runbook.rendering.charts import XY, Chart, Series, figure, render_chart
 from wikitools.runbook.rendering.decode import decode_grid
@@ -188,7 +188,7 @@ def render_region(
     if records:
         latest = records[-1]
         ok = newest_shown(records)
-        finished = finished_part(latest)
+        partial = ok is not None and ok.run_id == latest.run_id and not latest.ok
         if not latest.ok:
             tail = next((v.server.get("log_tail") for v in latest.each_variant()
                          if v.status == "failed" and v.server.get("log_tail")), ())
@@ -197,8 +197,8 @@ def render_region(
                 "record_path": record_rel_path(latest),
                 "step": md_code(latest.failed_step),
                 "message": md_text(better_message(latest.message, tail or ()) or "no message"),
-                "partial": ", ".join(md_code(v.name) for v in finished.variants)
-                if finished else "",
+                "partial": ", ".join(md_code(v.name) for v in ok.variants)
+                if partial and ok else "",
             }
         if ok is not None:
             if region.view == "quality":
